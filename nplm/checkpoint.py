@@ -1,0 +1,114 @@
+"""Orbax checkpoints of a run: the latest (for resumption) and the best on validation.
+
+Each checkpoint holds the train state and the loop's progress (a small JSON). The run's
+identity (its config and vocabulary) is written once to `run.json` in the workdir, so that a
+rerun with the same workdir resumes and one with an incompatible config is refused before
+anything is overwritten.
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from nplm.config import Config
+
+
+class IncompatibleCheckpointError(RuntimeError):
+  """The workdir holds a run that this config or vocabulary cannot continue."""
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+  """Writes JSON via a temporary file and a rename, so readers never see half a file."""
+  temporary = path.with_name(path.name + '.tmp')
+  temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + '\n')
+  os.replace(temporary, path)
+
+
+def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str) -> None:
+  """Records the run's identity, or checks it against the one already recorded."""
+  workdir.mkdir(parents=True, exist_ok=True)
+  identity_path = workdir / 'run.json'
+  if not identity_path.exists():
+    write_json_atomically(identity_path, {'config': config.to_dict(),
+                                          'vocab_fingerprint': vocab_fingerprint})
+    return
+  saved = json.loads(identity_path.read_text())
+  problems = config.incompatibilities(saved['config'])
+  if saved['vocab_fingerprint'] != vocab_fingerprint:
+    problems.append('vocabulary: the corpus or --unk_max_count gives a different vocabulary')
+  if problems:
+    raise IncompatibleCheckpointError(
+        f'{workdir} holds a run that this one cannot continue:\n  ' + '\n  '.join(problems) +
+        '\nIts checkpoints are kept. Use another --workdir, or rerun with the settings above.')
+
+
+class Checkpoints:
+  """The latest checkpoints (periodic) and the best on validation, under one workdir."""
+
+  def __init__(self, workdir: Path):
+    directory = workdir.absolute()  # Orbax wants absolute paths.
+    self._latest = ocp.CheckpointManager(
+        directory / 'checkpoints', options=ocp.CheckpointManagerOptions(max_to_keep=2))
+    self._best = ocp.CheckpointManager(
+        directory / 'best', options=ocp.CheckpointManagerOptions(max_to_keep=1))
+
+  def save_latest(self, step: int, state, progress: dict) -> None:
+    self._save(self._latest, step, state, progress)
+
+  def save_best(self, step: int, state, progress: dict) -> None:
+    self._save(self._best, step, state, progress)
+
+  def restore_latest(self, abstract_state):
+    """(state, progress) of the latest checkpoint, or None if there is none."""
+    return self._restore(self._latest, abstract_state)
+
+  def restore_best(self, abstract_state):
+    return self._restore(self._best, abstract_state)
+
+  def saved_params(self, which: str = 'best') -> dict | None:
+    """The parameters of the best (or 'latest') checkpoint as saved, with no template.
+
+    For analysis and generation outside a run; a run restores through `restore_*`.
+    """
+    manager = self._best if which == 'best' else self._latest
+    step = manager.latest_step()
+    if step is None:
+      return None
+    restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+    return restored.state['params']
+
+  @property
+  def latest_step(self) -> int | None:
+    return self._latest.latest_step()
+
+  def close(self) -> None:
+    """Waits for pending writes; a checkpoint only counts once it is finished."""
+    for manager in (self._latest, self._best):
+      manager.wait_until_finished()
+      manager.close()
+
+  @staticmethod
+  def _save(manager, step: int, state, progress: dict) -> None:
+    if step in manager.all_steps():  # Saved again after a resume, with newer progress.
+      manager.delete(step)
+    manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                               progress=ocp.args.JsonSave(progress)))
+    manager.wait_until_finished()
+
+  @staticmethod
+  def _restore(manager, abstract_state):
+    step = manager.latest_step()
+    if step is None:
+      return None
+    restored = manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract_state), progress=ocp.args.JsonRestore()))
+    return restored.state, restored.progress
+
+
+def abstract_of(state):
+  """Shapes, dtypes and shardings of `state`: the target a checkpoint is restored into."""
+  return jax.tree.map(ocp.utils.to_shape_dtype_struct, state)

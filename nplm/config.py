@@ -1,0 +1,112 @@
+"""The configuration of one run: every knob, its default and what it means.
+
+The experiment flags of `experiments/brown.py` are generated from this dataclass, so a
+field added here is a command-line flag there, with its help text.
+"""
+
+import dataclasses
+from typing import Any
+
+
+def _knob(default: Any, help_text: str) -> Any:
+  """A config field with its help text: the flag `--<name>` shows it under --helpfull."""
+  return dataclasses.field(default=default, metadata={'help': help_text})
+
+
+class ConfigError(ValueError):
+  """A configuration value that cannot work; the message says which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  # --- data -------------------------------------------------------------------------
+  data_dir: str = _knob('', 'TFDS data dir for the prepared corpus (empty: TFDS default).')
+  corpus_dir: str = _knob('', 'Directory of the 500 Brown files ca01 … cr09 (empty: search).')
+  unk_max_count: int = _knob(3, 'Training-split words seen at most this often become <unk>.')
+  train_tokens: int = _knob(800_000, "The first this-many tokens train (the paper's split).")
+  valid_tokens: int = _knob(200_000, 'The next this-many validate; the rest is the test split.')
+
+  # --- model: context -> hidden (Eq. 1 without its output layer) -----------------------
+  model: str = _knob('nnlm', 'Model name in nplm.models.MODELS.')
+  order: int = _knob(5, 'n: the model predicts w_t from the n-1 previous words.')
+  feature_size: int = _knob(30, 'm: size of each word feature vector C(w).')
+  hidden_size: int = _knob(100, 'h: tanh hidden units; 0 = no hidden layer (needs --direct).')
+  direct: bool = _knob(False, 'Direct connections W x from the word features to the output.')
+
+  # --- head: hidden -> loss | exact log p -----------------------------------------------
+  head: str = _knob('softmax', 'Output head name in nplm.heads.HEADS.')
+
+  # --- optimization ---------------------------------------------------------------------
+  optimizer: str = _knob('adamw', 'sgd (the paper) or adamw (faster).')
+  learning_rate: float = _knob(1e-3, 'ε0: the initial learning rate.')
+  lr_decay: float = _knob(0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates (paper: 1e-8).')
+  weight_decay: float = _knob(0.0, 'On weights and C, never on biases (paper: 1e-4 with SGD).')
+  batch_size: int = _knob(256, 'Training examples per update.')
+  epochs: int = _knob(20, 'Upper bound on passes over the training split.')
+  patience: int = _knob(
+      2, 'Stop after this many epochs without a better validation perplexity.')
+  max_steps: int = _knob(
+      0, 'Stop after this many updates in all (0 = no bound); for smoke runs.')
+  seed: int = _knob(0, 'Seeds initialization and the per-epoch shuffles.')
+
+  # --- evaluation, logging, checkpoints --------------------------------------------------
+  eval_batch_size: int = _knob(2048, 'Examples per evaluation batch (the last one is padded).')
+  log_every: int = _knob(200, 'Updates between progress lines / metrics records.')
+  checkpoint_every: int = _knob(
+      2000, 'Updates between periodic checkpoints (also at each epoch).')
+  workdir: str = _knob(
+      '', 'Receives checkpoints, metrics.jsonl, TensorBoard events, summary.json.')
+
+  # Fields that may differ between a run and its resumption: they bound or observe the run
+  # but do not change what one update computes.
+  RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
+                      'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir')
+
+  def replace(self, **changes: Any) -> 'Config':
+    return dataclasses.replace(self, **changes)
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  def validate(self) -> 'Config':
+    """Returns self, or raises ConfigError naming the first value that cannot work."""
+    from nplm import heads, models  # Registries import the modules; avoid a cycle.
+    checks = [
+        (self.order >= 2, f'--order must be at least 2 (one word of context), got {self.order}'),
+        (self.feature_size >= 1, f'--feature_size must be positive, got {self.feature_size}'),
+        (self.hidden_size >= 0, f'--hidden_size must be 0 or more, got {self.hidden_size}'),
+        (self.hidden_size > 0 or self.direct,
+         '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
+        (self.model in models.MODELS,
+         f'unknown --model={self.model!r}; known: {", ".join(sorted(models.MODELS))}'),
+        (self.head in heads.HEADS,
+         f'unknown --head={self.head!r}; known: {", ".join(sorted(heads.HEADS))}'),
+        (self.optimizer in ('sgd', 'adamw'),
+         f'unknown --optimizer={self.optimizer!r}; known: adamw, sgd'),
+        (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
+        (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
+        (self.weight_decay >= 0, f'--weight_decay must be 0 or more, got {self.weight_decay}'),
+        (self.unk_max_count >= 0, f'--unk_max_count must be 0 or more, got {self.unk_max_count}'),
+        (self.train_tokens > 0 and self.valid_tokens > 0,
+         '--train_tokens and --valid_tokens must be positive'),
+        (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
+        (self.eval_batch_size >= 1,
+         f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
+        (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
+        (self.patience >= 1, f'--patience must be positive, got {self.patience}'),
+        (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),
+        (self.log_every >= 1, f'--log_every must be positive, got {self.log_every}'),
+        (self.checkpoint_every >= 1,
+         f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
+        (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
+    ]
+    for ok, message in checks:
+      if not ok:
+        raise ConfigError(message)
+    return self
+
+  def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
+    """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config."""
+    return [f'{name}: checkpoint has {saved.get(name)!r}, this run has {value!r}'
+            for name, value in self.to_dict().items()
+            if name not in self.RESUMABLE_FIELDS and saved.get(name) != value]

@@ -1,0 +1,303 @@
+"""The trainer: optimizer, state, pure jitted steps, exact evaluation, the loop, `run(config)`.
+
+Loop discipline (after big_vision): the state is created or resumed, every update is
+rebuilt from its number (so a rerun resumes exactly), losses are checked on logged steps,
+nothing NaN is ever checkpointed, and the reported perplexities all come from exact,
+normalized log-probabilities summed over every token of a split.
+"""
+
+import contextlib
+import logging
+import math
+import signal
+import threading
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax.training import train_state
+from tqdm import tqdm
+
+from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir, write_json_atomically
+from nplm.config import Config
+from nplm.data import batching
+from nplm.data.corpus import Corpus, load_corpus
+from nplm.data.vocab import TEXT_END
+from nplm.lm import build_language_model
+from nplm.metrics import MetricsWriter
+
+
+log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+  """The loss or the parameters stopped being finite."""
+
+
+# --- optimizer and state --------------------------------------------------------------
+
+def _decay_mask(params):
+  """True for the weights and the features C, False for biases: the paper decays no bias."""
+  return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key != 'bias', params)
+
+
+def make_optimizer(config: Config) -> optax.GradientTransformation:
+  def learning_rate(t):
+    return config.learning_rate / (1.0 + config.lr_decay * t)  # ε_t = ε0 / (1 + r·t)
+  if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
+    return optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
+                       optax.sgd(learning_rate))
+  return optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
+
+
+def create_state(config: Config, lm, rng) -> train_state.TrainState:
+  context = jnp.zeros((1, config.order - 1), jnp.int32)
+  params = lm.init(rng, context, method=lm.log_probs)['params']
+  return train_state.TrainState.create(apply_fn=lm.apply, params=params,
+                                       tx=make_optimizer(config))
+
+
+# --- pure steps -----------------------------------------------------------------------
+
+def make_steps(lm, order: int):
+  """The jitted train step (state donated) and the eval step (a sum of exact NLLs)."""
+
+  def train_step(state, padded_split, positions, mask, rng):
+    context, targets = batching.windows(padded_split, positions, order)
+
+    def mean_loss(params):
+      losses = lm.apply({'params': params}, context, targets, rng, method=lm.loss)
+      return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
+
+    loss, grads = jax.value_and_grad(mean_loss)(state.params)
+    return state.apply_gradients(grads=grads), loss
+
+  def eval_step(params, padded_split, positions, mask):
+    context, targets = batching.windows(padded_split, positions, order)
+    log_p = lm.apply({'params': params}, context, targets, method=lm.log_prob)
+    return -jnp.sum(jnp.where(mask > 0, log_p, 0.0))
+
+  return jax.jit(train_step, donate_argnums=0), jax.jit(eval_step)
+
+
+def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int) -> dict:
+  """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
+  sums = [eval_step(params, padded_split, positions, mask)
+          for positions, mask in batching.eval_batches(num_tokens, batch_size)]
+  nll = float(np.sum(np.asarray(jax.device_get(sums), np.float64)))
+  return {'nll': nll, 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
+
+
+def _all_finite(tree) -> bool:
+  return all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(tree))
+
+
+# --- the loop -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _stop_requests():
+  """An event set by the first SIGTERM or Ctrl-C; a second Ctrl-C interrupts at once."""
+  requested = threading.Event()
+  if threading.current_thread() is not threading.main_thread():
+    yield requested  # Signals reach only the main thread; nothing to install.
+    return
+
+  def handler(signum, frame):
+    if requested.is_set():
+      raise KeyboardInterrupt
+    log.warning('Signal %d: saving a checkpoint and stopping.', signum)
+    requested.set()
+
+  previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+  try:
+    yield requested
+  finally:
+    for s, h in previous.items():
+      signal.signal(s, h)
+
+
+class _Run:
+  """One invocation of the loop over a workdir: trains, evaluates, checkpoints."""
+
+  def __init__(self, config: Config, corpus: Corpus):
+    self.config, self.corpus = config, corpus
+    self.workdir = Path(config.workdir)
+    claim_workdir(self.workdir, config, corpus.vocab.fingerprint())
+    self.lm = build_language_model(config, corpus.vocab.size)
+    boundary = int(corpus.vocab.encode([TEXT_END])[0])
+    self.splits = {name: jnp.asarray(batching.pad_split(ids, config.order, boundary))
+                   for name, ids in corpus.splits.items()}
+    self.sizes = {name: len(ids) for name, ids in corpus.splits.items()}
+    self.train_step, self.eval_step = make_steps(self.lm, config.order)
+    init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
+    self.state = create_state(config, self.lm, init_rng)
+    self.checkpoints = Checkpoints(self.workdir)
+    self.progress = {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
+                     'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
+                     'train_seconds': 0.0, 'wall_seconds': 0.0}
+    restored = self.checkpoints.restore_latest(abstract_of(self.state))
+    if restored is not None:
+      self.state, self.progress = restored
+      log.info('Resumed from %s at step %d.', self.workdir, int(self.state.step))
+    self.started = time.perf_counter()
+    self.wall_before = self.progress['wall_seconds']
+    self.writer = MetricsWriter(self.workdir)
+
+  def close(self) -> None:
+    self.checkpoints.close()
+    self.writer.close()
+
+  def evaluate(self, name: str, params=None) -> dict:
+    params = self.state.params if params is None else params
+    return evaluate(self.eval_step, params, self.splits[name], self.sizes[name],
+                    self.config.eval_batch_size)
+
+  def save(self, best: bool = False) -> None:
+    """Checkpoints the current state, which must be finite: the last good one is kept."""
+    step = int(self.state.step)
+    if not _all_finite(self.state.params):
+      raise self.diverged(f'the parameters are not finite at step {step}')
+    self.progress['wall_seconds'] = self.wall_before + time.perf_counter() - self.started
+    (self.checkpoints.save_best if best else self.checkpoints.save_latest)(
+        step, self.state, self.progress)
+
+  def diverged(self, what: str) -> TrainingDiverged:
+    kept = self.checkpoints.latest_step
+    where = (f'the last good checkpoint (step {kept}) is kept in {self.workdir}'
+             if kept is not None else 'no checkpoint had been saved yet')
+    return TrainingDiverged(f'Training diverged: {what}; {where}. '
+                            'Lower --learning_rate (or --lr_decay) and rerun in a new --workdir.')
+
+  def train(self, stop: threading.Event) -> str:
+    """Runs epochs until the bound, early stopping, --max_steps or a stop request."""
+    config, progress = self.config, self.progress
+    steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
+    while progress['epochs_done'] < config.epochs and not progress['stopped_early']:
+      epoch = progress['epochs_done']
+      status = self.train_epoch(epoch, steps_per_epoch, stop)
+      if status != 'epoch_done':
+        self.save()
+        return status
+      self.end_epoch(epoch)
+    return 'early_stopped' if progress['stopped_early'] else 'epochs_done'
+
+  def train_epoch(self, epoch: int, steps_per_epoch: int, stop: threading.Event) -> str:
+    config, progress = self.config, self.progress
+    step = int(self.state.step)
+    start = step - epoch * steps_per_epoch
+    batches = batching.train_batches(self.sizes['train'], config.batch_size, config.seed,
+                                     epoch, start)
+    bar = tqdm(batches, total=steps_per_epoch, initial=start, desc=f'epoch {epoch + 1}',
+               unit='step', disable=None, leave=False)
+    clock, examples = time.perf_counter(), 0
+    for positions, mask in bar:
+      rng = jax.random.fold_in(self.step_rng, step)
+      self.state, loss = self.train_step(self.state, self.splits['train'], positions, mask, rng)
+      step, examples = step + 1, examples + int(mask.sum())
+      at_log = step % config.log_every == 0
+      at_checkpoint = step % config.checkpoint_every == 0 and step % steps_per_epoch != 0
+      out_of_steps = config.max_steps and step >= config.max_steps
+      if at_log or at_checkpoint or out_of_steps or stop.is_set():
+        loss = float(loss)  # Waits for the step: the clock below is honest.
+        if not math.isfinite(loss):
+          raise self.diverged(f'the training loss is {loss} at step {step}')
+        seconds = time.perf_counter() - clock
+        progress['train_seconds'] += seconds
+        progress['train_examples'] += examples
+        rate = examples / max(seconds, 1e-9)
+        clock, examples = time.perf_counter(), 0
+        bar.set_postfix(loss=f'{loss:.3f}', examples_per_s=f'{rate:.0f}')
+        if at_log:
+          log.info('step %d  epoch %d  loss %.4f  %.0f examples/s', step, epoch + 1,
+                       loss, rate)
+          self.writer.write('train', step, loss=loss, examples_per_second=rate)
+        if stop.is_set():
+          return 'interrupted'
+        if out_of_steps:
+          return 'max_steps'
+        if at_checkpoint:
+          self.save()
+    jax.block_until_ready(self.state)
+    progress['train_seconds'] += time.perf_counter() - clock
+    progress['train_examples'] += examples
+    return 'epoch_done'
+
+  def end_epoch(self, epoch: int) -> None:
+    """Validates, keeps the best state, and decides on early stopping."""
+    progress = self.progress
+    valid = self.evaluate('valid')
+    if not math.isfinite(valid['ppl']):
+      raise self.diverged(f'the validation perplexity is {valid["ppl"]} after epoch {epoch + 1}')
+    progress['epochs_done'] = epoch + 1
+    progress['valid_ppl_history'].append(valid['ppl'])
+    improved = progress['best_valid_ppl'] is None or valid['ppl'] < progress['best_valid_ppl']
+    if improved:
+      progress['best_valid_ppl'], progress['best_epoch'] = valid['ppl'], epoch + 1
+      self.save(best=True)
+    since_best = progress['epochs_done'] - progress['best_epoch']
+    progress['stopped_early'] = since_best >= self.config.patience
+    log.info('epoch %d  valid perplexity %.2f%s', epoch + 1, valid['ppl'],
+                 '  (best)' if improved else f'  ({since_best} epochs since the best)')
+    self.writer.write('valid', int(self.state.step), ppl=valid['ppl'], epoch=epoch + 1)
+    self.save()
+
+  def summary(self, status: str) -> dict:
+    """Exact perplexities of every split with the best parameters (or the last, if none)."""
+    best = self.checkpoints.restore_best(abstract_of(self.state))
+    params = self.state.params if best is None else best[0].params
+    results = {name: self.evaluate(name, params) for name in self.splits}
+    progress, stats = self.progress, self.corpus.stats
+    train_seconds = progress['train_seconds']
+    return {
+        'status': status,
+        'vocab_size': self.corpus.vocab.size,
+        'tokens': {name: stats[name]['tokens'] for name in self.splits},
+        'unk_rate': {name: stats[name]['unk_rate'] for name in self.splits},
+        **{f'{name}_ppl': results[name]['ppl'] for name in self.splits},
+        'nll': {name: results[name]['nll'] for name in self.splits},
+        'epochs': progress['epochs_done'],
+        'best_epoch': progress['best_epoch'],
+        'valid_ppl_history': progress['valid_ppl_history'],
+        'steps': int(self.state.step),
+        'parameters': sum(x.size for x in jax.tree.leaves(self.state.params)),
+        'wall_seconds': self.wall_before + time.perf_counter() - self.started,
+        'train_seconds': train_seconds,
+        'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
+        'device': str(jax.devices()[0].device_kind),
+        'config': self.config.to_dict(),
+    }
+
+
+def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
+  """Trains (or resumes) in `config.workdir` and returns the summary (also summary.json).
+
+  A run stopped by SIGTERM/Ctrl-C returns {'status': 'interrupted', ...} after saving a
+  checkpoint; rerunning with the same workdir continues it to the same final numbers.
+  """
+  config.validate()
+  run = _Run(config, corpus)
+  try:
+    with _stop_requests() as stop:
+      status = run.train(stop)
+    if status == 'interrupted':
+      return {'status': status, 'steps': int(run.state.step), 'workdir': str(run.workdir)}
+    summary = run.summary(status)
+    write_json_atomically(run.workdir / 'summary.json', summary)
+    log.info('valid perplexity %.2f  test perplexity %.2f  (|V| = %d)',
+                 summary['valid_ppl'], summary['test_ppl'], summary['vocab_size'])
+    return summary
+  finally:
+    run.close()
+
+
+def run(config: Config, corpus: Corpus | None = None) -> dict:
+  """Loads the Brown corpus named by the config (unless given) and trains on it."""
+  config.validate()
+  if corpus is None:
+    corpus = load_corpus(data_dir=config.data_dir or None, corpus_dir=config.corpus_dir or None,
+                         unk_max_count=config.unk_max_count, train_tokens=config.train_tokens,
+                         valid_tokens=config.valid_tokens)
+  return train_and_evaluate(config, corpus)

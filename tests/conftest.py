@@ -1,0 +1,20 @@
+"""Shared fixtures: the tiny corpus in Brown's file format, prepared like the real one."""
+
+from pathlib import Path
+
+import pytest
+
+from nplm.data import load_corpus
+
+FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
+FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
+FIXTURE_WORDS = sum(len((FIXTURE_DIR / n).read_text().split()) for n in FIXTURE_FILES)
+# The tiny corpus's tokens split like the paper's, scaled down.
+TINY_SPLIT = dict(train_tokens=420, valid_tokens=120)
+
+
+@pytest.fixture(scope='session')
+def tiny_corpus(tmp_path_factory):
+  return load_corpus(data_dir=tmp_path_factory.mktemp('tfds'), corpus_dir=FIXTURE_DIR,
+                     unk_max_count=1, expected_words=FIXTURE_WORDS,
+                     expected_files=FIXTURE_FILES, **TINY_SPLIT)

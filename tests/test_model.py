@@ -1,0 +1,70 @@
+"""Eq. 1 of Bengio et al. (2003) against a direct numpy computation."""
+
+import jax
+import numpy as np
+import pytest
+
+from nplm.config import Config
+from nplm.data import batching
+from nplm.lm import build_language_model
+
+
+def numpy_eq1(params, context, hidden_size, direct):
+  """y = b + W x + U tanh(d + H x), then the softmax, written out in numpy."""
+  C = np.asarray(params['model']['C']['embedding'])
+  x = np.concatenate([C[context[:, j]] for j in range(context.shape[1])], axis=1)
+  out = params['head']['output']
+  kernel, b = np.asarray(out['kernel'], np.float64), np.asarray(out['bias'], np.float64)
+  y = np.broadcast_to(b, (len(context), len(b))).copy()
+  if direct:
+    W = kernel[:x.shape[1]]
+    y += x @ W
+  if hidden_size:
+    H, d = np.asarray(params['model']['H']['kernel']), np.asarray(params['model']['H']['bias'])
+    U = kernel[-hidden_size:]
+    y += np.tanh(d + x @ H) @ U
+  y -= y.max(axis=1, keepdims=True)
+  return y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize('order,hidden_size,direct', [(5, 7, False), (3, 6, True), (4, 0, True)])
+def test_log_probs_match_numpy_eq1(order, hidden_size, direct):
+  vocab_size = 23
+  config = Config(workdir='unused', order=order, feature_size=4, hidden_size=hidden_size,
+                  direct=direct)
+  lm = build_language_model(config, vocab_size)
+  context = np.random.default_rng(0).integers(0, vocab_size, (9, order - 1)).astype(np.int32)
+  params = lm.init(jax.random.key(1), context, method=lm.log_probs)['params']
+  # Random, non-zero biases so that b and d are exercised too.
+  params = jax.tree.map(lambda p: p + 0.1 * np.random.default_rng(2).normal(size=p.shape),
+                        params)
+  got = np.asarray(lm.apply({'params': params}, context, method=lm.log_probs))
+  want = numpy_eq1(params, context, hidden_size, direct)
+  np.testing.assert_allclose(got, want, atol=1e-5)
+  targets = np.arange(9, dtype=np.int32) % vocab_size
+  got_target = np.asarray(lm.apply({'params': params}, context, targets, method=lm.log_prob))
+  np.testing.assert_allclose(got_target, want[np.arange(9), targets], atol=1e-5)
+  assert lm.model.hidden_dim == hidden_size + (4 * (order - 1) if direct else 0)
+
+
+def test_windows_put_the_previous_word_first_and_pad_with_the_boundary():
+  ids = np.array([10, 11, 12, 13], np.int32)
+  padded = batching.pad_split(ids, order=4, boundary_id=99)
+  context, targets = batching.windows(padded, np.array([0, 3]), order=4)
+  np.testing.assert_array_equal(context, [[99, 99, 99], [12, 11, 10]])
+  np.testing.assert_array_equal(targets, [10, 13])
+
+
+def test_batches_cover_every_example_once_and_mask_the_padding():
+  seen = []
+  for positions, mask in batching.train_batches(10, 4, seed=3, epoch=1):
+    seen.extend(positions[mask > 0])
+    assert len(positions) == 4
+  assert sorted(seen) == list(range(10))
+  first = [p.copy() for p, _ in batching.train_batches(10, 4, seed=3, epoch=1)]
+  resumed = [p for p, _ in batching.train_batches(10, 4, seed=3, epoch=1, start=1)]
+  np.testing.assert_array_equal(np.concatenate(first[1:]), np.concatenate(resumed))
+  other_epoch = np.concatenate([p for p, _ in batching.train_batches(10, 4, seed=3, epoch=2)])
+  assert not np.array_equal(np.concatenate(first), other_epoch)
+  evals = list(batching.eval_batches(10, 4))
+  assert [int(m.sum()) for _, m in evals] == [4, 4, 2]

@@ -1,0 +1,172 @@
+"""The trainer: exact perplexity, learning, exact resumption, and refusals of bad input."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from nplm.checkpoint import Checkpoints, IncompatibleCheckpointError
+from nplm.config import Config, ConfigError
+from nplm.data.corpus import build_corpus
+from nplm.data.vocab import TEXT_END
+from nplm.train import TrainingDiverged, train_and_evaluate
+from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
+from tests.test_model import numpy_eq1
+
+ROOT = Path(__file__).parent.parent
+
+
+def tiny_config(workdir, **changes) -> Config:
+  config = Config(workdir=str(workdir), order=3, feature_size=8, hidden_size=12, direct=True,
+                  batch_size=16, epochs=3, patience=3, eval_batch_size=7, log_every=5,
+                  checkpoint_every=5, learning_rate=1e-2, unk_max_count=1, **TINY_SPLIT)
+  return config.replace(**changes)
+
+
+def brute_force_perplexity(params, ids, vocab, config) -> float:
+  """Every token t of the split, its context read one word at a time, summed in numpy."""
+  boundary = int(vocab.encode([TEXT_END])[0])
+  stream = [boundary] * (config.order - 1) + [int(i) for i in ids]
+  nll = 0.0
+  for t in range(len(ids)):
+    context = np.array([[stream[t + config.order - 2 - j] for j in range(config.order - 1)]])
+    log_p = numpy_eq1(params, context, config.hidden_size, config.direct)[0]
+    nll -= log_p[ids[t]]
+  return math.exp(nll / len(ids))
+
+
+def test_reported_perplexities_are_brute_force_sums_with_the_best_parameters(
+    tiny_corpus, tmp_path):
+  config = tiny_config(tmp_path / 'run')
+  summary = train_and_evaluate(config, tiny_corpus)
+  params = jax.tree.map(np.asarray, Checkpoints(tmp_path / 'run').saved_params('best'))
+  for split in ('train', 'valid', 'test'):
+    want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
+    assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-5)
+  assert summary['valid_ppl'] == pytest.approx(min(summary['valid_ppl_history']), rel=1e-6)
+  assert summary['tokens'] == {name: len(ids) for name, ids in tiny_corpus.splits.items()}
+
+
+def test_training_lowers_validation_perplexity(tiny_corpus, tmp_path):
+  summary = train_and_evaluate(tiny_config(tmp_path / 'run', epochs=4, patience=4), tiny_corpus)
+  untrained = train_and_evaluate(tiny_config(tmp_path / 'untrained', max_steps=1),
+                                 tiny_corpus)
+  assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
+  history = summary['valid_ppl_history']
+  assert history[-1] < history[0]
+
+
+def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  summary = train_and_evaluate(tiny_config(workdir, epochs=2), tiny_corpus)
+  on_disk = json.loads((workdir / 'summary.json').read_text())
+  assert on_disk == json.loads(json.dumps(summary))
+  for key in ('vocab_size', 'tokens', 'unk_rate', 'valid_ppl', 'test_ppl', 'epochs',
+              'wall_seconds', 'train_examples_per_second', 'config'):
+    assert key in on_disk
+  assert on_disk['config']['order'] == 3 and on_disk['epochs'] == 2
+  records = [json.loads(line) for line in (workdir / 'metrics.jsonl').read_text().splitlines()]
+  assert {r['kind'] for r in records} == {'train', 'valid'}
+  assert len([r for r in records if r['kind'] == 'valid']) == 2
+  assert list((workdir / 'tensorboard').glob('events.out.tfevents.*'))
+
+
+def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path):
+  uninterrupted = train_and_evaluate(tiny_config(tmp_path / 'a'), tiny_corpus)
+  stopped = train_and_evaluate(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
+  assert stopped['status'] == 'max_steps' and stopped['steps'] == 33
+  resumed = train_and_evaluate(tiny_config(tmp_path / 'b'), tiny_corpus)
+  for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs'):
+    assert resumed[key] == uninterrupted[key], key
+
+
+_CHILD = """
+import sys
+from nplm.data import load_corpus
+from nplm.train import train_and_evaluate
+from tests.test_train import tiny_config
+from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
+corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,
+                     expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES, **TINY_SPLIT)
+print(train_and_evaluate(tiny_config(sys.argv[1], epochs=8, patience=8,
+                                     checkpoint_every=4), corpus)['status'], flush=True)
+"""
+
+
+@pytest.mark.parametrize('kill_signal', [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path, kill_signal):
+  """SIGTERM saves and exits cleanly; SIGKILL loses the steps since the last checkpoint."""
+  workdir = tmp_path / 'killed'
+  child = subprocess.Popen([sys.executable, '-c', _CHILD, str(workdir), str(tmp_path / 'tfds')],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.monotonic() + 120
+  while not (workdir / 'checkpoints').exists() or len(os.listdir(workdir / 'checkpoints')) < 2:
+    assert child.poll() is None and time.monotonic() < deadline, child.stderr.read()
+    time.sleep(0.05)
+  child.send_signal(kill_signal)
+  out, err = child.communicate(timeout=60)
+  if kill_signal == signal.SIGTERM:
+    assert child.returncode == 0, err
+    assert out.strip().splitlines()[-1] == 'interrupted'
+  else:
+    assert child.returncode == -signal.SIGKILL
+  config = tiny_config(workdir, epochs=8, patience=8, checkpoint_every=4)
+  resumed = train_and_evaluate(config, tiny_corpus)
+  uninterrupted = train_and_evaluate(config.replace(workdir=str(tmp_path / 'whole')),
+                                     tiny_corpus)
+  assert resumed['status'] == uninterrupted['status'] != 'interrupted'
+  for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps'):
+    assert resumed[key] == uninterrupted[key], key
+
+
+def test_an_incompatible_workdir_is_refused_and_its_checkpoints_kept(tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  train_and_evaluate(tiny_config(workdir, max_steps=10), tiny_corpus)
+  before = sorted(os.listdir(workdir / 'checkpoints'))
+  with pytest.raises(IncompatibleCheckpointError, match='hidden_size: checkpoint has 12'):
+    train_and_evaluate(tiny_config(workdir, hidden_size=13), tiny_corpus)
+  tokens = tiny_corpus.vocab.decode(np.concatenate(list(tiny_corpus.splits.values())))
+  other_corpus = build_corpus(tokens[::-1], unk_max_count=1, **TINY_SPLIT)
+  with pytest.raises(IncompatibleCheckpointError, match='different vocabulary'):
+    train_and_evaluate(tiny_config(workdir), other_corpus)
+  assert sorted(os.listdir(workdir / 'checkpoints')) == before
+  train_and_evaluate(tiny_config(workdir, max_steps=12, log_every=3), tiny_corpus)
+
+
+@pytest.mark.parametrize('changes,message', [
+    ({'order': 1}, '--order must be at least 2'),
+    ({'feature_size': -3}, '--feature_size must be positive'),
+    ({'hidden_size': -1}, '--hidden_size must be 0 or more'),
+    ({'hidden_size': 0, 'direct': False}, 'set --direct'),
+    ({'model': 'transformer'}, "unknown --model='transformer'"),
+    ({'head': 'nce2'}, "unknown --head='nce2'"),
+    ({'optimizer': 'adagrad'}, "unknown --optimizer='adagrad'"),
+    ({'batch_size': 0}, '--batch_size must be positive'),
+    ({'learning_rate': 0.0}, '--learning_rate must be positive'),
+    ({'workdir': ''}, '--workdir is required'),
+])
+def test_invalid_config_values_are_refused_by_name(tiny_corpus, tmp_path, changes, message):
+  with pytest.raises(ConfigError, match=message.replace('(', r'\(')):
+    train_and_evaluate(tiny_config(tmp_path / 'run').replace(**changes), tiny_corpus)
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(
+    tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  config = tiny_config(workdir, optimizer='sgd', learning_rate=1e12, log_every=1,
+                       checkpoint_every=1)
+  with pytest.raises(TrainingDiverged, match='Lower --learning_rate') as raised:
+    train_and_evaluate(config, tiny_corpus)
+  assert 'not finite' in str(raised.value) or 'loss is' in str(raised.value)
+  kept = Checkpoints(workdir).saved_params('latest')
+  assert kept is not None
+  assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(kept))
