@@ -11,7 +11,9 @@ import dataclasses
 import logging
 import sys
 
+import tensorflow_datasets as tfds
 from absl import app, flags
+from absl import logging as absl_logging
 
 from nplm.checkpoint import IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
@@ -53,7 +55,9 @@ def _report(summary: dict) -> str:
 
 
 def _show_progress_lines() -> None:
-  """nplm's own INFO lines on stderr; libraries (Orbax, TFDS) stay at absl's WARNING."""
+  """nplm's own INFO lines on stderr; libraries (Orbax, TFDS) only warn."""
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  tfds.disable_progress_bar()
   handler = logging.StreamHandler()
   handler.setFormatter(logging.Formatter('%(asctime)s %(message)s', '%H:%M:%S'))
   logger = logging.getLogger('nplm')

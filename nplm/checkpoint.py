@@ -51,10 +51,12 @@ class Checkpoints:
 
   def __init__(self, workdir: Path):
     directory = workdir.absolute()  # Orbax wants absolute paths.
-    self._latest = ocp.CheckpointManager(
-        directory / 'checkpoints', options=ocp.CheckpointManagerOptions(max_to_keep=2))
-    self._best = ocp.CheckpointManager(
-        directory / 'best', options=ocp.CheckpointManagerOptions(max_to_keep=1))
+    # A write cut short by a kill stays a temporary directory: never restored, removed here.
+    def manager(name: str, max_to_keep: int):
+      options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep,
+                                             cleanup_tmp_directories=True)
+      return ocp.CheckpointManager(directory / name, options=options)
+    self._latest, self._best = manager('checkpoints', 2), manager('best', 1)
 
   def save_latest(self, step: int, state, progress: dict) -> None:
     self._save(self._latest, step, state, progress)

@@ -1,0 +1,89 @@
+"""The same model, loss and optimizer written plainly in PyTorch: the benchmark's baseline.
+
+Written the way one would without speed tricks (dense nn.Embedding gradients, nn.Linear,
+F.cross_entropy, torch.optim.AdamW), so the JAX/PyTorch ratio compares like with like: as
+with optax.adamw, every step updates the whole feature matrix C and the whole output layer.
+Initialization differs from Flax's; it does not change what a step costs.
+
+Optional: `pip install torch==2.13.0` (a CPU wheel). Importing this module without PyTorch
+raises ImportError, which the benchmark reports as a skipped comparison.
+"""
+
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def use_all_cores() -> int:
+  """PyTorch's intra-op threads = the cores this process may use (XLA's pool uses them all)."""
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+  torch.set_num_threads(cores)
+  return torch.get_num_threads()
+
+
+class TorchNNLM(nn.Module):
+  """Logits y = b + [W U] · concat(x, tanh(d + H x)) (or tanh(d + H x) alone, or x alone)."""
+
+  def __init__(self, vocab_size: int, order: int, feature_size: int, hidden_size: int,
+               direct: bool):
+    super().__init__()
+    features = (order - 1) * feature_size
+    self.direct = direct
+    self.C = nn.Embedding(vocab_size, feature_size)
+    self.H = nn.Linear(features, hidden_size) if hidden_size else None
+    self.output = nn.Linear(hidden_size + (features if direct else 0), vocab_size)
+
+  def forward(self, context: torch.Tensor) -> torch.Tensor:
+    x = self.C(context).flatten(1)  # x = (C(w_{t-1}), …, C(w_{t-n+1}))
+    if self.H is None:
+      return self.output(x)
+    tanh_hidden = torch.tanh(self.H(x))
+    return self.output(torch.cat([x, tanh_hidden], -1) if self.direct else tanh_hidden)
+
+
+def make_optimizer(model: nn.Module, config) -> torch.optim.Optimizer:
+  """AdamW as nplm's: same lr and decoupled decay on weights and C, none on biases.
+
+  nplm's lr_decay schedule is left out: with the flagfiles' lr_decay=0 it is a constant.
+  """
+  decayed = [p for name, p in model.named_parameters() if not name.endswith('bias')]
+  biases = [p for name, p in model.named_parameters() if name.endswith('bias')]
+  return torch.optim.AdamW([{'params': decayed, 'weight_decay': config.weight_decay},
+                            {'params': biases, 'weight_decay': 0.0}],
+                           lr=config.learning_rate, betas=(0.9, 0.999), eps=1e-8)
+
+
+def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0):
+  """run_steps(batches) -> last loss: one update per (positions, mask), as nplm's train_step.
+
+  Windows are gathered from the padded split inside the step, as nplm's step does.
+  """
+  torch.manual_seed(seed)
+  model = TorchNNLM(vocab_size, config.order, config.feature_size, config.hidden_size,
+                    config.direct)
+  optimizer = make_optimizer(model, config)
+  padded = torch.from_numpy(np.asarray(padded_split, np.int64))
+  context_offsets = torch.arange(config.order - 2, -1, -1)  # w_{t-1} first, as Eq. 1's x
+
+  def train_step(positions: np.ndarray, mask: np.ndarray) -> torch.Tensor:
+    positions = torch.from_numpy(positions).long()
+    mask = torch.from_numpy(mask)
+    context = padded[positions[:, None] + context_offsets]
+    targets = padded[positions + config.order - 1]
+    losses = F.cross_entropy(model(context), targets, reduction='none')
+    loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+  def run_steps(batches) -> float:
+    loss = None
+    for positions, mask in batches:
+      loss = train_step(positions, mask)
+    return loss.item()  # CPU PyTorch is synchronous: the steps are done.
+
+  return run_steps

@@ -1,0 +1,83 @@
+"""The benchmark's measurement functions on a tiny vocabulary: structure and FLOP counts."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import benchmark
+
+TINY_SHAPE = dict(order=3, feature_size=2, hidden_size=3, direct=True)
+TINY_VOCAB = 10
+
+
+def test_analytic_flops_match_a_hand_count():
+  # x: (n-1)·m = 4 features; hidden = concat(x, tanh) = 4 + 3 = 7; B = 4, |V| = 10.
+  # Forward 2·4·(4·3 + 7·10) = 656 FLOPs; with the backward (twice the forward): 1968.
+  assert benchmark.analytic_step_flops(benchmark.shape_config(TINY_SHAPE, 4), TINY_VOCAB) == 1968
+  # Without direct connections the output layer sees only tanh: 3·(2·4·(4·3 + 3·10)) = 1008.
+  no_direct = benchmark.shape_config({**TINY_SHAPE, 'direct': False}, 4)
+  assert benchmark.analytic_step_flops(no_direct, TINY_VOCAB) == 1008
+
+
+class _Compiled:
+  def __init__(self, cost):
+    self.cost = cost
+
+  def cost_analysis(self):
+    return self.cost
+
+
+def test_xla_flops_reads_a_dict_or_a_list_of_dicts():
+  assert benchmark.xla_flops(_Compiled({'flops': 5.0})) == 5.0
+  assert benchmark.xla_flops(_Compiled([{'flops': 7.0}])) == 7.0
+  assert benchmark.xla_flops(_Compiled({})) is None
+
+
+def test_batches_continue_into_the_next_epoch_when_the_split_is_short():
+  batches = benchmark.benchmark_batches(num_examples=10, batch_size=4, steps=5)
+  assert len(batches) == 5
+  assert [int(mask.sum()) for _, mask in batches] == [4, 4, 2, 4, 4]
+
+
+def test_run_benchmark_reports_every_measurement(tmp_path):
+  ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)
+  report = benchmark.run_benchmark(ids, TINY_VOCAB, boundary_id=1, batch_size=4, steps=2,
+                                   repeats=2, shapes={'tiny': TINY_SHAPE}, with_torch=False,
+                                   square=16)
+  assert report['machine']['cores'] >= 1 and report['settings']['repeats'] == 2
+  assert report['square_matmul']['gflops_per_s'] > 0
+  (result,) = report['shapes']
+  rate = result['jax']
+  assert len(rate['runs']) == 2 and rate['min'] <= rate['median'] <= rate['max']
+  assert np.isfinite(rate['last_loss'])
+  # XLA counts the matmuls and also the softmax, tanh and AdamW element-wise work.
+  assert result['step_flops']['analytic'] == 1968
+  assert result['step_flops']['xla'] >= result['step_flops']['analytic']
+  assert result['step_gflops_per_s'] > 0 and result['share_of_matmul'] > 0
+  assert result['torch'] is None and 'notorch' in result['torch_skipped']
+  assert 'tiny' in benchmark.format_report(report)
+
+  benchmark.write_report(report, str(tmp_path / 'bench' / 'out.json'))
+  assert json.loads((tmp_path / 'bench' / 'out.json').read_text())['shapes'][0]['shape'] == 'tiny'
+  assert '| tiny |' in (tmp_path / 'bench' / 'out.md').read_text()
+  assert sorted(p.name for p in (tmp_path / 'bench').iterdir()) == ['out.json', 'out.md']
+
+
+def test_torch_comparison_runs_or_says_why_not():
+  """Holds with and without PyTorch installed: a result, or the reason it was skipped."""
+  config = benchmark.shape_config(TINY_SHAPE, 4)
+  ids = np.arange(20, dtype=np.int32) % TINY_VOCAB
+  padded = np.concatenate([np.ones(2, np.int32), ids])
+  batches = benchmark.benchmark_batches(len(ids), 4, 2)
+  result, skipped = benchmark.torch_examples_per_second(config, TINY_VOCAB, padded, batches, 2)
+  assert (result is None) != (skipped is None)
+  if result is not None:
+    assert result['median'] > 0 and result['threads'] >= 1
+  else:
+    assert 'torch' in skipped.lower()
+
+
+def test_an_unprepared_corpus_is_a_clear_error(tmp_path):
+  with pytest.raises(benchmark.CorpusNotPrepared, match='not prepared'):
+    benchmark.load_training_ids(str(tmp_path))
