@@ -7,7 +7,6 @@ anything is overwritten.
 """
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +14,11 @@ import jax
 import orbax.checkpoint as ocp
 
 from nplm.config import Config
+from nplm.files import write_json_atomically
 
 
 class IncompatibleCheckpointError(RuntimeError):
   """The workdir holds a run that this config or vocabulary cannot continue."""
-
-
-def write_json_atomically(path: Path, data: Any) -> None:
-  """Writes JSON via a temporary file and a rename, so readers never see half a file."""
-  temporary = path.with_name(path.name + '.tmp')
-  temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + '\n')
-  os.replace(temporary, path)
 
 
 def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str) -> None:

@@ -21,11 +21,12 @@ import optax
 from flax.training import train_state
 from tqdm import tqdm
 
-from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir, write_json_atomically
+from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
 from nplm.config import Config
 from nplm.data import batching
 from nplm.data.corpus import Corpus, load_corpus
 from nplm.data.vocab import TEXT_END
+from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.metrics import MetricsWriter
 
@@ -126,6 +127,7 @@ class _Run:
     self.config, self.corpus = config, corpus
     self.workdir = Path(config.workdir)
     claim_workdir(self.workdir, config, corpus.vocab.fingerprint())
+    corpus.vocab.save(self.workdir / 'vocab.txt')  # Ids to words, for reading the model.
     self.lm = build_language_model(config, corpus.vocab.size)
     boundary = int(corpus.vocab.encode([TEXT_END])[0])
     self.splits = {name: jnp.asarray(batching.pad_split(ids, config.order, boundary))

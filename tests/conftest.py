@@ -8,6 +8,7 @@ from nplm.data import load_corpus
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
 FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
+# Each whitespace-separated `word/tag` is one word.
 FIXTURE_WORDS = sum(len((FIXTURE_DIR / n).read_text().split()) for n in FIXTURE_FILES)
 # The tiny corpus's tokens split like the paper's, scaled down.
 TINY_SPLIT = dict(train_tokens=420, valid_tokens=120)

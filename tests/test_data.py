@@ -18,10 +18,8 @@ from nplm.data import acquire, brown, brown_format, corpus, export
 from nplm.data import CorpusNotFoundError, CorruptCorpusError, Vocabulary
 from nplm.data.vocab import PARAGRAPH_END, TEXT_END, UNK
 
-FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
-FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
-# Each whitespace-separated `word/tag` is one word.
-FIXTURE_WORDS = sum(len((FIXTURE_DIR / n).read_text().split()) for n in FIXTURE_FILES)
+from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS
+
 FIXTURE = dict(expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES)
 
 

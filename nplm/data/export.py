@@ -18,7 +18,8 @@ from absl import app, flags
 
 from nplm.data.acquire import CorpusError
 from nplm.data.corpus import SPLIT_NAMES, Corpus, load_corpus
-from nplm.data.vocab import PARAGRAPH_END, TEXT_END, write_text_atomically
+from nplm.data.vocab import PARAGRAPH_END, TEXT_END
+from nplm.files import write_text_atomically
 
 _OUT = flags.DEFINE_string('out', None, 'Directory to write the split files into.')
 _DATA_DIR = flags.DEFINE_string('data_dir', None, 'TFDS data dir (default: TFDS\'s own).')

@@ -10,12 +10,13 @@ import collections
 import dataclasses
 import hashlib
 import os
-import tempfile
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from nplm.files import write_text_atomically
 
 UNK = '<unk>'
 PARAGRAPH_END = '</p>'
@@ -98,17 +99,3 @@ class Vocabulary:
     entries = [line.rsplit('\t', 1) for line in lines]
     return cls(tuple(w for w, _ in entries), np.array([int(n) for _, n in entries]),
                int(header[len(_HEADER_PREFIX):]))
-
-
-def write_text_atomically(path: str | os.PathLike, text: str) -> None:
-  """Writes via a temporary file in the same directory and a rename: no half-written file."""
-  path = Path(path)
-  fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
-  try:
-    with os.fdopen(fd, 'w', encoding='utf-8') as f:
-      f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide exported files from other accounts.
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise
