@@ -11,11 +11,9 @@ times the same model written plainly in PyTorch on the same batches.
 """
 
 import itertools
-import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +27,9 @@ from nplm.config import Config
 from nplm.data import batching, load_corpus
 from nplm.data.brown import Brown
 from nplm.data.vocab import TEXT_END
+from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
+from nplm.models.nnlm import NNLM
 from nplm.train import create_state, make_steps
 
 # Table 1 rows of Bengio et al. (2003), as in experiments/flags/mlp{1,9}.flags.
@@ -37,13 +37,6 @@ SHAPES = {
     'MLP1': dict(order=5, feature_size=60, hidden_size=50, direct=True),
     'MLP9': dict(order=5, feature_size=30, hidden_size=100, direct=False),
 }
-
-flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
-flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
-flags.DEFINE_integer('steps', 50, 'Consecutive updates in one timed run.')
-flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
-flags.DEFINE_bool('torch', True, 'Also time the PyTorch version (if PyTorch is installed).')
-flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
 
 
 class CorpusNotPrepared(RuntimeError):
@@ -65,19 +58,13 @@ def shape_config(shape: dict, batch_size: int) -> Config:
   return Config(workdir='unused', batch_size=batch_size, **shape).validate()
 
 
-def output_inputs(config: Config) -> int:
-  """D: the output layer's inputs, concat(x, tanh) with direct connections, else tanh."""
-  features = (config.order - 1) * config.feature_size
-  return config.hidden_size + (features if config.direct else 0)
-
-
 def analytic_step_flops(config: Config, vocab_size: int) -> int:
   """Matmul FLOPs of one update: forward 2·B·in·out for H and the output layer; backward
   twice that (gradients of the weights and of the inputs: x's gradient reaches C).
   Softmax, tanh and the AdamW update are left out (about 1% here)."""
   features = (config.order - 1) * config.feature_size
-  forward = 2 * config.batch_size * (features * config.hidden_size
-                                     + output_inputs(config) * vocab_size)
+  output_inputs = NNLM.from_config(config, vocab_size).hidden_dim
+  forward = 2 * config.batch_size * (features * config.hidden_size + output_inputs * vocab_size)
   return 3 * forward
 
 
@@ -111,7 +98,9 @@ def timed_runs(run, repeats: int) -> tuple[list[float], object]:
 
 def examples_per_second(run_steps, batches, repeats: int) -> dict:
   """Median, min and max examples/s over `repeats` timed runs, after an untimed warm-up."""
-  run_steps(batches[:2])  # Compiles (JAX) / allocates the optimizer state (PyTorch).
+  # One untimed run: JAX compiles; PyTorch's first dozen steps run at half speed (allocator
+  # and optimizer state settling), which a two-step warm-up did not absorb.
+  run_steps(batches)
   seconds, loss = timed_runs(lambda: run_steps(batches), repeats)
   examples = float(sum(mask.sum() for _, mask in batches))  # Padded rows do not count.
   rates = [examples / s for s in seconds]
@@ -125,20 +114,18 @@ def jax_runner(config: Config, vocab_size: int, padded_split: np.ndarray):
   lm = build_language_model(config, vocab_size)
   train_step, _ = make_steps(lm, config.order)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
-  loop = {'state': create_state(config, lm, init_rng), 'step': 0}
+  loop = {'state': create_state(config, lm, init_rng)}
   padded = jnp.asarray(padded_split)
   positions = np.zeros(config.batch_size, np.int32)  # Shapes and dtypes of a real batch.
   mask = np.ones(config.batch_size, np.float32)
   compiled = train_step.lower(loop['state'], padded, positions, mask, step_rng).compile()
 
   def run_steps(batches) -> float:
-    state, step, loss = loop['state'], loop['step'], None
+    state, loss = loop['state'], None
     for positions, mask in batches:
-      rng = jax.random.fold_in(step_rng, step)
-      state, loss = train_step(state, padded, positions, mask, rng)  # state is donated
-      step += 1
+      state, loss = train_step(state, padded, positions, mask, step_rng)  # state is donated
     jax.block_until_ready((state, loss))
-    loop.update(state=state, step=step)
+    loop['state'] = state
     return float(loss)
 
   return run_steps, compiled
@@ -150,7 +137,8 @@ def matmul_gflops(m: int, k: int, n: int, repeats: int) -> float:
           zip(jax.random.split(jax.random.key(0)), [(m, k), (k, n)]))
   dot = jax.jit(jnp.dot)
   jax.block_until_ready(dot(a, b))  # Compiles.
-  seconds, _ = timed_runs(lambda: jax.block_until_ready(dot(a, b)), repeats)
+  # One dot is short and a busy machine makes it noisy: at least 10 samples, cheaply.
+  seconds, _ = timed_runs(lambda: jax.block_until_ready(dot(a, b)), max(repeats, 10))
   return 2 * m * k * n / float(np.median(seconds)) / 1e9
 
 
@@ -175,7 +163,8 @@ def benchmark_shape(name, shape, train_ids, vocab_size, boundary_id, batch_size,
   jax_rate = examples_per_second(run_steps, batches, repeats)
   flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
   step_gflops = (flops['xla'] or flops['analytic']) / jax_rate['seconds_per_step'] / 1e9
-  dims = [batch_size, output_inputs(config), vocab_size]  # The forward output layer's dot.
+  # The forward output layer's dot: [B, D] x [D, |V|].
+  dims = [batch_size, NNLM.from_config(config, vocab_size).hidden_dim, vocab_size]
   matmul = matmul_gflops(*dims, repeats)
   result = {'shape': name, 'config': {**shape, 'batch_size': batch_size}, 'jax': jax_rate,
             'step_flops': flops, 'step_gflops_per_s': step_gflops,
@@ -255,20 +244,23 @@ def format_report(report: dict, markdown: bool = False) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def _write_atomically(path: Path, text: str) -> None:
-  """Via a temporary file in the same directory and a rename: never half a file."""
-  fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix='.tmp')
-  with os.fdopen(fd, 'w') as file:
-    file.write(text)
-  os.replace(temporary, path)
-
-
 def write_report(report: dict, out: str) -> None:
-  """OUT.json and OUT.md (a trailing .json or .md on --out is dropped)."""
+  """OUT.json and OUT.md, each whole or not at all (a trailing .json or .md is dropped)."""
   stem = Path(out).with_suffix('') if Path(out).suffix in ('.json', '.md') else Path(out)
   stem.parent.mkdir(parents=True, exist_ok=True)
-  _write_atomically(stem.with_name(stem.name + '.json'), json.dumps(report, indent=2) + '\n')
-  _write_atomically(stem.with_name(stem.name + '.md'), format_report(report, markdown=True))
+  write_json_atomically(stem.with_name(stem.name + '.json'), report)
+  write_text_atomically(stem.with_name(stem.name + '.md'), format_report(report, markdown=True))
+
+
+def define_flags() -> None:
+  """Only when run as a program: experiments.brown defines data_dir and batch_size too, and
+  absl refuses a flag defined twice in one process (pytest imports both modules)."""
+  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
+  flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
+  flags.DEFINE_integer('steps', 50, 'Consecutive updates in one timed run.')
+  flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
+  flags.DEFINE_bool('torch', True, 'Also time the PyTorch version (if PyTorch is installed).')
+  flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
 
 
 def main(argv):
@@ -289,4 +281,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

@@ -66,8 +66,9 @@ def create_state(config: Config, lm, rng) -> train_state.TrainState:
 def make_steps(lm, order: int):
   """The jitted train step (state donated) and the eval step (a sum of exact NLLs)."""
 
-  def train_step(state, padded_split, positions, mask, rng):
+  def train_step(state, padded_split, positions, mask, run_rng):
     context, targets = batching.windows(padded_split, positions, order)
+    rng = jax.random.fold_in(run_rng, state.step)  # Each update's samples from its number.
 
     def mean_loss(params):
       losses = lm.apply({'params': params}, context, targets, rng, method=lm.loss)
@@ -145,6 +146,7 @@ class _Run:
       self.state, self.progress = restored
       log.info('Resumed from %s at step %d.', self.workdir, int(self.state.step))
     self.started = time.perf_counter()
+    self.compiled = False
     self.wall_before = self.progress['wall_seconds']
     self.writer = MetricsWriter(self.workdir)
 
@@ -196,9 +198,12 @@ class _Run:
                unit='step', disable=None, leave=False)
     clock, examples = time.perf_counter(), 0
     for positions, mask in bar:
-      rng = jax.random.fold_in(self.step_rng, step)
-      self.state, loss = self.train_step(self.state, self.splits['train'], positions, mask, rng)
+      self.state, loss = self.train_step(self.state, self.splits['train'], positions, mask,
+                                         self.step_rng)
       step, examples = step + 1, examples + int(mask.sum())
+      if not self.compiled:  # Throughput counts updates, not the compilation before them.
+        jax.block_until_ready(loss)
+        self.compiled, clock, examples = True, time.perf_counter(), 0
       at_log = step % config.log_every == 0
       at_checkpoint = step % config.checkpoint_every == 0 and step % steps_per_epoch != 0
       out_of_steps = config.max_steps and step >= config.max_steps
@@ -222,6 +227,7 @@ class _Run:
           return 'max_steps'
         if at_checkpoint:
           self.save()
+          clock = time.perf_counter()
     jax.block_until_ready(self.state)
     progress['train_seconds'] += time.perf_counter() - clock
     progress['train_examples'] += examples
