@@ -17,7 +17,7 @@ from nplm.checkpoint import Checkpoints, IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
 from nplm.data.corpus import build_corpus
 from nplm.data.vocab import TEXT_END
-from nplm.train import TrainingDiverged, train_and_evaluate
+from nplm.train import TrainingDiverged, make_optimizer, train_and_evaluate
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 from tests.test_model import numpy_eq1
 
@@ -170,3 +170,20 @@ def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkp
   kept = Checkpoints(workdir).saved_params('latest')
   assert kept is not None
   assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(kept))
+
+
+def test_sgd_follows_the_papers_schedule_and_never_decays_biases():
+  """One SGD update at t: θ - ε0/(1 + r t)·(g + λθ) on weights, θ - ε0/(1 + r t)·g on biases."""
+  config = Config(workdir='unused', optimizer='sgd', learning_rate=0.1, lr_decay=0.5,
+                  weight_decay=0.01)
+  params = {'H': {'kernel': np.full((2, 3), 2.0, np.float32), 'bias': np.full(3, 2.0, np.float32)},
+            'C': {'embedding': np.full((4, 2), -1.0, np.float32)}}
+  grads = jax.tree.map(lambda p: np.full_like(p, 0.3), params)
+  optimizer = make_optimizer(config)
+  opt_state = optimizer.init(params)
+  for t in range(3):
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+  rate = 0.1 / (1 + 0.5 * 2)  # The third update has t = 2.
+  np.testing.assert_allclose(updates['H']['kernel'], -rate * (0.3 + 0.01 * 2.0), rtol=1e-6)
+  np.testing.assert_allclose(updates['C']['embedding'], -rate * (0.3 + 0.01 * -1.0), rtol=1e-6)
+  np.testing.assert_allclose(updates['H']['bias'], -rate * 0.3, rtol=1e-6)
