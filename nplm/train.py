@@ -218,8 +218,8 @@ class _Run:
         clock, examples = time.perf_counter(), 0
         bar.set_postfix(loss=f'{loss:.3f}', examples_per_s=f'{rate:.0f}')
         if at_log:
-          log.info('step %d  epoch %d  loss %.4f  %.0f examples/s', step, epoch + 1,
-                       loss, rate)
+          log.info('step %d  epoch %d  loss %.4f  %.0f examples/s', step, epoch + 1, loss,
+                   rate)
           self.writer.write('train', step, loss=loss, examples_per_second=rate)
         if stop.is_set():
           return 'interrupted'
