@@ -27,9 +27,13 @@ _DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
 # The command line always has a workdir; from Python one must be chosen.
 _CLI_DEFAULTS = {'workdir': 'runs/default'}
 
-for _field in dataclasses.fields(Config):
-  _DEFINE_BY_TYPE[_field.type](_field.name, _CLI_DEFAULTS.get(_field.name, _field.default),
-                               _field.metadata['help'])
+
+def define_flags() -> None:
+  """A flag per Config field; only when run as a program, so importing `run` defines none."""
+  for field in dataclasses.fields(Config):
+    _DEFINE_BY_TYPE[field.type](field.name, _CLI_DEFAULTS.get(field.name, field.default),
+                                field.metadata['help'])
+
 
 # User mistakes print one line, not a traceback.
 _USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged)
@@ -79,4 +83,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

@@ -21,12 +21,7 @@ from nplm.data.corpus import SPLIT_NAMES, Corpus, load_corpus
 from nplm.data.vocab import PARAGRAPH_END, TEXT_END
 from nplm.files import write_text_atomically
 
-_OUT = flags.DEFINE_string('out', None, 'Directory to write the split files into.')
-_DATA_DIR = flags.DEFINE_string('data_dir', None, 'TFDS data dir (default: TFDS\'s own).')
-_CORPUS_DIR = flags.DEFINE_string('corpus_dir', None, 'Directory with the raw Brown files.')
-_UNK_MAX_COUNT = flags.DEFINE_integer(
-    'unk_max_count', 3, 'Training words seen at most this often become <unk>.')
-flags.mark_flag_as_required('out')
+FLAGS = flags.FLAGS
 
 
 def lines_of(tokens: list[str]) -> list[str]:
@@ -61,13 +56,23 @@ def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   try:
-    corpus = load_corpus(_DATA_DIR.value, _CORPUS_DIR.value, _UNK_MAX_COUNT.value)
-    paths = export_splits(corpus, _OUT.value)
+    corpus = load_corpus(FLAGS.data_dir, FLAGS.corpus_dir, FLAGS.unk_max_count)
+    paths = export_splits(corpus, FLAGS.out)
   except (CorpusError, ValueError, OSError) as error:  # User mistakes: no traceback.
     sys.exit(f'error: {error}')
   sizes = ', '.join(f'{name} {corpus.stats[name]["tokens"]:,}' for name in SPLIT_NAMES)
   print(f'|V| = {corpus.vocab.size:,}; tokens: {sizes}; wrote {", ".join(map(str, paths))}')
 
 
+def define_flags() -> None:
+  """Defined only when run as a program: importing export_splits defines no global flags."""
+  flags.DEFINE_string('out', None, 'Directory to write the split files into.')
+  flags.DEFINE_string('data_dir', None, "TFDS data dir (default: TFDS's own).")
+  flags.DEFINE_string('corpus_dir', None, 'Directory with the raw Brown files.')
+  flags.DEFINE_integer('unk_max_count', 3, 'Training words seen at most this often become <unk>.')
+  flags.mark_flag_as_required('out')
+
+
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
