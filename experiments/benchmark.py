@@ -253,8 +253,8 @@ def write_report(report: dict, out: str) -> None:
 
 
 def define_flags() -> None:
-  """Only when run as a program: experiments.brown defines data_dir and batch_size too, and
-  absl refuses a flag defined twice in one process (pytest imports both modules)."""
+  """Only when run as a program: absl refuses a flag defined twice in one process, and
+  experiments.brown's flags share these names."""
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
   flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
   flags.DEFINE_integer('steps', 50, 'Consecutive updates in one timed run.')
