@@ -7,6 +7,8 @@ field added here is a command-line flag there, with its help text.
 import dataclasses
 from typing import Any
 
+from nplm import heads, models
+
 
 def _knob(default: Any, help_text: str) -> Any:
   """A config field with its help text: the flag `--<name>` shows it under --helpfull."""
@@ -70,7 +72,6 @@ class Config:
 
   def validate(self) -> 'Config':
     """Returns self, or raises ConfigError naming the first value that cannot work."""
-    from nplm import heads, models  # Registries import the modules; avoid a cycle.
     checks = [
         (self.order >= 2, f'--order must be at least 2 (one word of context), got {self.order}'),
         (self.feature_size >= 1, f'--feature_size must be positive, got {self.feature_size}'),
