@@ -44,14 +44,14 @@ class CorpusNotPrepared(RuntimeError):
 
 
 def load_training_ids(data_dir: str):
-  """(training ids, vocabulary size, boundary id) of the prepared Brown corpus."""
+  """(training ids, training counts per id, boundary id) of the prepared Brown corpus."""
   if not Brown(data_dir=data_dir or None).is_prepared():
     raise CorpusNotPrepared(
         f'the Brown corpus is not prepared in --data_dir={data_dir or "(TFDS default)"}; '
         'prepare it once with `python -m experiments.brown --data_dir=DIR --max_steps=1 '
         '--workdir=/tmp/prepare` or point --data_dir at a prepared one')
   corpus = load_corpus(data_dir=data_dir or None)
-  return corpus.splits['train'], corpus.vocab.size, int(corpus.vocab.encode([TEXT_END])[0])
+  return corpus.splits['train'], corpus.vocab.counts, int(corpus.vocab.encode([TEXT_END])[0])
 
 
 def shape_config(shape: dict, batch_size: int) -> Config:
@@ -102,6 +102,11 @@ def examples_per_second(run_steps, batches, repeats: int) -> dict:
   # and optimizer state settling), which a two-step warm-up did not absorb.
   run_steps(batches)
   seconds, loss = timed_runs(lambda: run_steps(batches), repeats)
+  return rate_summary(seconds, batches, loss)
+
+
+def rate_summary(seconds: list[float], batches, loss) -> dict:
+  """Median, min and max examples/s of timed runs over `batches`, and the seconds per step."""
   examples = float(sum(mask.sum() for _, mask in batches))  # Padded rows do not count.
   rates = [examples / s for s in seconds]
   return {'median': float(np.median(rates)), 'min': min(rates), 'max': max(rates),
@@ -109,9 +114,9 @@ def examples_per_second(run_steps, batches, repeats: int) -> dict:
           'last_loss': loss}
 
 
-def jax_runner(config: Config, vocab_size: int, padded_split: np.ndarray):
+def jax_runner(config: Config, counts, padded_split: np.ndarray):
   """(run_steps, compiled step): run_steps does what the trainer's loop does per update."""
-  lm = build_language_model(config, vocab_size)
+  lm = build_language_model(config, counts)
   train_step, _ = make_steps(lm, config.order)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
   loop = {'state': create_state(config, lm, init_rng)}
@@ -154,12 +159,13 @@ def torch_examples_per_second(config, vocab_size, padded_split, batches, repeats
   return {**result, 'threads': threads, 'version': torch_nnlm.torch.__version__}, None
 
 
-def benchmark_shape(name, shape, train_ids, vocab_size, boundary_id, batch_size, steps,
+def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
                     repeats, with_torch=True) -> dict:
   config = shape_config(shape, batch_size)
+  vocab_size = len(counts)
   padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
   batches = benchmark_batches(len(train_ids), batch_size, steps, config.seed)
-  run_steps, compiled = jax_runner(config, vocab_size, padded)
+  run_steps, compiled = jax_runner(config, counts, padded)
   jax_rate = examples_per_second(run_steps, batches, repeats)
   flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
   step_gflops = (flops['xla'] or flops['analytic']) / jax_rate['seconds_per_step'] / 1e9
@@ -191,13 +197,13 @@ def machine_info() -> dict:
           'python': platform.python_version()}
 
 
-def run_benchmark(train_ids, vocab_size, boundary_id, batch_size=256, steps=50, repeats=5,
+def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repeats=5,
                   shapes=None, with_torch=True, square=2048) -> dict:
   """Everything the CLI reports, as a dict: importable, and runnable on any ids."""
   shapes = SHAPES if shapes is None else shapes
-  results = [benchmark_shape(name, shape, train_ids, vocab_size, boundary_id, batch_size,
+  results = [benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size,
                              steps, repeats, with_torch) for name, shape in shapes.items()]
-  return {'machine': machine_info(), 'vocab_size': int(vocab_size),
+  return {'machine': machine_info(), 'vocab_size': len(counts),
           'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats},
           'square_matmul': {'size': square,
                             'gflops_per_s': matmul_gflops(square, square, square, repeats)},
@@ -269,11 +275,11 @@ def main(argv):
   FLAGS = flags.FLAGS
   absl_logging.set_verbosity(absl_logging.WARNING)  # TFDS's INFO lines would bury the table.
   try:
-    train_ids, vocab_size, boundary_id = load_training_ids(FLAGS.data_dir)
+    train_ids, counts, boundary_id = load_training_ids(FLAGS.data_dir)
   except CorpusNotPrepared as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
-  report = run_benchmark(train_ids, vocab_size, boundary_id, FLAGS.batch_size, FLAGS.steps,
+  report = run_benchmark(train_ids, counts, boundary_id, FLAGS.batch_size, FLAGS.steps,
                          FLAGS.repeats, with_torch=FLAGS.torch)
   print(format_report(report))
   if FLAGS.out:

@@ -8,15 +8,14 @@ import dataclasses
 from typing import Any
 
 from nplm import heads, models
+from nplm.errors import ConfigError
+
+__all__ = ['Config', 'ConfigError']
 
 
 def _knob(default: Any, help_text: str) -> Any:
   """A config field with its help text: the flag `--<name>` shows it under --helpfull."""
   return dataclasses.field(default=default, metadata={'help': help_text})
-
-
-class ConfigError(ValueError):
-  """A configuration value that cannot work; the message says which and why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +35,18 @@ class Config:
   direct: bool = _knob(False, 'Direct connections W x from the word features to the output.')
 
   # --- head: hidden -> loss | exact log p -----------------------------------------------
-  head: str = _knob('softmax', 'Output head name in nplm.heads.HEADS.')
+  head: str = _knob('softmax', 'Output head name in nplm.heads.HEADS: softmax, class, tree, '
+                    'is, nce, negative_sampling, adaptive.')
+  num_classes: int = _knob(0, 'class head: number of frequency-binned classes (0 = √|V|).')
+  tree: str = _knob('huffman', 'tree head: huffman (from training counts) or balanced.')
+  num_samples: int = _knob(
+      100, 'k: words sampled per update by the is, nce and negative_sampling heads, '
+      'shared by the minibatch.')
+  proposal_power: float = _knob(
+      1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = the unigram, 0 = uniform).')
+  adaptive_cutoffs: str = _knob(
+      '', 'adaptive head: comma-separated ids where the tail clusters start '
+      '(empty = where the words cover 80% and 95% of the training tokens).')
 
   # --- optimization ---------------------------------------------------------------------
   optimizer: str = _knob('adamw', 'sgd (the paper) or adamw (faster).')
@@ -82,6 +92,12 @@ class Config:
          f'unknown --model={self.model!r}; known: {", ".join(sorted(models.MODELS))}'),
         (self.head in heads.HEADS,
          f'unknown --head={self.head!r}; known: {", ".join(sorted(heads.HEADS))}'),
+        (self.num_classes >= 0, f'--num_classes must be 0 (√|V|) or more, got {self.num_classes}'),
+        (self.tree in heads.TREES,
+         f'unknown --tree={self.tree!r}; known: {", ".join(sorted(heads.TREES))}'),
+        (self.num_samples >= 1, f'--num_samples must be positive, got {self.num_samples}'),
+        (0 <= self.proposal_power <= 1,
+         f'--proposal_power must be within [0, 1], got {self.proposal_power}'),
         (self.optimizer in ('sgd', 'adamw'),
          f'unknown --optimizer={self.optimizer!r}; known: adamw, sgd'),
         (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),

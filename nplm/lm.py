@@ -22,6 +22,8 @@ class LanguageModel(nn.Module):
     return self.head.log_probs(self.model(context))
 
 
-def build_language_model(config, vocab_size: int) -> LanguageModel:
-  return LanguageModel(model=build_model(config, vocab_size),
-                       head=build_head(config, vocab_size))
+def build_language_model(config, counts) -> LanguageModel:
+  """The model and head of `config` for a vocabulary with these training-split counts
+  (ids sorted by frequency, as `Vocabulary.counts`)."""
+  model = build_model(config, len(counts))
+  return LanguageModel(model=model, head=build_head(config, counts, model.hidden_dim))

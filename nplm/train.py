@@ -127,9 +127,10 @@ class _Run:
   def __init__(self, config: Config, corpus: Corpus):
     self.config, self.corpus = config, corpus
     self.workdir = Path(config.workdir)
+    # Built before the workdir is claimed: a head may still refuse the config.
+    self.lm = build_language_model(config, corpus.vocab.counts)
     claim_workdir(self.workdir, config, corpus.vocab.fingerprint())
     corpus.vocab.save(self.workdir / 'vocab.txt')  # Ids to words, for reading the model.
-    self.lm = build_language_model(config, corpus.vocab.size)
     boundary = int(corpus.vocab.encode([TEXT_END])[0])
     self.splits = {name: jnp.asarray(batching.pad_split(ids, config.order, boundary))
                    for name, ids in corpus.splits.items()}

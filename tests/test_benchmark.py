@@ -42,7 +42,7 @@ def test_batches_continue_into_the_next_epoch_when_the_split_is_short():
 
 def test_run_benchmark_reports_every_measurement(tmp_path):
   ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)
-  report = benchmark.run_benchmark(ids, TINY_VOCAB, boundary_id=1, batch_size=4, steps=2,
+  report = benchmark.run_benchmark(ids, np.ones(TINY_VOCAB), boundary_id=1, batch_size=4, steps=2,
                                    repeats=2, shapes={'tiny': TINY_SHAPE}, with_torch=False,
                                    square=16)
   assert report['machine']['cores'] >= 1 and report['settings']['repeats'] == 2

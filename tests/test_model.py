@@ -14,7 +14,7 @@ def numpy_eq1(params, context, hidden_size, direct):
   C = np.asarray(params['model']['C']['embedding'])
   x = np.concatenate([C[context[:, j]] for j in range(context.shape[1])], axis=1)
   out = params['head']['output']
-  kernel, b = np.asarray(out['kernel'], np.float64), np.asarray(out['bias'], np.float64)
+  kernel, b = np.asarray(out['embedding'], np.float64).T, np.asarray(out['bias'], np.float64)
   y = np.broadcast_to(b, (len(context), len(b))).copy()
   if direct:
     W = kernel[:x.shape[1]]
@@ -32,7 +32,7 @@ def test_log_probs_match_numpy_eq1(order, hidden_size, direct):
   vocab_size = 23
   config = Config(workdir='unused', order=order, feature_size=4, hidden_size=hidden_size,
                   direct=direct)
-  lm = build_language_model(config, vocab_size)
+  lm = build_language_model(config, np.ones(vocab_size))
   context = np.random.default_rng(0).integers(0, vocab_size, (9, order - 1)).astype(np.int32)
   params = lm.init(jax.random.key(1), context, method=lm.log_probs)['params']
   # Random, non-zero biases so that b and d are exercised too.

@@ -2,14 +2,29 @@
 
 Every head offers `loss(hidden, targets, rng)` (the training objective, possibly sampled),
 `log_prob(hidden, targets)` (exact and normalized: every reported perplexity comes from it)
-and `log_probs(hidden)` (the full [batch, |V|] distribution).
+and `log_probs(hidden)` (the full [batch, |V|] distribution). Heads are built from the
+config, the training-split counts of the frequency-sorted vocabulary (for trees, classes and
+proposals) and the width of the model's hidden vector.
 """
 
+from nplm.heads.adaptive import AdaptiveSoftmaxHead
+from nplm.heads.class_softmax import ClassSoftmaxHead
+from nplm.heads.importance import ImportanceSamplingHead
+from nplm.heads.nce import NCEHead
 from nplm.heads.softmax import SoftmaxHead
+from nplm.heads.tree import TREES, TreeSoftmaxHead
 
-HEADS = {'softmax': SoftmaxHead}
+HEADS = {
+    'softmax': SoftmaxHead,
+    'class': ClassSoftmaxHead,
+    'tree': TreeSoftmaxHead,
+    'is': ImportanceSamplingHead,
+    'nce': NCEHead,
+    'negative_sampling': NCEHead,  # Not a language model: see nplm/heads/nce.py.
+    'adaptive': AdaptiveSoftmaxHead,
+}
 
 
-def build_head(config, vocab_size: int):
-  """The head named by `config.head`, shaped by the config."""
-  return HEADS[config.head].from_config(config, vocab_size)
+def build_head(config, counts, hidden_dim: int):
+  """The head named by `config.head` for a vocabulary with these training counts."""
+  return HEADS[config.head].from_config(config, counts, hidden_dim)

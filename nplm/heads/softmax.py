@@ -4,18 +4,21 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from nplm.heads.output_layer import OutputLayer
+
 
 class SoftmaxHead(nn.Module):
   """hidden [batch, D] -> P(w | context) over the whole vocabulary."""
   vocab_size: int
+  hidden_dim: int
 
   @classmethod
-  def from_config(cls, config, vocab_size: int) -> 'SoftmaxHead':
+  def from_config(cls, config, counts, hidden_dim: int) -> 'SoftmaxHead':
     del config  # The full softmax has no knobs.
-    return cls(vocab_size=vocab_size)
+    return cls(vocab_size=len(counts), hidden_dim=hidden_dim)
 
   def setup(self):
-    self.output = nn.Dense(self.vocab_size, name='output')
+    self.output = OutputLayer(self.vocab_size, self.hidden_dim)
 
   def log_probs(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """The full normalized distribution, [batch, |V|]."""
