@@ -55,8 +55,10 @@ def make_optimizer(config: Config) -> optax.GradientTransformation:
 
 
 def create_state(config: Config, lm, rng) -> train_state.TrainState:
-  context = jnp.zeros((1, config.order - 1), jnp.int32)
-  params = lm.init(rng, context, method=lm.log_probs)['params']
+  context, target = jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
+  # Through log_prob, which every head computes from all its parameters: the heads' full
+  # log_probs can be slow op by op (the tree walks its levels).
+  params = lm.init(rng, context, target, method=lm.log_prob)['params']
   return train_state.TrainState.create(apply_fn=lm.apply, params=params,
                                        tx=make_optimizer(config))
 

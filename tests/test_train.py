@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,9 +153,19 @@ def test_an_incompatible_workdir_is_refused_and_its_checkpoints_kept(tiny_corpus
     ({'batch_size': 0}, '--batch_size must be positive'),
     ({'learning_rate': 0.0}, '--learning_rate must be positive'),
     ({'workdir': ''}, '--workdir is required'),
+    ({'num_classes': -1}, '--num_classes must be 0'),
+    ({'tree': 'random'}, "unknown --tree='random'"),
+    ({'num_samples': 0}, '--num_samples must be positive'),
+    ({'proposal_power': 1.5}, '--proposal_power must be within [0, 1]'),
+    # Checks that need the vocabulary (|V| = 51 here) come from the heads, before the
+    # workdir is claimed.
+    ({'head': 'class', 'num_classes': 52}, '--num_classes=52 exceeds the vocabulary'),
+    ({'head': 'adaptive', 'adaptive_cutoffs': '10,x'}, 'not a comma-separated list'),
+    ({'head': 'adaptive', 'adaptive_cutoffs': '10,60'}, 'must increase strictly within 1'),
+    ({'head': 'adaptive', 'adaptive_cutoffs': '20,10'}, 'must increase strictly within 1'),
 ])
 def test_invalid_config_values_are_refused_by_name(tiny_corpus, tmp_path, changes, message):
-  with pytest.raises(ConfigError, match=message.replace('(', r'\(')):
+  with pytest.raises(ConfigError, match=re.escape(message)):
     train_and_evaluate(tiny_config(tmp_path / 'run').replace(**changes), tiny_corpus)
   assert not (tmp_path / 'run').exists()
 

@@ -31,6 +31,8 @@ class Proposal:
 
   def sample(self, rng, num_samples: int) -> jnp.ndarray:
     """k word ids drawn independently from Q, [k]."""
+    if rng is None:
+      raise ValueError('a sampling head needs a PRNG key: call loss(hidden, targets, rng)')
     return jax.random.choice(rng, len(self.probs), (num_samples,), replace=True,
                              p=jnp.asarray(self.probs, jnp.float32))
 
