@@ -3,7 +3,12 @@
 The most frequent words and one unit per tail cluster form the head softmax; a word in tail
 cluster i has P(w | h) = P(cluster i | h) · P(w | cluster i, h), the tail's softmax taken
 over a projection of h to D / 4^(i+1) dimensions. Frequent words cost a full-width dot
-product, rare ones a narrow one: Zipf's law makes that 2-10x cheaper than |V| full units.
+product, rare ones a narrow one: on Brown about 4x fewer multiply-adds than |V| full units.
+
+Grave et al. evaluate a tail only for the examples whose target lies in it. With static
+shapes every tail is evaluated for the whole batch here, so the saving is in the matmuls
+only: every example still gets a score and a softmax term for every word, and on a CPU
+that elementwise work keeps the adaptive softmax close to the full one (heads benchmark).
 
 Clusters are contiguous ranges of the frequency-sorted ids, cut at `--adaptive_cutoffs`; by
 default at the words that cover 80% and 95% of the training tokens.
