@@ -8,7 +8,6 @@ anything is overwritten.
 
 import json
 from pathlib import Path
-from typing import Any
 
 import jax
 import orbax.checkpoint as ocp

@@ -19,7 +19,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.corpus import build_corpus
 from nplm.data.vocab import TEXT_END
 from nplm.train import TrainingDiverged, make_optimizer, train_and_evaluate
-from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
+from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
 
 ROOT = Path(__file__).parent.parent

@@ -14,6 +14,8 @@ from nplm.heads.nce import NCEHead
 from nplm.heads.softmax import SoftmaxHead
 from nplm.heads.tree import TREES, TreeSoftmaxHead
 
+__all__ = ['HEADS', 'TREES', 'build_head']
+
 HEADS = {
     'softmax': SoftmaxHead,
     'class': ClassSoftmaxHead,
