@@ -28,11 +28,21 @@ _DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
 _CLI_DEFAULTS = {'workdir': 'runs/default'}
 
 
-def define_flags() -> None:
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """A flag per Config field; only when run as a program, so importing `run` defines none."""
   for field in dataclasses.fields(Config):
     _DEFINE_BY_TYPE[field.type](field.name, _CLI_DEFAULTS.get(field.name, field.default),
-                                field.metadata['help'])
+                                field.metadata['help'], flag_values=flag_values)
+
+
+def config_from_flagfile(path: str, **overrides) -> Config:
+  """The Config a flagfile sets (as `--flagfile=path` would), then `overrides`; for runners
+  that read several flagfiles, so the flags go to a private FlagValues."""
+  flag_values = flags.FlagValues()
+  define_flags(flag_values)
+  flag_values(['config_from_flagfile', f'--flagfile={path}'])
+  config = Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
+  return config.replace(**overrides)
 
 
 # User mistakes print one line, not a traceback.
@@ -58,7 +68,7 @@ def _report(summary: dict) -> str:
   return '\n'.join(rows)
 
 
-def _show_progress_lines() -> None:
+def show_progress_lines() -> None:
   """nplm's own INFO lines on stderr; libraries (Orbax, TFDS) only warn."""
   absl_logging.set_verbosity(absl_logging.WARNING)
   tfds.disable_progress_bar()
@@ -73,7 +83,7 @@ def _show_progress_lines() -> None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  _show_progress_lines()
+  show_progress_lines()
   try:
     summary = run(config_from_flags())
   except _USER_ERRORS as error:

@@ -1,0 +1,291 @@
+r"""Table 1 of Bengio et al. (2003) on identical tokens, beside the paper's numbers.
+
+  python -m experiments.table1                          # every row, into runs/table1
+  python -m experiments.table1 --rows=KN5,DelInt3,MLP9  # some rows (and what they need)
+
+Rows: MLP1 … MLP10 (odd: a network trained from experiments/flags/mlpK.flags; even: that
+network mixed with the interpolated trigram at weight 0.5, the paper's "mix"), DelInt3 (the
+paper's interpolated trigram, weights by EM on validation), KN3, KN4, KN5 (interpolated
+modified Kneser-Ney). Every perplexity is exact over every token of its split; each row's
+test perplexity is also given as a ratio to KN5's, the comparison that carries across
+vocabularies. Writes <workdir>/table1.md and table1.json; rows already computed in the same
+workdir are reused, and an interrupted network's training resumes.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from absl import app, flags
+
+from experiments.brown import config_from_flagfile, show_progress_lines
+from nplm import ngram
+from nplm.checkpoint import IncompatibleCheckpointError
+from nplm.config import Config, ConfigError
+from nplm.data.acquire import CorpusError
+from nplm.data.corpus import Corpus, load_corpus
+from nplm.data.vocab import TEXT_END
+from nplm.files import write_json_atomically, write_text_atomically
+from nplm.scoring import load_trained
+from nplm.train import TrainingDiverged, train_and_evaluate
+
+log = logging.getLogger('nplm.table1')
+
+HERE = Path(__file__).parent
+PAPER_TABLE = HERE / 'reference' / 'bengio2003_table1.csv'
+FLAGS_DIR = HERE / 'flags'
+SPLITS = ('train', 'valid', 'test')
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  name: str
+  flagfile: str = ''  # A network trained from experiments/flags/<flagfile>.flags.
+  mixes: str = ''  # A network row mixed with DelInt3.
+  ngram: str = ''  # 'interpolated' or 'kneser_ney'.
+  order: int = 0
+
+
+ROWS = {row.name: row for row in [
+    *(Row(f'MLP{k}', flagfile=f'mlp{k}') for k in (1, 3, 5, 7, 9)),
+    *(Row(f'MLP{k + 1}', mixes=f'MLP{k}') for k in (1, 3, 5, 7, 9)),
+    Row('DelInt3', ngram='interpolated', order=3),
+    *(Row(f'KN{n}', ngram='kneser_ney', order=n) for n in (3, 4, 5)),
+]}
+ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), 'DelInt3', 'KN3', 'KN4', 'KN5']
+FINISHED = ('early_stopped', 'epochs_done', 'max_steps')
+# Config fields that do not change a trained network's numbers.
+_OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
+                     'checkpoint_every')
+
+
+def paper_rows(path: Path = PAPER_TABLE) -> dict[str, dict]:
+  """The paper's Table 1 keyed like ours (its class-based back-off rows are not reproduced)."""
+  lines = [line for line in path.read_text().splitlines() if not line.startswith('#')]
+  rows = {}
+  for entry in csv.DictReader(lines):
+    name = {'Del. Int.': 'DelInt3', 'Kneser-Ney back-off': f'KN{entry["n"]}'}.get(
+        entry['model'], entry['model'])
+    if name in ROWS:
+      rows[name] = {split: float(entry[f'{split}_ppl']) if entry[f'{split}_ppl'] else None
+                    for split in SPLITS}
+      rows[name].update({key: entry[key] for key in ('n', 'h', 'm', 'direct', 'mix')})
+  return rows
+
+
+def needed_rows(requested: list[str]) -> list[str]:
+  """The requested rows, what they need (their network, DelInt3, KN5), in table order."""
+  unknown = [name for name in requested if name not in ROWS]
+  if unknown:
+    raise ValueError(f'unknown rows {unknown}; known: {", ".join(ROW_ORDER)}')
+  needed = set(requested) | {'KN5'}
+  for name in requested:
+    if ROWS[name].mixes:
+      needed |= {ROWS[name].mixes, 'DelInt3'}
+  return [name for name in ROW_ORDER if name in needed]
+
+
+class Table:
+  """Computes the rows of one workdir, reusing those already there."""
+
+  def __init__(self, workdir: Path, corpus: Corpus, overrides: dict | None = None):
+    self.workdir, self.corpus, self.overrides = Path(workdir), corpus, overrides or {}
+    self.boundary = int(corpus.vocab.encode([TEXT_END])[0])
+    self.data_identity = {'vocab': corpus.vocab.fingerprint(),
+                          'tokens': {s: len(ids) for s, ids in corpus.splits.items()}}
+    self._trigram = None
+
+  def row(self, name: str) -> dict:
+    row = ROWS[name]
+    if row.flagfile:
+      return self.network_row(row)
+    spec = {'row': dataclasses.asdict(row), **self.data_identity}
+    if row.mixes:
+      base = self.network_summary(row.mixes)
+      spec['network'] = {key: base[key] for key in ('config', 'steps', 'best_epoch')}
+    path = self.workdir / 'rows' / f'{name}.json'
+    if path.exists() and (saved := json.loads(path.read_text()))['spec'] == spec:
+      log.info('%s: reused from %s', name, path)
+      return saved['result']
+    started = time.perf_counter()
+    result = self.mixed_row(row) if row.mixes else self.ngram_row(row)
+    result['wall_seconds'] = time.perf_counter() - started
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(path, {'spec': spec, 'result': result})
+    return result
+
+  def trigram(self) -> ngram.InterpolatedTrigram:
+    if self._trigram is None:
+      splits = self.corpus.splits
+      self._trigram = ngram.InterpolatedTrigram.fit(splits['train'], splits['valid'],
+                                                    self.corpus.vocab.size, self.boundary)
+    return self._trigram
+
+  def ngram_row(self, row: Row) -> dict:
+    log.info('%s: fitting on %d training tokens', row.name, len(self.corpus.splits['train']))
+    if row.ngram == 'interpolated':
+      model = self.trigram()
+      details = {'weights': model.weights.tolist(), 'em_iterations': model.fitted.iterations}
+    else:
+      model = ngram.KneserNey.fit(self.corpus.splits['train'], row.order,
+                                  self.corpus.vocab.size, self.boundary)
+      details = {'discounts': [list(d) for d in model.discounts],
+                 'discount_fallback': list(model.fallback_orders)}
+    ppl = {split: ngram.perplexity(model.log_prob_split(ids))
+           for split, ids in self.corpus.splits.items()}
+    return {**self.description(row), **{f'{s}_ppl': ppl[s] for s in SPLITS}, **details}
+
+  def network_config(self, name: str) -> Config:
+    flagfile = FLAGS_DIR / f'{ROWS[name].flagfile}.flags'
+    config = config_from_flagfile(str(flagfile), workdir=str(self.workdir / name))
+    return config.replace(**self.overrides).validate()
+
+  def network_summary(self, name: str) -> dict:
+    """The finished run of a network row in <workdir>/<name>, trained or resumed if need be."""
+    config = self.network_config(name)
+    summary_path = Path(config.workdir) / 'summary.json'
+    if summary_path.exists():
+      summary = json.loads(summary_path.read_text())
+      same = all(summary['config'].get(key) == value for key, value in config.to_dict().items()
+                 if key not in _OBSERVING_FIELDS)
+      if same and summary['status'] in FINISHED:
+        return summary
+    log.info('%s: training in %s', name, config.workdir)
+    summary = train_and_evaluate(config, self.corpus)
+    if summary['status'] not in FINISHED:
+      raise KeyboardInterrupt(f'{name} was interrupted; rerun the same command to resume it')
+    return summary
+
+  def network_row(self, row: Row) -> dict:
+    summary = self.network_summary(row.name)
+    return {**self.description(row), **{f'{s}_ppl': summary[f'{s}_ppl'] for s in SPLITS},
+            'epochs': summary['epochs'], 'best_epoch': summary['best_epoch'],
+            'wall_seconds': summary['wall_seconds'], 'status': summary['status']}
+
+  def mixed_row(self, row: Row) -> dict:
+    network = load_trained(self.workdir / row.mixes)
+    splits = {s: self.corpus.splits[s] for s in ('valid', 'test')}
+    log.info('%s: scoring %s token by token to mix it with DelInt3', row.name, row.mixes)
+    log_probs = {s: network.split_log_probs(ids) for s, ids in splits.items()}
+    mixes = self.trigram().mix_with(log_probs, splits)
+    fixed = mixes['fixed']['ppl']
+    return {**self.description(row), 'train_ppl': None, 'valid_ppl': fixed['valid'],
+            'test_ppl': fixed['test'],
+            'mixtures': {way: {'weights': m['weights'].tolist(), **m['ppl']}
+                         for way, m in mixes.items()}}
+
+  def description(self, row: Row) -> dict:
+    if row.ngram:
+      return {'model': row.name, 'n': row.order, 'mix': False}
+    config = self.network_config(row.mixes or row.name)
+    return {'model': row.name, 'n': config.order, 'h': config.hidden_size,
+            'm': config.feature_size, 'direct': config.direct, 'mix': bool(row.mixes),
+            'head': config.head}
+
+
+def build_table(workdir: str | Path, corpus: Corpus, requested: list[str] | None = None,
+                overrides: dict | None = None) -> dict:
+  """Computes (or reuses) the rows and writes <workdir>/table1.json and table1.md."""
+  requested = requested or ROW_ORDER
+  names = needed_rows(requested)
+  table = Table(Path(workdir), corpus, overrides)
+  results = {name: table.row(name) for name in names}
+  paper = paper_rows()
+  kn5, paper_kn5 = results['KN5']['test_ppl'], paper['KN5']['test']
+  for name, result in results.items():
+    result['test_over_kn5'] = result['test_ppl'] / kn5
+    paper_test = paper[name]['test']
+    result['paper'] = {**paper[name], 'test_over_kn5': paper_test / paper_kn5}
+  stats = corpus.stats
+  report = {'rows': {name: results[name] for name in names if name in requested},
+            'vocab_size': corpus.vocab.size,
+            'tokens': {s: stats[s]['tokens'] for s in SPLITS},
+            'unk_rate': {s: stats[s]['unk_rate'] for s in SPLITS},
+            'kn5_test_ppl': kn5, 'paper_kn5_test_ppl': paper_kn5}
+  workdir = Path(workdir)
+  write_json_atomically(workdir / 'table1.json', report)
+  write_text_atomically(workdir / 'table1.md', markdown(report))
+  return report
+
+
+def _number(value, digits: int = 1) -> str:
+  if value is None:
+    return ''
+  if isinstance(value, bool):
+    return 'yes' if value else 'no'
+  return f'{value:.{digits}f}' if isinstance(value, float) else str(value)
+
+
+def markdown(report: dict) -> str:
+  rate = ', '.join(f'{s} {100 * report["unk_rate"][s]:.2f}%' for s in SPLITS)
+  tokens = ', '.join(f'{s} {report["tokens"][s]:,}' for s in SPLITS)
+  lines = [
+      '# Table 1 of Bengio et al. (2003), reproduced on identical tokens', '',
+      f'Brown: |V| = {report["vocab_size"]:,} (the paper: 16,383); tokens {tokens}; '
+      f'<unk> rate {rate}.',
+      'Perplexities are exact over every token of each split. The paper\'s numbers are on '
+      'its own vocabulary, so compare the ratios to KN5, not the perplexities.', '',
+      '| model | n | h | m | direct | mix | train | valid | test | test / KN5 '
+      '| paper valid | paper test | paper test / KN5 |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+  for name, row in report['rows'].items():
+    paper = row['paper']
+    cells = [name, row['n'], row.get('h'), row.get('m'), row.get('direct'), row['mix'],
+             row['train_ppl'], row['valid_ppl'], row['test_ppl']]
+    lines.append('| ' + ' | '.join(_number(c) for c in cells) +
+                 f' | {row["test_over_kn5"]:.3f} | {_number(paper["valid"], 0)} '
+                 f'| {_number(paper["test"], 0)} | {paper["test_over_kn5"]:.3f} |')
+  mixed = {name: row for name, row in report['rows'].items() if 'mixtures' in row}
+  if mixed:
+    lines += ['', 'Mixing the network with DelInt3, p = λ p_network + (1 - λ) p_trigram; λ '
+              'learned by EM on valid (binned: one λ per bin of the context\'s training '
+              'frequency). The table above uses λ = 0.5, as the paper.', '',
+              '| model | λ = 0.5 valid | test | learned λ | valid | test '
+              '| binned valid | test | test / KN5 (binned) |',
+              '|---|---|---|---|---|---|---|---|---|']
+    for name, row in mixed.items():
+      ways = row['mixtures']
+      lines.append(
+          f'| {name} | {ways["fixed"]["valid"]:.1f} | {ways["fixed"]["test"]:.1f} '
+          f'| {ways["learned"]["weights"][0][0]:.3f} | {ways["learned"]["valid"]:.1f} '
+          f'| {ways["learned"]["test"]:.1f} | {ways["binned"]["valid"]:.1f} '
+          f'| {ways["binned"]["test"]:.1f} '
+          f'| {ways["binned"]["test"] / report["kn5_test_ppl"]:.3f} |')
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  show_progress_lines()
+  options = flags.FLAGS
+  overrides = {key: getattr(options, key) for key in ('epochs', 'max_steps')
+               if getattr(options, key)}
+  started = time.perf_counter()
+  try:
+    corpus = load_corpus(data_dir=options.data_dir or None,
+                         corpus_dir=options.corpus_dir or None)
+    report = build_table(options.workdir, corpus, options.rows, overrides)
+  except (ValueError, ConfigError, CorpusError, IncompatibleCheckpointError,
+          TrainingDiverged, KeyboardInterrupt) as error:
+    print(f'error: {error}' if str(error) else 'interrupted; rerun to resume', file=sys.stderr)
+    sys.exit(2)
+  print(markdown(report))
+  print(f'Wrote {Path(options.workdir) / "table1.md"} and table1.json '
+        f'in {time.perf_counter() - started:.0f} s.')
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('workdir', 'runs/table1', 'Rows, networks and the tables go here.')
+  flags.DEFINE_list('rows', ROW_ORDER, 'Rows to compute (the rows they need come too).')
+  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (as brown.py).')
+  flags.DEFINE_string('corpus_dir', '', 'Raw Brown corpus directory (as brown.py).')
+  flags.DEFINE_integer('epochs', 0, 'Caps every network\'s epochs (0: its flagfile\'s).')
+  flags.DEFINE_integer('max_steps', 0, 'Caps every network\'s updates (0: no cap); smoke runs.')
+  app.run(main)

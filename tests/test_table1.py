@@ -1,0 +1,124 @@
+"""The Table 1 runner on the tiny corpus: rows trained or fitted, mixed, compared with the
+paper, written, and reused; per-token scoring of a trained workdir against numpy Eq. 1."""
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import table1
+from nplm import ngram
+from nplm.checkpoint import Checkpoints
+from nplm.data.vocab import TEXT_END
+from nplm.scoring import NoTrainedModelError, load_trained
+from tests.conftest import TINY_SPLIT
+from tests.test_model import numpy_eq1
+
+TINY = dict(epochs=1, batch_size=64, eval_batch_size=64, unk_max_count=1,
+            **TINY_SPLIT)
+ROWS = ['MLP2', 'MLP3', 'DelInt3', 'KN3']
+
+
+@pytest.fixture(scope='module')
+def table_run(tiny_corpus, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('table1')
+  return workdir, table1.build_table(workdir, tiny_corpus, ROWS, TINY)
+
+
+def numpy_token_log_probs(workdir, ids):
+  """log p of every token from the checkpoint's parameters, Eq. 1 written out in numpy."""
+  trained = load_trained(workdir)
+  config, vocab = trained.config, trained.vocab
+  checkpoints = Checkpoints(workdir)
+  params = checkpoints.saved_params('best')
+  checkpoints.close()
+  assert params is not None
+  boundary = int(vocab.encode([TEXT_END])[0])
+  stream = [boundary] * (config.order - 1) + [int(i) for i in ids]
+  contexts = np.array([[stream[t + config.order - 2 - j] for j in range(config.order - 1)]
+                       for t in range(len(ids))])
+  log_p = numpy_eq1(params, contexts, config.hidden_size, config.direct)
+  return log_p[np.arange(len(ids)), ids]
+
+
+def test_rows_are_the_requested_ones_beside_the_paper(table_run):
+  workdir, report = table_run
+  assert list(report['rows']) == ['MLP2', 'MLP3', 'DelInt3', 'KN3']
+  paper = report['rows']['MLP2']['paper']
+  assert (paper['valid'], paper['test']) == (275, 257)
+  assert paper['test_over_kn5'] == pytest.approx(257 / 321)
+  assert report['rows']['DelInt3']['paper']['test'] == 336
+  kn5 = report['kn5_test_ppl']
+  for name, row in report['rows'].items():
+    assert row['test_over_kn5'] == pytest.approx(row['test_ppl'] / kn5)
+    assert math.isfinite(row['valid_ppl']) and math.isfinite(row['test_ppl'])
+  markdown = (workdir / 'table1.md').read_text()
+  for name in ROWS:
+    assert f'| {name} |' in markdown
+  assert (workdir / 'table1.json').exists()
+
+
+def test_ngram_rows_match_the_models(table_run, tiny_corpus):
+  _, report = table_run
+  splits, vocab = tiny_corpus.splits, tiny_corpus.vocab
+  boundary = int(vocab.encode([TEXT_END])[0])
+  model = ngram.KneserNey.fit(splits['train'], 3, vocab.size, boundary)
+  for split in ('train', 'valid', 'test'):
+    assert report['rows']['KN3'][f'{split}_ppl'] == pytest.approx(
+        ngram.perplexity(model.log_prob_split(splits[split])))
+
+
+def test_network_row_is_its_run_and_scoring_matches_numpy(table_run, tiny_corpus):
+  workdir, report = table_run
+  trained = load_trained(workdir / 'MLP3')
+  assert (trained.config.hidden_size, trained.config.feature_size) == (0, 60)
+  test = tiny_corpus.splits['test']
+  got = trained.split_log_probs(test, batch_size=7)  # A padded, masked last batch.
+  np.testing.assert_allclose(got, numpy_token_log_probs(workdir / 'MLP3', test), rtol=1e-5)
+  assert report['rows']['MLP3']['test_ppl'] == pytest.approx(math.exp(-np.mean(got)), rel=1e-5)
+
+
+def test_mixed_row_mixes_the_network_with_the_trigram(table_run, tiny_corpus):
+  workdir, report = table_run
+  splits, vocab = tiny_corpus.splits, tiny_corpus.vocab
+  boundary = int(vocab.encode([TEXT_END])[0])
+  trigram = ngram.InterpolatedTrigram.fit(splits['train'], splits['valid'], vocab.size, boundary)
+  row = report['rows']['MLP2']
+  for split in ('valid', 'test'):
+    network = numpy_token_log_probs(workdir / 'MLP1', splits[split])
+    fixed = np.log(0.5 * np.exp(network) + 0.5 * np.exp(trigram.log_prob_split(splits[split])))
+    assert row[f'{split}_ppl'] == pytest.approx(math.exp(-np.mean(fixed)), rel=1e-5)
+  network_valid = math.exp(-np.mean(numpy_token_log_probs(workdir / 'MLP1', splits['valid'])))
+  trigram_valid = ngram.perplexity(trigram.log_prob_split(splits['valid']))
+  for way in ('learned', 'binned'):  # Fitted on valid: never worse than either there.
+    assert row['mixtures'][way]['valid'] <= min(network_valid, trigram_valid) * (1 + 1e-6)
+
+
+def test_rows_already_computed_are_reused(table_run, tiny_corpus, monkeypatch):
+  workdir, report = table_run
+
+  def refuse(*args, **kwargs):
+    raise AssertionError('a finished row was computed again')
+  monkeypatch.setattr(table1, 'train_and_evaluate', refuse)
+  monkeypatch.setattr(table1, 'load_trained', refuse)
+  monkeypatch.setattr(ngram.KneserNey, 'fit', refuse)
+  monkeypatch.setattr(ngram.InterpolatedTrigram, 'fit', refuse)
+  again = table1.build_table(workdir, tiny_corpus, ROWS, TINY)
+  assert again == report
+
+
+def test_unknown_rows_and_untrained_workdirs_are_refused(tmp_path, tiny_corpus):
+  with pytest.raises(ValueError, match='unknown rows'):
+    table1.build_table(tmp_path, tiny_corpus, ['MLP11'])
+  with pytest.raises(NoTrainedModelError, match='no training run'):
+    load_trained(tmp_path)
+
+
+def test_cli_reports_a_bad_row_in_one_line(tmp_path):
+  result = subprocess.run([sys.executable, '-m', 'experiments.table1', '--rows=KN6',
+                           f'--workdir={tmp_path}'], capture_output=True, text=True)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      f"error: unknown rows ['KN6']; known: {', '.join(table1.ROW_ORDER)}"]
