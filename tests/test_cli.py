@@ -3,7 +3,6 @@ smoke run on the real Brown corpus."""
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,9 +58,9 @@ def test_flagfiles_hold_the_table1_shapes():
       assert flag in lines, (row, flag)
 
 
-def test_real_corpus_smoke_run(tmp_path):
+def test_real_corpus_smoke_run(real_data_dir, tmp_path):
   """Prepares the real corpus (fetching it once if needed) and trains a few steps."""
-  data_dir = os.environ.get('NPLM_TEST_DATA_DIR') or str(tmp_path / 'tfds')
+  data_dir = real_data_dir
   workdir = tmp_path / 'run'
   result = run_cli(f'--data_dir={data_dir}', f'--workdir={workdir}', '--order=3',
                    '--feature_size=8', '--hidden_size=16', '--max_steps=10', '--log_every=1',

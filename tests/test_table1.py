@@ -1,9 +1,11 @@
 """The Table 1 runner on the tiny corpus: rows trained or fitted, mixed, compared with the
 paper, written, and reused; per-token scoring of a trained workdir against numpy Eq. 1."""
 
+import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from tests.test_model import numpy_eq1
 TINY = dict(epochs=1, batch_size=64, eval_batch_size=64, unk_max_count=1,
             **TINY_SPLIT)
 ROWS = ['MLP2', 'MLP3', 'DelInt3', 'KN3']
+KENLM_RESULTS = Path(__file__).parent.parent / 'experiments/results/kenlm/kenlm_check.json'
 
 
 @pytest.fixture(scope='module')
@@ -122,3 +125,20 @@ def test_cli_reports_a_bad_row_in_one_line(tmp_path):
   assert result.returncode == 2
   assert result.stderr.strip().splitlines() == [
       f"error: unknown rows ['KN6']; known: {', '.join(table1.ROW_ORDER)}"]
+
+
+def test_real_corpus_kneser_ney_rows_match_kenlm(real_data_dir, tmp_path):
+  """The CLI on the real corpus; KN3-5 against KenLM lmplz's perplexities on the same tokens,
+  recorded by experiments/kenlm_check.py in experiments/results/kenlm/."""
+  result = subprocess.run([sys.executable, '-m', 'experiments.table1', '--rows=KN3,KN4,KN5',
+                           f'--data_dir={real_data_dir}', f'--workdir={tmp_path}'],
+                          capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr
+  report = json.loads((tmp_path / 'table1.json').read_text())
+  kenlm = json.loads(KENLM_RESULTS.read_text())['results']
+  assert report['vocab_size'] == 14_039
+  for order in (3, 4, 5):
+    for split in ('valid', 'test'):
+      assert report['rows'][f'KN{order}'][f'{split}_ppl'] == pytest.approx(
+          kenlm[f'KN{order}/{split}']['kenlm'], rel=1e-4)
+  assert '| KN5 | 5 |' in result.stdout
