@@ -43,6 +43,10 @@ FLAGS_DIR = HERE / 'flags'
 SPLITS = ('train', 'valid', 'test')
 
 
+class Interrupted(Exception):
+  """A network's training was stopped (Ctrl-C, SIGTERM) after saving a checkpoint."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Row:
   name: str
@@ -159,7 +163,8 @@ class Table:
     log.info('%s: training in %s', name, config.workdir)
     summary = train_and_evaluate(config, self.corpus)
     if summary['status'] not in FINISHED:
-      raise KeyboardInterrupt(f'{name} was interrupted; rerun the same command to resume it')
+      raise Interrupted(f'{name} was interrupted at step {summary["steps"]}; '
+                        'rerun the same command to resume it')
     return summary
 
   def network_row(self, row: Row) -> dict:
@@ -273,8 +278,8 @@ def main(argv):
                          corpus_dir=options.corpus_dir or None)
     report = build_table(options.workdir, corpus, options.rows, overrides)
   except (ValueError, ConfigError, CorpusError, IncompatibleCheckpointError,
-          TrainingDiverged, KeyboardInterrupt) as error:
-    print(f'error: {error}' if str(error) else 'interrupted; rerun to resume', file=sys.stderr)
+          TrainingDiverged, Interrupted) as error:
+    print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
   print(markdown(report))
   print(f'Wrote {Path(options.workdir) / "table1.md"} and table1.json '

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import table1
+from experiments import mix, table1
 from nplm import ngram
 from nplm.checkpoint import Checkpoints
 from nplm.data.vocab import TEXT_END
@@ -142,3 +142,16 @@ def test_real_corpus_kneser_ney_rows_match_kenlm(real_data_dir, tmp_path):
       assert report['rows'][f'KN{order}'][f'{split}_ppl'] == pytest.approx(
           kenlm[f'KN{order}/{split}']['kenlm'], rel=1e-4)
   assert '| KN5 | 5 |' in result.stdout
+
+
+def test_mix_program_mixes_any_trained_network(table_run, tiny_corpus):
+  workdir, report = table_run
+  network = load_trained(workdir / 'MLP3')
+  lines = mix.mix_report(network, tiny_corpus).splitlines()
+  numbers = {line[:34].strip(): [float(x) for x in line[34:].split()] for line in lines[2:]}
+  row = report['rows']['MLP3']
+  assert numbers['network alone'] == pytest.approx([row['valid_ppl'], row['test_ppl']], abs=0.01)
+  assert numbers['DelInt3 alone'] == pytest.approx(
+      [report['rows']['DelInt3']['valid_ppl'], report['rows']['DelInt3']['test_ppl']], abs=0.01)
+  learned = next(value for name, value in numbers.items() if name.startswith('mix, learned'))
+  assert learned[0] <= min(numbers['network alone'][0], numbers['DelInt3 alone'][0]) + 0.01
