@@ -79,8 +79,7 @@ class InterpolatedTrigram:
         total = np.full(len(windows), table.counts[0].sum())
       else:
         context = spans[3 - k, 2]
-        by_context = np.bincount(table.prefix(k), table.counts[k - 1],
-                                 minlength=table.num_grams(k - 1))
+        by_context = table.context_totals(k)
         total = np.where(context != UNSEEN, by_context[np.maximum(context, 0)], 0)
       probs.append(np.where(total > 0, count / np.maximum(total, 1), probs[-1]))
     with np.errstate(divide='ignore'):

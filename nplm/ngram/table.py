@@ -75,6 +75,10 @@ class NgramTable:
     """The (k-1)-gram id of each k-gram (all 0, the empty context, for k = 1)."""
     return self.keys[k - 1] // self.vocab_size if k > 1 else np.zeros(self.num_grams(1), np.int64)
 
+  def context_totals(self, k: int) -> np.ndarray:
+    """How often each (k-1)-gram was followed by a token: Σ_w c(h w), per (k-1)-gram id."""
+    return np.bincount(self.prefix(k), self.counts[k - 1], minlength=self.num_grams(k - 1))
+
   def lookup(self, k: int, prefix_ids: np.ndarray | None, words: np.ndarray) -> np.ndarray:
     """Ids of the k-grams (prefix, word), UNSEEN where the prefix or the k-gram is unseen."""
     words = np.asarray(words, np.int64)
@@ -103,8 +107,7 @@ class NgramTable:
     width = windows.shape[1]
     spans = self.span_ids(windows[:, width - 1 - context_length:width - 1])
     context_ids = spans[0, context_length]
-    by_context = np.bincount(self.prefix(context_length + 1), self.counts[context_length],
-                             minlength=self.num_grams(context_length))
+    by_context = self.context_totals(context_length + 1)
     return np.where(context_ids != UNSEEN, by_context[np.maximum(context_ids, 0)], 0)
 
 
