@@ -30,7 +30,8 @@ from nplm.data.vocab import TEXT_END
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.models.nnlm import NNLM
-from nplm.train import create_state, make_steps
+from nplm.train import make_optimizer
+from nplm.window_training import create_state, make_steps
 
 # Table 1 rows of Bengio et al. (2003), as in experiments/flags/mlp{1,9}.flags.
 SHAPES = {
@@ -119,7 +120,7 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray):
   lm = build_language_model(config, counts)
   train_step, _ = make_steps(lm, config.order)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
-  loop = {'state': create_state(config, lm, init_rng)}
+  loop = {'state': create_state(config, lm, init_rng, make_optimizer(config))}
   padded = jnp.asarray(padded_split)
   positions = np.zeros(config.batch_size, np.int32)  # Shapes and dtypes of a real batch.
   mask = np.ones(config.batch_size, np.float32)

@@ -28,11 +28,19 @@ class Config:
   valid_tokens: int = _knob(200_000, 'The next this-many validate; the rest is the test split.')
 
   # --- model: context -> hidden (Eq. 1 without its output layer) -----------------------
-  model: str = _knob('nnlm', 'Model name in nplm.models.MODELS.')
-  order: int = _knob(5, 'n: the model predicts w_t from the n-1 previous words.')
-  feature_size: int = _knob(30, 'm: size of each word feature vector C(w).')
-  hidden_size: int = _knob(100, 'h: tanh hidden units; 0 = no hidden layer (needs --direct).')
-  direct: bool = _knob(False, 'Direct connections W x from the word features to the output.')
+  model: str = _knob('nnlm', 'nnlm (Bengio et al. 2003), or a recurrent model: rnn (Elman), '
+                     'lstm, gru.')
+  order: int = _knob(5, 'nnlm: n, the model predicts w_t from the n-1 previous words.')
+  feature_size: int = _knob(30, 'm: size of each word feature vector C(w) (the embedding).')
+  hidden_size: int = _knob(100, 'h: hidden units (nnlm: tanh units, 0 = none, needs --direct; '
+                           'recurrent: the state of each layer).')
+  direct: bool = _knob(False, 'nnlm: direct connections W x from the word features to the '
+                       'output.')
+  num_layers: int = _knob(1, 'Recurrent models: stacked recurrent layers.')
+  dropout: float = _knob(0.0, 'Recurrent models: dropout rate on the embeddings, between '
+                         'layers and on the last layer (Zaremba et al. 2014).')
+  tie_embeddings: bool = _knob(False, "The output rows are the input embedding C (needs "
+                               "--hidden_size's output as wide as --feature_size).")
 
   # --- head: hidden -> loss | exact log p -----------------------------------------------
   head: str = _knob('softmax', 'Output head name in nplm.heads.HEADS: softmax, class, tree, '
@@ -53,7 +61,11 @@ class Config:
   learning_rate: float = _knob(1e-3, 'ε0: the initial learning rate.')
   lr_decay: float = _knob(0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates (paper: 1e-8).')
   weight_decay: float = _knob(0.0, 'On weights and C, never on biases (paper: 1e-4 with SGD).')
-  batch_size: int = _knob(256, 'Training examples per update.')
+  batch_size: int = _knob(256, 'Training examples per update (recurrent models: parallel '
+                          'streams B, each giving --bptt_length words).')
+  bptt_length: int = _knob(35, 'Recurrent models: T, words per segment of truncated BPTT.')
+  clip_norm: float = _knob(0.0, 'Clip the gradient to this global norm before the update '
+                           '(0 = no clipping).')
   epochs: int = _knob(20, 'Upper bound on passes over the training split.')
   patience: int = _knob(
       2, 'Stop after this many epochs without a better validation perplexity.')
@@ -62,7 +74,8 @@ class Config:
   seed: int = _knob(0, 'Seeds initialization and the per-epoch shuffles.')
 
   # --- evaluation, logging, checkpoints --------------------------------------------------
-  eval_batch_size: int = _knob(2048, 'Examples per evaluation batch (the last one is padded).')
+  eval_batch_size: int = _knob(2048, 'Examples per evaluation batch (the last one is padded); '
+                               'recurrent models: words per segment of the one stream.')
   log_every: int = _knob(200, 'Updates between progress lines / metrics records.')
   checkpoint_every: int = _knob(
       2000, 'Updates between periodic checkpoints (also at each epoch).')
@@ -90,6 +103,16 @@ class Config:
          '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
         (self.model in models.MODELS,
          f'unknown --model={self.model!r}; known: {", ".join(sorted(models.MODELS))}'),
+        (self.model not in models.RECURRENT_MODELS or self.hidden_size > 0,
+         f'--model={self.model} needs --hidden_size of at least 1'),
+        (self.model not in models.RECURRENT_MODELS or not self.direct,
+         f'--direct is the NNLM\'s; --model={self.model} has no direct connections'),
+        (self.model in models.RECURRENT_MODELS or (self.num_layers == 1 and self.dropout == 0),
+         '--num_layers and --dropout are for recurrent models (--model=rnn, lstm or gru)'),
+        (self.num_layers >= 1, f'--num_layers must be positive, got {self.num_layers}'),
+        (0 <= self.dropout < 1, f'--dropout must be within [0, 1), got {self.dropout}'),
+        (self.bptt_length >= 1, f'--bptt_length must be positive, got {self.bptt_length}'),
+        (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
         (self.head in heads.HEADS,
          f'unknown --head={self.head!r}; known: {", ".join(sorted(heads.HEADS))}'),
         (self.num_classes >= 0, f'--num_classes must be 0 (√|V|) or more, got {self.num_classes}'),

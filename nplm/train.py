@@ -1,4 +1,8 @@
-"""The trainer: optimizer, state, pure jitted steps, exact evaluation, the loop, `run(config)`.
+"""The trainer: the optimizer, the loop and `run(config)`, for every model.
+
+What one update reads and how a split is scored differ by model family: n-gram windows for
+feed-forward models (nplm.window_training), BPTT streams for recurrent ones
+(nplm.stream_training); the loop drives either through the same small interface.
 
 Loop discipline (after big_vision): the state is created or resumed, every update is
 rebuilt from its number (so a rerun resumes exactly), losses are checked on logged steps,
@@ -16,19 +20,18 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
-from flax.training import train_state
 from tqdm import tqdm
 
 from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
 from nplm.config import Config
-from nplm.data import batching
 from nplm.data.corpus import Corpus, load_corpus
 from nplm.data.vocab import TEXT_END
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.metrics import MetricsWriter
+from nplm.stream_training import StreamFeed
+from nplm.window_training import WindowFeed
 
 
 log = logging.getLogger(__name__)
@@ -49,50 +52,13 @@ def make_optimizer(config: Config) -> optax.GradientTransformation:
   def learning_rate(t):
     return config.learning_rate / (1.0 + config.lr_decay * t)  # ε_t = ε0 / (1 + r·t)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
-    return optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
-                       optax.sgd(learning_rate))
-  return optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
-
-
-def create_state(config: Config, lm, rng) -> train_state.TrainState:
-  context, target = jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
-  # Through log_prob, which every head computes from all its parameters: the heads' full
-  # log_probs can be slow op by op (the tree walks its levels).
-  params = lm.init(rng, context, target, method=lm.log_prob)['params']
-  return train_state.TrainState.create(apply_fn=lm.apply, params=params,
-                                       tx=make_optimizer(config))
-
-
-# --- pure steps -----------------------------------------------------------------------
-
-def make_steps(lm, order: int):
-  """The jitted train step (state donated) and the eval step (a sum of exact NLLs)."""
-
-  def train_step(state, padded_split, positions, mask, run_rng):
-    context, targets = batching.windows(padded_split, positions, order)
-    rng = jax.random.fold_in(run_rng, state.step)  # Each update's samples from its number.
-
-    def mean_loss(params):
-      losses = lm.apply({'params': params}, context, targets, rng, method=lm.loss)
-      return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
-
-    loss, grads = jax.value_and_grad(mean_loss)(state.params)
-    return state.apply_gradients(grads=grads), loss
-
-  def eval_step(params, padded_split, positions, mask):
-    context, targets = batching.windows(padded_split, positions, order)
-    log_p = lm.apply({'params': params}, context, targets, method=lm.log_prob)
-    return -jnp.sum(jnp.where(mask > 0, log_p, 0.0))
-
-  return jax.jit(train_step, donate_argnums=0), jax.jit(eval_step)
-
-
-def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int) -> dict:
-  """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
-  sums = [eval_step(params, padded_split, positions, mask)
-          for positions, mask in batching.eval_batches(num_tokens, batch_size)]
-  nll = float(np.sum(np.asarray(jax.device_get(sums), np.float64)))
-  return {'nll': nll, 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
+    update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
+                         optax.sgd(learning_rate))
+  else:
+    update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
+  if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (seed 004).
+    return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
+  return update
 
 
 def _all_finite(tree) -> bool:
@@ -134,12 +100,10 @@ class _Run:
     claim_workdir(self.workdir, config, corpus.vocab.fingerprint())
     corpus.vocab.save(self.workdir / 'vocab.txt')  # Ids to words, for reading the model.
     boundary = int(corpus.vocab.encode([TEXT_END])[0])
-    self.splits = {name: jnp.asarray(batching.pad_split(ids, config.order, boundary))
-                   for name, ids in corpus.splits.items()}
-    self.sizes = {name: len(ids) for name, ids in corpus.splits.items()}
-    self.train_step, self.eval_step = make_steps(self.lm, config.order)
+    feed = StreamFeed if self.lm.model.recurrent else WindowFeed
+    self.feed = feed(config, self.lm, corpus.splits, boundary)
     init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
-    self.state = create_state(config, self.lm, init_rng)
+    self.state = self.feed.create_state(init_rng, make_optimizer(config))
     self.checkpoints = Checkpoints(self.workdir)
     self.progress = {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
                      'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
@@ -158,9 +122,7 @@ class _Run:
     self.writer.close()
 
   def evaluate(self, name: str, params=None) -> dict:
-    params = self.state.params if params is None else params
-    return evaluate(self.eval_step, params, self.splits[name], self.sizes[name],
-                    self.config.eval_batch_size)
+    return self.feed.evaluate(self.state.params if params is None else params, name)
 
   def save(self, best: bool = False) -> None:
     """Checkpoints the current state, which must be finite: the last good one is kept."""
@@ -181,7 +143,7 @@ class _Run:
   def train(self, stop: threading.Event) -> str:
     """Runs epochs until the bound, early stopping, --max_steps or a stop request."""
     config, progress = self.config, self.progress
-    steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
+    steps_per_epoch = self.feed.steps_per_epoch
     while progress['epochs_done'] < config.epochs and not progress['stopped_early']:
       epoch = progress['epochs_done']
       status = self.train_epoch(epoch, steps_per_epoch, stop)
@@ -195,15 +157,13 @@ class _Run:
     config, progress = self.config, self.progress
     step = int(self.state.step)
     start = step - epoch * steps_per_epoch
-    batches = batching.train_batches(self.sizes['train'], config.batch_size, config.seed,
-                                     epoch, start)
+    self.state, batches = self.feed.start_epoch(self.state, epoch, start)
     bar = tqdm(batches, total=steps_per_epoch, initial=start, desc=f'epoch {epoch + 1}',
                unit='step', disable=None, leave=False)
     clock, examples = time.perf_counter(), 0
-    for positions, mask in bar:
-      self.state, loss = self.train_step(self.state, self.splits['train'], positions, mask,
-                                         self.step_rng)
-      step, examples = step + 1, examples + int(mask.sum())
+    for batch, batch_examples in bar:
+      self.state, loss = self.feed.step(self.state, batch, self.step_rng)
+      step, examples = step + 1, examples + batch_examples
       if not self.compiled:  # Throughput counts updates, not the compilation before them.
         jax.block_until_ready(loss)
         self.compiled, clock, examples = True, time.perf_counter(), 0
@@ -259,16 +219,16 @@ class _Run:
     """Exact perplexities of every split with the best parameters (or the last, if none)."""
     best = self.checkpoints.restore_best(abstract_of(self.state))
     params = self.state.params if best is None else best[0].params
-    results = {name: self.evaluate(name, params) for name in self.splits}
+    results = {name: self.evaluate(name, params) for name in self.corpus.splits}
     progress, stats = self.progress, self.corpus.stats
     train_seconds = progress['train_seconds']
     return {
         'status': status,
         'vocab_size': self.corpus.vocab.size,
-        'tokens': {name: stats[name]['tokens'] for name in self.splits},
-        'unk_rate': {name: stats[name]['unk_rate'] for name in self.splits},
-        **{f'{name}_ppl': results[name]['ppl'] for name in self.splits},
-        'nll': {name: results[name]['nll'] for name in self.splits},
+        'tokens': {name: stats[name]['tokens'] for name in results},
+        'unk_rate': {name: stats[name]['unk_rate'] for name in results},
+        **{f'{name}_ppl': results[name]['ppl'] for name in results},
+        'nll': {name: results[name]['nll'] for name in results},
         'epochs': progress['epochs_done'],
         'best_epoch': progress['best_epoch'],
         'valid_ppl_history': progress['valid_ppl_history'],

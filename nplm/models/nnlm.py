@@ -19,6 +19,8 @@ class NNLM(nn.Module):
   hidden_size: int  # h; 0 = no hidden layer
   direct: bool
 
+  recurrent = False
+
   @classmethod
   def from_config(cls, config, vocab_size: int) -> 'NNLM':
     return cls(vocab_size=vocab_size, order=config.order, feature_size=config.feature_size,
