@@ -4,7 +4,8 @@ r"""Table 1 of Bengio et al. (2003) on identical tokens, beside the paper's numb
   python -m experiments.table1 --rows=KN5,DelInt3,MLP9  # some rows (and what they need)
 
 Rows: MLP1 … MLP10 (odd: a network trained from experiments/flags/mlpK.flags; even: that
-network mixed with the interpolated trigram at weight 0.5, the paper's "mix"), DelInt3 (the
+network mixed with the interpolated trigram at weight 0.5, the paper's "mix"), RNN, LSTM and
+GRU (recurrent models beyond the paper, from experiments/flags/{rnn,lstm,gru}), DelInt3 (the
 paper's interpolated trigram, weights by EM on validation), KN3, KN4, KN5 (interpolated
 modified Kneser-Ney). Every perplexity is exact over every token of its split; each row's
 test perplexity is also given as a ratio to KN5's, the comparison that carries across
@@ -56,13 +57,16 @@ class Row:
   order: int = 0
 
 
+RECURRENT_ROWS = ('RNN', 'LSTM', 'GRU')  # Beyond the paper: experiments/flags/{rnn,lstm,gru}.
 ROWS = {row.name: row for row in [
     *(Row(f'MLP{k}', flagfile=f'mlp{k}') for k in (1, 3, 5, 7, 9)),
     *(Row(f'MLP{k + 1}', mixes=f'MLP{k}') for k in (1, 3, 5, 7, 9)),
+    *(Row(name, flagfile=name.lower()) for name in RECURRENT_ROWS),
     Row('DelInt3', ngram='interpolated', order=3),
     *(Row(f'KN{n}', ngram='kneser_ney', order=n) for n in (3, 4, 5)),
 ]}
-ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), 'DelInt3', 'KN3', 'KN4', 'KN5']
+ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), *RECURRENT_ROWS, 'DelInt3', 'KN3', 'KN4',
+             'KN5']
 FINISHED = ('early_stopped', 'epochs_done', 'max_steps')
 # Config fields that do not change a trained network's numbers.
 _OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
@@ -189,7 +193,9 @@ class Table:
     if row.ngram:
       return {'model': row.name, 'n': row.order, 'mix': False}
     config = self.network_config(row.mixes or row.name)
-    return {'model': row.name, 'n': config.order, 'h': config.hidden_size,
+    recurrent = config.model != 'nnlm'
+    return {'model': row.name, 'n': None if recurrent else config.order,
+            'h': config.hidden_size,
             'm': config.feature_size, 'direct': config.direct, 'mix': bool(row.mixes),
             'head': config.head}
 
@@ -207,8 +213,10 @@ def build_table(workdir: str | Path, corpus: Corpus, requested: list[str] | None
   kn5, paper_kn5 = results['KN5']['test_ppl'], paper['KN5']['test']
   for name, result in results.items():
     result['test_over_kn5'] = result['test_ppl'] / kn5
-    paper_test = paper[name]['test']
-    result['paper'] = {**paper[name], 'test_over_kn5': paper_test / paper_kn5}
+    if name in paper:
+      result['paper'] = {**paper[name], 'test_over_kn5': paper[name]['test'] / paper_kn5}
+    else:
+      result['paper'] = {'valid': None, 'test': None, 'test_over_kn5': None}
   stats = corpus.stats
   report = {'rows': {name: results[name] for name in names if name in requested},
             'vocab_size': corpus.vocab.size,
@@ -243,7 +251,9 @@ def markdown(report: dict) -> str:
       'Perplexities are exact over every token of each split. The paper\'s numbers are on '
       'its own vocabulary, so compare the ratios to KN5, not the perplexities. Wall: a '
       'network\'s training to early stopping; a mix, scoring the network and fitting its '
-      'weights; an n-gram model, fitting and scoring.', '',
+      'weights; an n-gram model, fitting and scoring. RNN, LSTM and GRU (beyond the paper) '
+      'read the whole history (n blank); their h is the state size, m the embedding size.',
+      '',
       '| model | n | h | m | direct | mix | train | valid | test | test / KN5 '
       '| paper valid | paper test | paper test / KN5 | wall |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
@@ -253,7 +263,7 @@ def markdown(report: dict) -> str:
              row['train_ppl'], row['valid_ppl'], row['test_ppl']]
     lines.append('| ' + ' | '.join(_number(c) for c in cells) +
                  f' | {row["test_over_kn5"]:.3f} | {_number(paper["valid"], 0)} '
-                 f'| {_number(paper["test"], 0)} | {paper["test_over_kn5"]:.3f} '
+                 f'| {_number(paper["test"], 0)} | {_number(paper["test_over_kn5"], 3)} '
                  f'| {_duration(row["wall_seconds"])} |')
   mixed = {name: row for name, row in report['rows'].items() if 'mixtures' in row}
   if mixed:

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nplm import stream_training
 from nplm.checkpoint import Checkpoints
 from nplm.config import Config
 from nplm.data import batching
@@ -33,16 +34,21 @@ class TrainedModel:
   params: dict
 
   def split_log_probs(self, ids: np.ndarray, batch_size: int | None = None) -> np.ndarray:
-    """log p(w_t | the n-1 previous words) for every token of a split, in order (float64)."""
+    """log p(w_t | its context) for every token of a split, in order (float64): the n-1
+    previous words for a feed-forward model, every earlier word of the split for a
+    recurrent one (one stream, `batch_size` words per segment)."""
     order = self.config.order
     boundary = int(self.vocab.encode([TEXT_END])[0])
-    padded = jnp.asarray(batching.pad_split(np.asarray(ids), order, boundary))
     batch_size = batch_size or self.config.eval_batch_size
+    if self.lm.model.recurrent:
+      return stream_training.split_log_probs(self.lm, self.params, ids, boundary, batch_size)
+    padded = jnp.asarray(batching.pad_split(np.asarray(ids), order, boundary))
 
     @jax.jit
     def batch_log_probs(params, positions):
       context, targets = batching.windows(padded, positions, order)
-      return self.lm.apply({'params': params}, context, targets, method=self.lm.log_prob)
+      return self.lm.apply(self.lm.variables_of(params), context, targets,
+                           method=self.lm.log_prob)
 
     pieces = [np.asarray(batch_log_probs(self.params, positions))[mask > 0]
               for positions, mask in batching.eval_batches(len(ids), batch_size)]
