@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+import jax
 import pytest
 
 from nplm.data import load_corpus
@@ -13,6 +14,22 @@ FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
 FIXTURE_WORDS = sum(len((FIXTURE_DIR / n).read_text().split()) for n in FIXTURE_FILES)
 # The tiny corpus's tokens split like the paper's, scaled down.
 TINY_SPLIT = dict(train_tokens=420, valid_tokens=120)
+
+
+@pytest.fixture(scope='session', autouse=True)
+def compilation_cache(tmp_path_factory):
+  """One XLA compilation cache for the session: many tests build the same tiny steps, and a
+  compile is most of their time. Exported for the CLI tests' subprocesses too."""
+  cache = str(tmp_path_factory.mktemp('xla_cache'))
+  settings = {'jax_compilation_cache_dir': cache,
+              'jax_persistent_cache_min_compile_time_secs': 0,
+              'jax_persistent_cache_min_entry_size_bytes': 0}
+  for name, value in settings.items():
+    jax.config.update(name, value)
+    os.environ[name.upper()] = str(value)
+  yield
+  for name in settings:
+    os.environ.pop(name.upper())
 
 
 @pytest.fixture(scope='session')
