@@ -160,7 +160,8 @@ class Table:
     summary_path = Path(config.workdir) / 'summary.json'
     if summary_path.exists():
       summary = json.loads(summary_path.read_text())
-      same = all(summary['config'].get(key) == value for key, value in config.to_dict().items()
+      saved = Config.from_saved(summary['config']).to_dict()
+      same = all(saved[key] == value for key, value in config.to_dict().items()
                  if key not in _OBSERVING_FIELDS)
       if same and summary['status'] in FINISHED:
         return summary

@@ -87,6 +87,13 @@ class Config:
   RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                       'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir')
 
+  @classmethod
+  def from_saved(cls, saved: dict[str, Any]) -> 'Config':
+    """The config a run recorded; knobs added since it ran take their defaults, which
+    compute what the code did before they existed."""
+    known = {field.name for field in dataclasses.fields(cls)}
+    return cls(**{name: value for name, value in saved.items() if name in known})
+
   def replace(self, **changes: Any) -> 'Config':
     return dataclasses.replace(self, **changes)
 
@@ -147,6 +154,7 @@ class Config:
 
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
     """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config."""
-    return [f'{name}: checkpoint has {saved.get(name)!r}, this run has {value!r}'
+    saved = Config.from_saved(saved).to_dict()
+    return [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
             for name, value in self.to_dict().items()
-            if name not in self.RESUMABLE_FIELDS and saved.get(name) != value]
+            if name not in self.RESUMABLE_FIELDS and saved[name] != value]

@@ -64,8 +64,7 @@ def load_trained(workdir: str | Path) -> TrainedModel:
     raise NoTrainedModelError(f'{workdir} holds no training run (no run.json or vocab.txt); '
                               'train one there first')
   identity = json.loads(identity_path.read_text())
-  known = {field.name for field in dataclasses.fields(Config)}
-  config = Config(**{k: v for k, v in identity['config'].items() if k in known})
+  config = Config.from_saved(identity['config'])
   vocab = Vocabulary.load(vocab_path)
   if vocab.fingerprint() != identity['vocab_fingerprint']:
     raise NoTrainedModelError(f'{vocab_path} does not match the vocabulary recorded in '

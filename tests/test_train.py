@@ -142,6 +142,19 @@ def test_an_incompatible_workdir_is_refused_and_its_checkpoints_kept(tiny_corpus
   train_and_evaluate(tiny_config(workdir, max_steps=12, log_every=3), tiny_corpus)
 
 
+def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  train_and_evaluate(tiny_config(workdir, max_steps=10), tiny_corpus)
+  identity = json.loads((workdir / 'run.json').read_text())
+  for knob in ('num_layers', 'dropout', 'tie_embeddings', 'bptt_length', 'clip_norm'):
+    del identity['config'][knob]  # As written before the recurrent models existed.
+  (workdir / 'run.json').write_text(json.dumps(identity))
+  with pytest.raises(IncompatibleCheckpointError, match='clip_norm: checkpoint has 0.0'):
+    train_and_evaluate(tiny_config(workdir, clip_norm=1.0), tiny_corpus)
+  resumed = train_and_evaluate(tiny_config(workdir, max_steps=12), tiny_corpus)
+  assert (resumed['status'], resumed['steps']) == ('max_steps', 12)
+
+
 @pytest.mark.parametrize('changes,message', [
     ({'order': 1}, '--order must be at least 2'),
     ({'feature_size': -3}, '--feature_size must be positive'),
