@@ -23,6 +23,7 @@ import numpy as np
 from absl import app, flags
 from absl import logging as absl_logging
 
+from nplm import parallel
 from nplm.config import Config
 from nplm.data import batching, load_corpus
 from nplm.data.brown import Brown
@@ -115,13 +116,18 @@ def rate_summary(seconds: list[float], batches, loss) -> dict:
           'last_loss': loss}
 
 
-def jax_runner(config: Config, counts, padded_split: np.ndarray):
-  """(run_steps, compiled step): run_steps does what the trainer's loop does per update."""
-  lm = build_language_model(config, counts)
-  train_step, _ = make_steps(lm, config.order)
+def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
+  """(run_steps, compiled step): run_steps does what the trainer's loop does per update, on
+  `mesh` (default: every device on 'data')."""
+  mesh = mesh or parallel.make_mesh()
+  lm = build_language_model(config, counts, mesh)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
-  loop = {'state': create_state(config, lm, init_rng, make_optimizer(config))}
-  padded = jnp.asarray(padded_split)
+  state, state_sharding = parallel.create_state(
+      lambda rng: create_state(config, lm, rng, make_optimizer(config)), init_rng, mesh,
+      lm.vocab_parallel)
+  train_step, _ = make_steps(lm, config.order, mesh, state_sharding)
+  loop = {'state': state}
+  padded = parallel.put(padded_split, mesh)
   positions = np.zeros(config.batch_size, np.int32)  # Shapes and dtypes of a real batch.
   mask = np.ones(config.batch_size, np.float32)
   compiled = train_step.lower(loop['state'], padded, positions, mask, step_rng).compile()
@@ -226,6 +232,15 @@ def _table(report: dict) -> list[list[str]]:
   return rows
 
 
+def table_lines(rows: list[list[str]], markdown: bool) -> list[str]:
+  """A header row and data rows as a markdown table, or as aligned plain-text columns."""
+  if markdown:
+    rows = [rows[0], ['---'] * len(rows[0]), *rows[1:]]
+    return ['| ' + ' | '.join(row) + ' |' for row in rows]
+  widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+  return ['  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
 def format_report(report: dict, markdown: bool = False) -> str:
   m, s, square = report['machine'], report['settings'], report['square_matmul']
   lines = [f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
@@ -233,13 +248,7 @@ def format_report(report: dict, markdown: bool = False) -> str:
            f'Batch {s["batch_size"]}, |V| = {report["vocab_size"]}, median of {s["repeats"]} '
            f'runs of {s["steps"]} steps. Float32 matmul {square["size"]}²: '
            f'{square["gflops_per_s"]:.1f} GFLOP/s.', '']
-  rows = _table(report)
-  if markdown:
-    rows.insert(1, ['---'] * len(rows[0]))
-    lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
-  else:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines += ['  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+  lines += table_lines(_table(report), markdown)
   torch_runs = [r['torch'] for r in report['shapes'] if r['torch']]
   skipped = {r['torch_skipped'] for r in report['shapes'] if not r['torch']}
   lines += [''] + [f'PyTorch comparison skipped: {why}.' for why in skipped]

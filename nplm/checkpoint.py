@@ -20,13 +20,16 @@ class IncompatibleCheckpointError(RuntimeError):
   """The workdir holds a run that this config or vocabulary cannot continue."""
 
 
-def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str) -> None:
-  """Records the run's identity, or checks it against the one already recorded."""
+def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str,
+                  write: bool = True) -> None:
+  """Records the run's identity (if `write`: process 0 of a run), or checks it against the
+  one already recorded."""
   workdir.mkdir(parents=True, exist_ok=True)
   identity_path = workdir / 'run.json'
   if not identity_path.exists():
-    write_json_atomically(identity_path, {'config': config.to_dict(),
-                                          'vocab_fingerprint': vocab_fingerprint})
+    if write:
+      write_json_atomically(identity_path, {'config': config.to_dict(),
+                                            'vocab_fingerprint': vocab_fingerprint})
     return
   saved = json.loads(identity_path.read_text())
   problems = config.incompatibilities(saved['config'])
@@ -47,7 +50,10 @@ class Checkpoints:
     def manager(name: str, max_to_keep: int):
       options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep,
                                              cleanup_tmp_directories=True)
-      return ocp.CheckpointManager(directory / name, options=options)
+      # Handlers named up front: a resuming manager can read a checkpoint's metadata.
+      handlers = {'state': ocp.StandardCheckpointHandler(),
+                  'progress': ocp.JsonCheckpointHandler()}
+      return ocp.CheckpointManager(directory / name, options=options, item_handlers=handlers)
     self._latest, self._best = manager('checkpoints', 2), manager('best', 1)
 
   def save_latest(self, step: int, state, progress: dict) -> None:
@@ -98,9 +104,23 @@ class Checkpoints:
     step = manager.latest_step()
     if step is None:
       return None
+    # Vocabulary-parallel output rows are padded to a multiple of the 'model' shards, so a
+    # run resumed on another mesh may want more or fewer rows than were saved. The rows past
+    # |V| are padding, masked everywhere: Orbax may pad (with zeros) or cut exactly those.
+    # Everything else must match (run.json vouches for the config), so that is strict.
+    same_rows = (_output_rows(manager.item_metadata(step)['state'].tree)
+                 == _output_rows(abstract_state.params))
     restored = manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract_state), progress=ocp.args.JsonRestore()))
+        state=ocp.args.StandardRestore(abstract_state, strict=same_rows),
+        progress=ocp.args.JsonRestore()))
     return restored.state, restored.progress
+
+
+def _output_rows(tree) -> int | None:
+  """The number of output rows (padding included) of a state's or params' head, if any."""
+  params = tree.get('params', tree) if isinstance(tree, dict) else tree
+  output = params.get('head', {}).get('output', {})
+  return output['bias'].shape[0] if 'bias' in output else None
 
 
 def abstract_of(state):

@@ -7,7 +7,7 @@ field added here is a command-line flag there, with its help text.
 import dataclasses
 from typing import Any
 
-from nplm import heads, models
+from nplm import heads, models, parallel
 from nplm.errors import ConfigError
 
 __all__ = ['Config', 'ConfigError']
@@ -61,8 +61,8 @@ class Config:
   learning_rate: float = _knob(1e-3, 'ε0: the initial learning rate.')
   lr_decay: float = _knob(0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates (paper: 1e-8).')
   weight_decay: float = _knob(0.0, 'On weights and C, never on biases (paper: 1e-4 with SGD).')
-  batch_size: int = _knob(256, 'Training examples per update (recurrent models: parallel '
-                          'streams B, each giving --bptt_length words).')
+  batch_size: int = _knob(256, 'Training examples per update, over all devices (recurrent '
+                          'models: parallel streams B, each giving --bptt_length words).')
   bptt_length: int = _knob(35, 'Recurrent models: T, words per segment of truncated BPTT.')
   clip_norm: float = _knob(0.0, 'Clip the gradient to this global norm before the update '
                            '(0 = no clipping).')
@@ -82,10 +82,23 @@ class Config:
   workdir: str = _knob(
       '', 'Receives checkpoints, metrics.jsonl, TensorBoard events, summary.json.')
 
+  # --- devices and processes (nplm.parallel) --------------------------------------------
+  mesh: str = _knob('', "Device mesh, e.g. data:8 or data:2,model:4 ('model' splits the "
+                    'output rows over the vocabulary); an axis left out takes the devices '
+                    'that remain (empty: every device on data).')
+  distributed: bool = _knob(False, 'Join a multi-process run whose coordinator JAX finds '
+                            'itself (Cloud TPU VMs, Slurm).')
+  coordinator_address: str = _knob('', 'host:port of process 0, for a multi-process run '
+                                   'started by hand (with --num_processes, --process_id).')
+  num_processes: int = _knob(1, 'Processes in a multi-process run started by hand.')
+  process_id: int = _knob(0, "This process's index in a multi-process run started by hand.")
+
   # Fields that may differ between a run and its resumption: they bound or observe the run
   # but do not change what one update computes.
+  # The devices only change how an update is laid out, not what it computes.
   RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
-                      'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir')
+                      'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
+                      'distributed', 'coordinator_address', 'num_processes', 'process_id')
 
   @classmethod
   def from_saved(cls, saved: dict[str, Any]) -> 'Config':
@@ -146,7 +159,15 @@ class Config:
         (self.checkpoint_every >= 1,
          f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
         (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
+        (self.num_processes >= 1, f'--num_processes must be positive, got {self.num_processes}'),
+        (self.num_processes == 1 or bool(self.coordinator_address),
+         '--num_processes above 1 needs --coordinator_address=host:port (of process 0)'),
+        (0 <= self.process_id < self.num_processes,
+         f'--process_id must be within [0, {self.num_processes}), got {self.process_id}'),
+        (not (self.distributed and self.num_processes > 1),
+         '--distributed finds the processes itself: leave out --num_processes'),
     ]
+    parallel.parse_mesh(self.mesh)  # Raises ConfigError on a malformed --mesh.
     for ok, message in checks:
       if not ok:
         raise ConfigError(message)

@@ -9,11 +9,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nplm.errors import ConfigError
-from nplm.heads import build_head
+from nplm.heads import OUTPUT_ROW_HEADS, build_head
 from nplm.models import build_model
-
-# Heads whose parameters include the output rows {'output': {'embedding': [|V|, D]}}.
-TIEABLE_HEADS = ('softmax', 'is', 'nce', 'negative_sampling')
 
 
 class LanguageModel(nn.Module):
@@ -31,6 +28,11 @@ class LanguageModel(nn.Module):
   def log_probs(self, context: jnp.ndarray) -> jnp.ndarray:
     return self.head.log_probs(self.model(context))
 
+  @property
+  def vocab_parallel(self) -> bool:
+    """Its output rows are split over the mesh's 'model' axis (nplm.parallel)."""
+    return getattr(self.head, 'mesh', None) is not None
+
   def variables_of(self, params: dict) -> dict:
     """The variables to apply the module with, from the parameters as trained and saved.
 
@@ -39,7 +41,12 @@ class LanguageModel(nn.Module):
     if not self.tied:
       return {'params': params}
     head = params['head']
-    output = {**head['output'], 'embedding': params['model']['C']['embedding']}
+    embedding = params['model']['C']['embedding']
+    # Vocabulary-parallel rows are padded to a multiple of the shards (the bias shows how far).
+    padding = head['output']['bias'].shape[0] - embedding.shape[0]
+    if padding:
+      embedding = jnp.pad(embedding, ((0, padding), (0, 0)))
+    output = {**head['output'], 'embedding': embedding}
     return {'params': {**params, 'head': {**head, 'output': output}}}
 
   def stored_params(self, initialized: dict) -> dict:
@@ -75,18 +82,19 @@ class RecurrentLanguageModel(LanguageModel):
     return self.head.log_probs(hidden).reshape(*words.shape, -1), state
 
 
-def build_language_model(config, counts) -> LanguageModel:
+def build_language_model(config, counts, mesh=None) -> LanguageModel:
   """The model and head of `config` for a vocabulary with these training-split counts
-  (ids sorted by frequency, as `Vocabulary.counts`)."""
+  (ids sorted by frequency, as `Vocabulary.counts`), its output rows split over the mesh's
+  'model' axis if it has one (nplm.parallel)."""
   model = build_model(config, len(counts))
   if config.tie_embeddings:
-    if config.head not in TIEABLE_HEADS:
+    if config.head not in OUTPUT_ROW_HEADS:
       raise ConfigError(f'--tie_embeddings needs a head with one output row per word '
-                        f'({", ".join(TIEABLE_HEADS)}); --head={config.head} has none')
+                        f'({", ".join(OUTPUT_ROW_HEADS)}); --head={config.head} has none')
     if model.hidden_dim != config.feature_size:
       raise ConfigError(f'--tie_embeddings needs the hidden vector as wide as the embeddings: '
                         f'the model gives {model.hidden_dim}, --feature_size is '
                         f'{config.feature_size}; make them equal')
   language_model = RecurrentLanguageModel if model.recurrent else LanguageModel
-  return language_model(model=model, head=build_head(config, counts, model.hidden_dim),
+  return language_model(model=model, head=build_head(config, counts, model.hidden_dim, mesh),
                         tied=config.tie_embeddings)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm import stream_training
+from nplm import parallel, stream_training
 from nplm.checkpoint import Checkpoints
 from nplm.config import Config
 from nplm.data import batching
@@ -78,4 +78,6 @@ def load_trained(workdir: str | Path) -> TrainedModel:
     checkpoints.close()
   if params is None:
     raise NoTrainedModelError(f'{workdir} has no checkpoint yet; let training save one')
+  # A vocabulary-parallel run saved its output rows padded; read here on one device.
+  params = parallel.unpadded_output_rows(params, vocab.size)
   return TrainedModel(config, vocab, build_language_model(config, vocab.counts), params)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import optax
 from tqdm import tqdm
 
+from nplm import parallel
 from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus, load_corpus
@@ -95,13 +96,16 @@ class _Run:
   def __init__(self, config: Config, corpus: Corpus):
     self.config, self.corpus = config, corpus
     self.workdir = Path(config.workdir)
-    # Built before the workdir is claimed: a head may still refuse the config.
-    self.lm = build_language_model(config, corpus.vocab.counts)
-    claim_workdir(self.workdir, config, corpus.vocab.fingerprint())
-    corpus.vocab.save(self.workdir / 'vocab.txt')  # Ids to words, for reading the model.
+    self.mesh = parallel.make_mesh(config.mesh)
+    # Built before the workdir is claimed: a head or the mesh may still refuse the config.
+    self.lm = build_language_model(config, corpus.vocab.counts, self.mesh)
     boundary = int(corpus.vocab.encode([TEXT_END])[0])
     feed = StreamFeed if self.lm.model.recurrent else WindowFeed
-    self.feed = feed(config, self.lm, corpus.splits, boundary)
+    self.feed = feed(config, self.lm, corpus.splits, boundary, self.mesh)
+    self.main = parallel.is_main_process()  # Only process 0 writes the run's own files.
+    claim_workdir(self.workdir, config, corpus.vocab.fingerprint(), write=self.main)
+    if self.main:
+      corpus.vocab.save(self.workdir / 'vocab.txt')  # Ids to words, for reading the model.
     init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
     self.state = self.feed.create_state(init_rng, make_optimizer(config))
     self.checkpoints = Checkpoints(self.workdir)
@@ -115,7 +119,7 @@ class _Run:
     self.started = time.perf_counter()
     self.compiled = False
     self.wall_before = self.progress['wall_seconds']
-    self.writer = MetricsWriter(self.workdir)
+    self.writer = MetricsWriter(self.workdir if self.main else None)
 
   def close(self) -> None:
     self.checkpoints.close()
@@ -238,6 +242,8 @@ class _Run:
         'train_seconds': train_seconds,
         'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
         'device': str(jax.devices()[0].device_kind),
+        'devices': {'count': jax.device_count(), 'processes': jax.process_count(),
+                    'mesh': dict(self.mesh.shape)},
         'config': self.config.to_dict(),
     }
 
@@ -256,7 +262,8 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
     if status == 'interrupted':
       return {'status': status, 'steps': int(run.state.step), 'workdir': str(run.workdir)}
     summary = run.summary(status)
-    write_json_atomically(run.workdir / 'summary.json', summary)
+    if run.main:
+      write_json_atomically(run.workdir / 'summary.json', summary)
     log.info('valid perplexity %.2f  test perplexity %.2f  (|V| = %d)',
                  summary['valid_ppl'], summary['test_ppl'], summary['vocab_size'])
     return summary
@@ -267,8 +274,10 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
 def run(config: Config, corpus: Corpus | None = None) -> dict:
   """Loads the Brown corpus named by the config (unless given) and trains on it."""
   config.validate()
+  parallel.initialize_processes(config)
   if corpus is None:
-    corpus = load_corpus(data_dir=config.data_dir or None, corpus_dir=config.corpus_dir or None,
-                         unk_max_count=config.unk_max_count, train_tokens=config.train_tokens,
-                         valid_tokens=config.valid_tokens)
+    corpus = parallel.main_process_first(lambda: load_corpus(
+        data_dir=config.data_dir or None, corpus_dir=config.corpus_dir or None,
+        unk_max_count=config.unk_max_count, train_tokens=config.train_tokens,
+        valid_tokens=config.valid_tokens))
   return train_and_evaluate(config, corpus)

@@ -3,6 +3,10 @@
 A split lives on the device once, left-padded with n-1 `</text>` (nplm.data.batching); an
 update sends B positions and the step gathers their windows. Every epoch visits every
 training window once, in a shuffle derived from (seed, epoch).
+
+Data-parallel (nplm.parallel): the split is replicated, each update's B positions are split
+over the mesh's 'data' axis, and the parameters live as `state_shardings` says (replicated,
+or output rows split over 'model'); jit sums the gradients across the devices.
 """
 
 import math
@@ -12,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
+from nplm import parallel
 from nplm.data import batching
 
 
@@ -24,7 +29,7 @@ def create_state(config, lm, rng, tx) -> train_state.TrainState:
                                        tx=tx)
 
 
-def make_steps(lm, order: int):
+def make_steps(lm, order: int, mesh, state_sharding):
   """The jitted train step (state donated) and the eval step (a sum of exact NLLs)."""
 
   def train_step(state, padded_split, positions, mask, run_rng):
@@ -43,30 +48,43 @@ def make_steps(lm, order: int):
     log_p = lm.apply(lm.variables_of(params), context, targets, method=lm.log_prob)
     return -jnp.sum(jnp.where(mask > 0, log_p, 0.0))
 
-  return jax.jit(train_step, donate_argnums=0), jax.jit(eval_step)
+  replicated, batch = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
+  return (jax.jit(train_step, donate_argnums=0,
+                  in_shardings=(state_sharding, replicated, batch, batch, replicated),
+                  out_shardings=(state_sharding, replicated)),
+          jax.jit(eval_step, in_shardings=(state_sharding.params, replicated, batch, batch),
+                  out_shardings=replicated))
 
 
-def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int) -> dict:
+def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh) -> dict:
   """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
-  sums = [eval_step(params, padded_split, positions, mask)
+  sums = [eval_step(params, padded_split, parallel.put(positions, mesh, 'data'),
+                    parallel.put(mask, mesh, 'data'))
           for positions, mask in batching.eval_batches(num_tokens, batch_size)]
-  nll = float(np.sum(np.asarray(jax.device_get(sums), np.float64)))
+  nll = float(np.sum([parallel.fetch(s) for s in sums], dtype=np.float64))
   return {'nll': nll, 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
 
 
 class WindowFeed:
   """What the loop needs for a feed-forward model: its state, batches, step and evaluation."""
 
-  def __init__(self, config, lm, splits: dict, boundary_id: int):
-    self.config, self.lm = config, lm
-    self.splits = {name: jnp.asarray(batching.pad_split(ids, config.order, boundary_id))
+  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None):
+    mesh = mesh or parallel.make_mesh()
+    parallel.check_divides('--batch_size', config.batch_size, mesh)
+    parallel.check_divides('--eval_batch_size', config.eval_batch_size, mesh)
+    self.config, self.lm, self.mesh = config, lm, mesh
+    self.splits = {name: parallel.put(batching.pad_split(ids, config.order, boundary_id), mesh)
                    for name, ids in splits.items()}
     self.sizes = {name: len(ids) for name, ids in splits.items()}
-    self.train_step, self.eval_step = make_steps(lm, config.order)
     self.steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
 
   def create_state(self, rng, tx):
-    return create_state(self.config, self.lm, rng, tx)
+    """The initial state, laid out over the mesh; the steps are compiled for that layout."""
+    state, sharding = parallel.create_state(
+        lambda rng: create_state(self.config, self.lm, rng, tx), rng, self.mesh,
+        self.lm.vocab_parallel)
+    self.train_step, self.eval_step = make_steps(self.lm, self.config.order, self.mesh, sharding)
+    return state
 
   def start_epoch(self, state, epoch: int, start: int):
     """The state to continue with and the epoch's batches from batch `start` on, each
@@ -76,9 +94,9 @@ class WindowFeed:
     return state, (((positions, mask), int(mask.sum())) for positions, mask in batches)
 
   def step(self, state, batch, run_rng):
-    positions, mask = batch
+    positions, mask = (parallel.put(array, self.mesh, 'data') for array in batch)
     return self.train_step(state, self.splits['train'], positions, mask, run_rng)
 
   def evaluate(self, params, split: str) -> dict:
     return evaluate(self.eval_step, params, self.splits[split], self.sizes[split],
-                    self.config.eval_batch_size)
+                    self.config.eval_batch_size, self.mesh)

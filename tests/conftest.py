@@ -32,11 +32,20 @@ def compilation_cache(tmp_path_factory):
     os.environ.pop(name.upper())
 
 
+def load_tiny_corpus(data_dir):
+  return load_corpus(data_dir=data_dir, corpus_dir=FIXTURE_DIR, unk_max_count=1,
+                     expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES, **TINY_SPLIT)
+
+
 @pytest.fixture(scope='session')
-def tiny_corpus(tmp_path_factory):
-  return load_corpus(data_dir=tmp_path_factory.mktemp('tfds'), corpus_dir=FIXTURE_DIR,
-                     unk_max_count=1, expected_words=FIXTURE_WORDS,
-                     expected_files=FIXTURE_FILES, **TINY_SPLIT)
+def tiny_data_dir(tmp_path_factory):
+  """The TFDS data dir holding the prepared tiny corpus (child processes read it too)."""
+  return tmp_path_factory.mktemp('tfds')
+
+
+@pytest.fixture(scope='session')
+def tiny_corpus(tiny_data_dir):
+  return load_tiny_corpus(tiny_data_dir)
 
 
 @pytest.fixture(scope='session')

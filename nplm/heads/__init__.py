@@ -14,7 +14,7 @@ from nplm.heads.nce import NCEHead
 from nplm.heads.softmax import SoftmaxHead
 from nplm.heads.tree import TREES, TreeSoftmaxHead
 
-__all__ = ['HEADS', 'TREES', 'build_head']
+__all__ = ['HEADS', 'OUTPUT_ROW_HEADS', 'TREES', 'build_head']
 
 HEADS = {
     'softmax': SoftmaxHead,
@@ -27,6 +27,16 @@ HEADS = {
 }
 
 
-def build_head(config, counts, hidden_dim: int):
-  """The head named by `config.head` for a vocabulary with these training counts."""
-  return HEADS[config.head].from_config(config, counts, hidden_dim)
+# Heads with one output row per word ({'output': {'embedding', 'bias'}}): the rows can be
+# split over the vocabulary (vocabulary-parallel) and tied to the input embedding.
+OUTPUT_ROW_HEADS = ('softmax', 'is', 'nce', 'negative_sampling')
+
+
+def build_head(config, counts, hidden_dim: int, mesh=None):
+  """The head named by `config.head` for a vocabulary with these training counts; with a
+  mesh whose 'model' axis is over 1, an output-row head splits its rows over it (the others
+  stay replicated: their parameters are the tree's nodes or the classes', not |V| rows)."""
+  head = HEADS[config.head].from_config(config, counts, hidden_dim)
+  if mesh is not None and mesh.shape['model'] > 1 and config.head in OUTPUT_ROW_HEADS:
+    head = head.clone(mesh=mesh)
+  return head

@@ -41,7 +41,7 @@ class NCEHead(SoftmaxHead):
   def setup(self):
     log_unigram = np.log(self.proposal.probs).astype(np.float32)
     self.output = OutputLayer(self.vocab_size, self.hidden_dim,
-                              bias_init=lambda *_: jnp.asarray(log_unigram))
+                              bias_init=lambda *_: jnp.asarray(log_unigram), mesh=self.mesh)
 
   def _delta(self, scores: jnp.ndarray, words: jnp.ndarray) -> jnp.ndarray:
     if self.negative_sampling:

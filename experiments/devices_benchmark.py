@@ -1,0 +1,128 @@
+r"""Train-step examples/s against device count: data-parallel and vocabulary-parallel.
+
+  python -m experiments.devices_benchmark --out=DIR/devices
+  JAX_NUM_CPU_DEVICES=8 python -m experiments.devices_benchmark   # simulated: correctness only
+
+For each device count n (1, 2, 4, … up to every device) it times the trainer's own jitted
+step on a mesh over the first n devices, in one run:
+- data: `--mesh=data:n` with the global batch n × --per_device_batch (weak scaling; the ideal
+  is n times the one-device rate, and efficiency = rate / (n × that rate));
+- model: `--mesh=model:n` with the global batch --per_device_batch (the output rows split n
+  ways; the ideal is again n times the one-device rate).
+Simulated CPU devices share the host's cores, so their figures show that the layouts run,
+not how they scale; scaling needs real accelerators.
+"""
+
+import sys
+
+import jax
+import numpy as np
+from absl import app, flags
+from absl import logging as absl_logging
+
+from experiments import benchmark
+from nplm import parallel
+from nplm.data import batching
+from nplm.files import write_json_atomically, write_text_atomically
+
+MODES = ('data', 'model')
+
+
+def device_counts(limit: int) -> list[int]:
+  """1, 2, 4, … up to `limit`, and `limit` itself."""
+  counts = [1]
+  while counts[-1] * 2 <= limit:
+    counts.append(counts[-1] * 2)
+  return counts if counts[-1] == limit else counts + [limit]
+
+
+def time_mesh(mode: str, n: int, shape: dict, train_ids, counts, boundary_id,
+              per_device_batch: int, steps: int, repeats: int) -> dict:
+  """examples/s of the train step on `--mesh=<mode>:n` over the first n devices."""
+  batch_size = per_device_batch * n if mode == 'data' else per_device_batch
+  config = benchmark.shape_config(shape, batch_size)
+  mesh = parallel.make_mesh(f'{mode}:{n}', devices=jax.devices()[:n])
+  padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
+  run_steps, _ = benchmark.jax_runner(config, counts, padded, mesh)
+  batches = benchmark.benchmark_batches(len(train_ids), batch_size, steps)
+  return {'mode': mode, 'devices': n, 'batch_size': batch_size,
+          **benchmark.examples_per_second(run_steps, batches, repeats)}
+
+
+def run_benchmark(train_ids, counts, boundary_id, shape_name='MLP9', per_device_batch=256,
+                  steps=20, repeats=5, modes=MODES, max_devices=None) -> dict:
+  """Every mode at every device count, with speed-ups over its one-device rate."""
+  shape = benchmark.SHAPES[shape_name]
+  rows = []
+  for mode in modes:
+    for n in device_counts(max_devices or jax.device_count()):
+      row = time_mesh(mode, n, shape, train_ids, counts, boundary_id, per_device_batch,
+                      steps, repeats)
+      one = next(r for r in rows + [row] if r['mode'] == mode and r['devices'] == 1)
+      row['speedup'] = row['median'] / one['median']
+      row['efficiency'] = row['speedup'] / n
+      rows.append(row)
+  return {'machine': benchmark.machine_info(), 'vocab_size': len(counts), 'shape': shape_name,
+          'settings': {'per_device_batch': per_device_batch, 'steps': steps,
+                       'repeats': repeats},
+          'rows': rows}
+
+
+def format_report(report: dict, markdown: bool = False) -> str:
+  m, s = report['machine'], report['settings']
+  lines = [f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
+           f'({m["device"]}); Python {m["python"]}',
+           f'{report["shape"]}, |V| = {report["vocab_size"]}, {s["per_device_batch"]} examples '
+           f'per device (data) or per update (model), median of {s["repeats"]} runs of '
+           f'{s["steps"]} steps.', '']
+  rows = [['mesh', 'devices', 'global batch', 'examples/s median [min–max]', 'speed-up',
+           'efficiency']]
+  for r in report['rows']:
+    rows.append([f'{r["mode"]}:{r["devices"]}', str(r['devices']), str(r['batch_size']),
+                 f'{r["median"]:,.0f} [{r["min"]:,.0f}–{r["max"]:,.0f}]',
+                 f'{r["speedup"]:.2f}×', f'{r["efficiency"]:.0%}'])
+  lines += benchmark.table_lines(rows, markdown)
+  lines += ['', 'speed-up: examples/s over the same mode on one device; efficiency: '
+            'speed-up ÷ devices.']
+  if m['backend'] == 'cpu' and jax.device_count() > 1:
+    lines.append('Simulated CPU devices share the host cores: these rates prove the layouts '
+                 'run, not how they scale.')
+  return '\n'.join(lines) + '\n'
+
+
+def define_flags() -> None:
+  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
+  flags.DEFINE_enum('shape', 'MLP9', list(benchmark.SHAPES), 'Table 1 shape to time.')
+  flags.DEFINE_integer('per_device_batch', 256, 'Examples per device (data) or per update '
+                       '(model).')
+  flags.DEFINE_integer('steps', 20, 'Consecutive updates in one timed run.')
+  flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
+  flags.DEFINE_list('modes', list(MODES), 'Mesh axes to scale: data, model.')
+  flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  FLAGS = flags.FLAGS
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  unknown = set(FLAGS.modes) - set(MODES)
+  if unknown:
+    print(f'error: unknown --modes {sorted(unknown)}; known: {", ".join(MODES)}', file=sys.stderr)
+    sys.exit(2)
+  try:
+    train_ids, counts, boundary_id = benchmark.load_training_ids(FLAGS.data_dir)
+  except benchmark.CorpusNotPrepared as error:
+    print(f'error: {error}', file=sys.stderr)
+    sys.exit(2)
+  report = run_benchmark(train_ids, counts, boundary_id, FLAGS.shape, FLAGS.per_device_batch,
+                         FLAGS.steps, FLAGS.repeats, FLAGS.modes)
+  print(format_report(report))
+  if FLAGS.out:
+    write_json_atomically(f'{FLAGS.out}.json', report)
+    write_text_atomically(f'{FLAGS.out}.md', format_report(report, markdown=True))
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

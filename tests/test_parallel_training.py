@@ -1,0 +1,183 @@
+"""Data- and vocabulary-parallel training against one device, on 8 simulated devices in a
+child process (tests/multidevice.py says why); checkpoints moved between device counts.
+
+Every parallel run below starts from the same parameters as its one-device reference (the
+padded output rows are zero past |V|), sees the same batches and the same samples, so its
+losses, updated parameters and exact perplexities must agree to float32 rounding.
+"""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from nplm import parallel
+from nplm.config import Config
+from nplm.lm import build_language_model
+from nplm.stream_training import StreamFeed
+from nplm.train import make_optimizer, train_and_evaluate
+from nplm.window_training import WindowFeed
+from tests import multidevice
+from tests.conftest import TINY_SPLIT, load_tiny_corpus
+
+DEVICES = 8
+VOCAB = 37  # No multiple of 4 or 8: every vocabulary-parallel mesh below pads.
+RNG = np.random.default_rng(0)
+COUNTS = np.sort(RNG.integers(1, 50, VOCAB))[::-1]
+SPLITS = {'train': RNG.integers(0, VOCAB, 300), 'valid': RNG.integers(0, VOCAB, 70)}
+BOUNDARY = 0
+TOL = dict(rtol=1e-5, atol=1e-5)
+STEPS = 3
+HALF = 6  # Updates the checkpoint test trains before moving the run.
+
+WINDOW = Config(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=16,
+                num_samples=20, optimizer='sgd', learning_rate=0.3, workdir='unused')
+STREAM = WINDOW.replace(model='lstm', feature_size=8, hidden_size=8, batch_size=8,
+                        bptt_length=5, clip_norm=1.0, eval_batch_size=8)
+
+
+# --- Run in the child, on 8 simulated CPU devices. ---
+
+def train_steps(config: Config, mesh):
+  """Losses of the first updates, the parameters after them (output rows cut to |V|) and
+  the exact validation perplexity, on `mesh`."""
+  lm = build_language_model(config, COUNTS, mesh)
+  feed = (StreamFeed if lm.model.recurrent else WindowFeed)(config, lm, SPLITS, BOUNDARY, mesh)
+  state = feed.create_state(jax.random.key(0), make_optimizer(config))
+  state, batches = feed.start_epoch(state, 0, 0)
+  losses = []
+  for (batch, _), _ in zip(batches, range(STEPS)):
+    state, loss = feed.step(state, batch, jax.random.key(1))
+    losses.append(float(loss))
+  params = jax.tree.map(np.asarray, state.params)
+  return losses, parallel.unpadded_output_rows(params, VOCAB), feed.evaluate(
+      state.params, 'valid')['ppl'], params
+
+
+def one_device():
+  return parallel.make_mesh('', devices=jax.devices()[:1])
+
+
+def assert_same_as_one_device(config: Config, spec: str) -> None:
+  losses, params, ppl, padded = train_steps(config, parallel.make_mesh(spec))
+  want_losses, want_params, want_ppl, _ = train_steps(config, one_device())
+  np.testing.assert_allclose(losses, want_losses, **TOL)
+  jax.tree.map(lambda got, want: np.testing.assert_allclose(got, want, **TOL), params,
+               want_params)
+  np.testing.assert_allclose(ppl, want_ppl, **TOL)
+  assert losses[-1] != losses[0]  # The updates did something.
+  output = padded['head'].get('output', {})
+  for name, rows in output.items():  # Padding rows get no gradient: still zero.
+    assert not np.any(rows[VOCAB:]), name
+
+
+def check_window_data_parallel():
+  for head in ('softmax', 'nce'):
+    assert_same_as_one_device(WINDOW.replace(head=head), 'data:8')
+  assert_same_as_one_device(WINDOW.replace(optimizer='adamw', learning_rate=1e-2), 'data:8')
+
+
+def check_window_vocab_parallel():
+  for head in ('softmax', 'is', 'nce'):
+    assert_same_as_one_device(WINDOW.replace(head=head), 'data:2,model:4')
+  assert_same_as_one_device(WINDOW, 'model:8')
+
+
+def check_replicated_heads_on_a_model_axis():
+  for head in ('class', 'tree', 'adaptive'):
+    assert_same_as_one_device(WINDOW.replace(head=head), 'data:2,model:4')
+
+
+def check_stream_data_parallel():
+  assert_same_as_one_device(STREAM, 'data:8')
+  assert_same_as_one_device(STREAM.replace(tie_embeddings=True, head='nce'), 'data:2,model:4')
+
+
+def check_output_rows_are_split_over_model():
+  lm = build_language_model(WINDOW, COUNTS, parallel.make_mesh('data:2,model:4'))
+  feed = WindowFeed(WINDOW, lm, SPLITS, BOUNDARY, parallel.make_mesh('data:2,model:4'))
+  state = feed.create_state(jax.random.key(0), make_optimizer(WINDOW))
+  rows = state.params['head']['output']['embedding']
+  assert rows.shape == (40, 16)  # 37 words padded to 4 shards of 10.
+  assert {shard.data.shape[0] for shard in rows.addressable_shards} == {10}
+  assert state.params['model']['C']['embedding'].sharding.is_fully_replicated
+
+
+def check_checkpoints_move_between_device_counts():
+  """Trains the first half of a run on 8 devices (data:2,model:4) into one workdir, and
+  finishes on 8 devices a run whose first half the parent trained on one."""
+  corpus = load_tiny_corpus(os.environ['NPLM_TEST_TFDS'])
+  base = Config.from_saved(json.loads(os.environ['NPLM_TEST_CHECKPOINT_CONFIG']))
+  half = train_and_evaluate(base.replace(workdir=os.environ['NPLM_TEST_SAVED_ON_8'],
+                                         mesh='data:2,model:4', max_steps=HALF), corpus)
+  assert half['status'] == 'max_steps', half
+  summary = train_and_evaluate(base.replace(workdir=os.environ['NPLM_TEST_SAVED_ON_1'],
+                                            mesh='data:2,model:4'), corpus)
+  assert summary['devices']['mesh'] == {'data': 2, 'model': 4}
+
+
+CHECKS = multidevice.check_names(globals())
+
+
+# --- Run by pytest (one device), with the child. ---
+
+def checkpoint_config(tmp_path) -> Config:
+  return Config(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=16,
+                epochs=2, patience=5, learning_rate=0.05, checkpoint_every=4, log_every=2,
+                workdir=str(tmp_path / 'unused'), **TINY_SPLIT, unk_max_count=1)
+
+
+@pytest.fixture(scope='module')
+def runs(tiny_corpus, tiny_data_dir, tmp_path_factory):
+  """The child's report, with the runs the checkpoint test compares."""
+  tmp_path = tmp_path_factory.mktemp('meshes')
+  config = checkpoint_config(tmp_path)
+  half_on_1 = train_and_evaluate(config.replace(workdir=str(tmp_path / 'saved_on_1'),
+                                                max_steps=HALF), tiny_corpus)
+  assert half_on_1['status'] == 'max_steps'
+  report = multidevice.child_report(
+      'tests.test_parallel_training', DEVICES, NPLM_TEST_TFDS=str(tiny_data_dir),
+      NPLM_TEST_CHECKPOINT_CONFIG=json.dumps(config.to_dict()),
+      NPLM_TEST_SAVED_ON_8=str(tmp_path / 'saved_on_8'),
+      NPLM_TEST_SAVED_ON_1=str(tmp_path / 'saved_on_1'))
+  return {'report': report, 'config': config, 'tmp_path': tmp_path, 'corpus': tiny_corpus}
+
+
+@pytest.mark.parametrize('check', CHECKS)
+def test_on_8_devices(runs, check):
+  assert runs['report'][check] == 'ok', runs['report'][check]
+
+
+def test_a_checkpoint_moves_between_8_devices_and_1(runs):
+  """Saved on 8 and finished on 1, or saved on 1 and finished on 8: the numbers of a run
+  that never moved (one device, uninterrupted)."""
+  assert runs['report']['check_checkpoints_move_between_device_counts'] == 'ok'
+  config, tmp_path, corpus = runs['config'], runs['tmp_path'], runs['corpus']
+  finished_on_1 = train_and_evaluate(config.replace(workdir=str(tmp_path / 'saved_on_8')),
+                                     corpus)
+  finished_on_8 = json.loads((tmp_path / 'saved_on_1' / 'summary.json').read_text())
+  never_moved = train_and_evaluate(config.replace(workdir=str(tmp_path / 'never_moved')),
+                                   corpus)
+  for moved in (finished_on_1, finished_on_8):
+    assert moved['steps'] == never_moved['steps'] > HALF
+    for split in ('train', 'valid', 'test'):
+      np.testing.assert_allclose(moved[f'{split}_ppl'], never_moved[f'{split}_ppl'], rtol=1e-5)
+  assert finished_on_8['devices']['mesh'] == {'data': 2, 'model': 4}
+
+
+def test_mesh_specs():
+  assert parallel.mesh_shape('', 8) == (8, 1)
+  assert parallel.mesh_shape('data:2,model:4', 8) == (2, 4)
+  assert parallel.mesh_shape('model:4', 8) == (2, 4)
+  assert parallel.mesh_shape('data:8', 8) == (8, 1)
+  for bad, phrase in (('data:3', 'multiple of 3'), ('data:2,model:2', 'uses 4 devices'),
+                      ('rows:2', 'data:N or model:N'), ('data:0', 'data:N or model:N'),
+                      ('data:2,data:4', 'each axis once')):
+    with pytest.raises(parallel.ConfigError, match=phrase):
+      parallel.mesh_shape(bad, 8)
+
+
+if __name__ == '__main__':
+  multidevice.run_checks(globals(), DEVICES)
