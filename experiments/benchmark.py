@@ -260,12 +260,14 @@ def format_report(report: dict, markdown: bool = False) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def write_report(report: dict, out: str) -> None:
-  """OUT.json and OUT.md, each whole or not at all (a trailing .json or .md is dropped)."""
+def write_report(report: dict, out: str, formatter=None) -> None:
+  """OUT.json and OUT.md (`formatter(report, markdown=True)`, by default this benchmark's),
+  each whole or not at all (a trailing .json or .md is dropped)."""
+  formatter = formatter or format_report
   stem = Path(out).with_suffix('') if Path(out).suffix in ('.json', '.md') else Path(out)
   stem.parent.mkdir(parents=True, exist_ok=True)
   write_json_atomically(stem.with_name(stem.name + '.json'), report)
-  write_text_atomically(stem.with_name(stem.name + '.md'), format_report(report, markdown=True))
+  write_text_atomically(stem.with_name(stem.name + '.md'), formatter(report, markdown=True))
 
 
 def define_flags() -> None:

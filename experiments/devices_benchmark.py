@@ -23,7 +23,6 @@ from absl import logging as absl_logging
 from experiments import benchmark
 from nplm import parallel
 from nplm.data import batching
-from nplm.files import write_json_atomically, write_text_atomically
 
 MODES = ('data', 'model')
 
@@ -119,8 +118,7 @@ def main(argv):
                          FLAGS.steps, FLAGS.repeats, FLAGS.modes)
   print(format_report(report))
   if FLAGS.out:
-    write_json_atomically(f'{FLAGS.out}.json', report)
-    write_text_atomically(f'{FLAGS.out}.md', format_report(report, markdown=True))
+    benchmark.write_report(report, FLAGS.out, format_report)
 
 
 if __name__ == '__main__':

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from experiments import devices_benchmark
 from nplm import parallel
 from nplm.config import Config
 from nplm.lm import build_language_model
@@ -118,6 +119,18 @@ def check_checkpoints_move_between_device_counts():
   assert summary['devices']['mesh'] == {'data': 2, 'model': 4}
 
 
+def check_devices_benchmark_times_every_mesh():
+  ids = RNG.integers(0, VOCAB, 200).astype(np.int32)
+  report = devices_benchmark.run_benchmark(ids, COUNTS, BOUNDARY, per_device_batch=4, steps=2,
+                                           repeats=1)
+  meshes = [(r['mode'], r['devices'], r['batch_size']) for r in report['rows']]
+  assert meshes == [('data', 1, 4), ('data', 2, 8), ('data', 4, 16), ('data', 8, 32),
+                    ('model', 1, 4), ('model', 2, 4), ('model', 4, 4), ('model', 8, 4)]
+  assert all(r['median'] > 0 for r in report['rows'])
+  assert [r['speedup'] for r in report['rows'] if r['devices'] == 1] == [1.0, 1.0]
+  assert 'model:8' in devices_benchmark.format_report(report, markdown=True)
+
+
 CHECKS = multidevice.check_names(globals())
 
 
@@ -165,6 +178,12 @@ def test_a_checkpoint_moves_between_8_devices_and_1(runs):
     for split in ('train', 'valid', 'test'):
       np.testing.assert_allclose(moved[f'{split}_ppl'], never_moved[f'{split}_ppl'], rtol=1e-5)
   assert finished_on_8['devices']['mesh'] == {'data': 2, 'model': 4}
+
+
+def test_device_counts_double_up_to_every_device():
+  assert devices_benchmark.device_counts(1) == [1]
+  assert devices_benchmark.device_counts(8) == [1, 2, 4, 8]
+  assert devices_benchmark.device_counts(6) == [1, 2, 4, 6]
 
 
 def test_mesh_specs():
