@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 from absl import app, flags
 from absl import logging as absl_logging
 
+from nplm import parallel
 from nplm.checkpoint import IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
 from nplm.data.acquire import CorpusError
@@ -89,7 +90,8 @@ def main(argv):
   except _USER_ERRORS as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
-  print(_report(summary))
+  if parallel.is_main_process():  # One report per run, not one per process.
+    print(_report(summary))
 
 
 if __name__ == '__main__':

@@ -81,7 +81,7 @@ def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int,
   carry = parallel.put(lm.model.initial_state(1), mesh)
   pieces = []
   for index in range(streams.num_segments(len(ids), 1, segment_length)):
-    log_p, carry = log_prob_step(params, words, targets, index, carry)
+    log_p, carry = parallel.settle(log_prob_step(params, words, targets, index, carry))
     pieces.append(log_p)
   return np.concatenate([parallel.fetch(p) for p in pieces], axis=1)[mask > 0].astype(np.float64)
 
@@ -134,7 +134,7 @@ class StreamFeed:
 
   def step(self, state, batch, run_rng):
     (index,) = batch
-    return self.train_step(state, *self.train_arrays, index, run_rng)
+    return parallel.settle(self.train_step(state, *self.train_arrays, index, run_rng))
 
   def log_probs(self, params, split: str) -> np.ndarray:
     return split_log_probs(self.lm, params, self.splits[split], self.boundary_id,

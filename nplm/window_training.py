@@ -58,8 +58,8 @@ def make_steps(lm, order: int, mesh, state_sharding):
 
 def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh) -> dict:
   """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
-  sums = [eval_step(params, padded_split, parallel.put(positions, mesh, 'data'),
-                    parallel.put(mask, mesh, 'data'))
+  sums = [parallel.settle(eval_step(params, padded_split, parallel.put(positions, mesh, 'data'),
+                                    parallel.put(mask, mesh, 'data')))
           for positions, mask in batching.eval_batches(num_tokens, batch_size)]
   nll = float(np.sum([parallel.fetch(s) for s in sums], dtype=np.float64))
   return {'nll': nll, 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
@@ -95,7 +95,8 @@ class WindowFeed:
 
   def step(self, state, batch, run_rng):
     positions, mask = (parallel.put(array, self.mesh, 'data') for array in batch)
-    return self.train_step(state, self.splits['train'], positions, mask, run_rng)
+    return parallel.settle(
+        self.train_step(state, self.splits['train'], positions, mask, run_rng))
 
   def evaluate(self, params, split: str) -> dict:
     return evaluate(self.eval_step, params, self.splits[split], self.sizes[split],

@@ -1,0 +1,1 @@
+"""Launchers for runs beyond one local process (see launch/README.md)."""
