@@ -158,23 +158,28 @@ def test_ctrl_c_reaches_every_process_as_sigterm(stub_python, tmp_path):
                                                                    'terminated_1']
 
 
+@pytest.mark.parametrize('mesh, head, shape', [
+    ('', 'softmax', {'data': 4, 'model': 1}),
+    ('data:2,model:2', 'nce', {'data': 2, 'model': 2}),  # Output rows split across processes.
+])
 def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_data_dir,
-                                                            tmp_path):
+                                                            tmp_path, mesh, head, shape):
   """2 processes × 2 CPU devices (jax.distributed, gloo collectives) train the same model as
   one process on one device: same steps, same exact perplexities; process 0 alone writes."""
   # 105 evaluation batches of the training split in a row: without parallel.settle, about
   # a hundred computations in flight deadlock jax's CPU collectives.
   flags = dict(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=4,
                epochs=2, learning_rate=0.05, log_every=1000, checkpoint_every=20,
-               unk_max_count=1, **TINY_SPLIT)
+               unk_max_count=1, head=head, num_samples=10, **TINY_SPLIT)
   workdir = tmp_path / 'two'
   args = [f'--{name}={value}' for name, value in flags.items()]
-  code = local.launch(2, 2, [*args, f'--data_dir={tiny_data_dir}', f'--workdir={workdir}'],
+  code = local.launch(2, 2, [*args, f'--mesh={mesh}', f'--data_dir={tiny_data_dir}',
+                             f'--workdir={workdir}'],
                       module='tests.tiny_brown', timeout_seconds=120, grace_seconds=1)
   assert code == 0
   two = json.loads((workdir / 'summary.json').read_text())
   one = train_and_evaluate(Config(workdir=str(tmp_path / 'one'), **flags), tiny_corpus)
-  assert two['devices'] == {'count': 4, 'processes': 2, 'mesh': {'data': 4, 'model': 1}}
+  assert two['devices'] == {'count': 4, 'processes': 2, 'mesh': shape}
   assert two['steps'] == one['steps'] and two['status'] == one['status'] == 'epochs_done'
   for split in ('train', 'valid', 'test'):
     assert math.isclose(two[f'{split}_ppl'], one[f'{split}_ppl'], rel_tol=1e-5)
