@@ -109,6 +109,18 @@ def is_main_process() -> bool:
   return jax.process_index() == 0
 
 
+def agreed_stop(requested: bool, at_sync_point: bool) -> bool:
+  """Whether the run stops now. One process acts on its own signal at once; the processes of
+  a multi-process run must stop at the same update (the checkpoint they then save together
+  is a collective), so they agree, at log and checkpoint steps only, whether any of them was
+  asked to stop."""
+  if jax.process_count() == 1:
+    return requested
+  if not at_sync_point:
+    return False
+  return bool(np.any(multihost_utils.process_allgather(np.array(requested))))
+
+
 def settle(result):
   """`result`, after waiting for it in a multi-process run on CPUs. There, about a hundred
   computations in flight at once, each with its cross-process (gloo) collectives, deadlock:

@@ -174,7 +174,8 @@ class _Run:
       at_log = step % config.log_every == 0
       at_checkpoint = step % config.checkpoint_every == 0 and step % steps_per_epoch != 0
       out_of_steps = config.max_steps and step >= config.max_steps
-      if at_log or at_checkpoint or out_of_steps or stop.is_set():
+      stopping = parallel.agreed_stop(stop.is_set(), at_log or at_checkpoint)
+      if at_log or at_checkpoint or out_of_steps or stopping:
         loss = float(loss)  # Waits for the step: the clock below is honest.
         if not math.isfinite(loss):
           raise self.diverged(f'the training loss is {loss} at step {step}')
@@ -188,7 +189,7 @@ class _Run:
           log.info('step %d  epoch %d  loss %.4f  %.0f examples/s', step, epoch + 1, loss,
                    rate)
           self.writer.write('train', step, loss=loss, examples_per_second=rate)
-        if stop.is_set():
+        if stopping:
           return 'interrupted'
         if out_of_steps:
           return 'max_steps'

@@ -188,6 +188,38 @@ def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_dat
   assert json.loads((workdir / 'run.json').read_text())['config']['process_id'] == 0
 
 
+def test_a_two_process_run_stopped_by_ctrl_c_resumes_to_the_same_numbers(
+    tiny_corpus, tiny_data_dir, tmp_path):
+  """Ctrl-C reaches the processes at different updates; they agree on one to stop at, save
+  one checkpoint together, and the rerun ends where an uninterrupted run does."""
+  flags = dict(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=16,
+               epochs=6, patience=6, learning_rate=0.05, log_every=3, checkpoint_every=1000,
+               unk_max_count=1, **TINY_SPLIT)
+  workdir = tmp_path / 'two'
+  args = [*(f'--{name}={value}' for name, value in flags.items()),
+          f'--data_dir={tiny_data_dir}', f'--workdir={workdir}']
+  metrics = workdir / 'metrics.jsonl'
+
+  def press_ctrl_c_after_some_updates():
+    for _ in range(1200):
+      if metrics.exists() and metrics.read_text().count('"train"') >= 3:
+        os.kill(os.getpid(), signal.SIGINT)  # Caught by launch(), running meanwhile.
+        return
+      time.sleep(0.05)
+
+  threading.Thread(target=press_ctrl_c_after_some_updates, daemon=True).start()
+  assert local.launch(2, 2, args, module='tests.tiny_brown', timeout_seconds=120) == 0
+  assert not (workdir / 'summary.json').exists()  # Stopped before the end…
+  saved = [int(p.name) for p in (workdir / 'checkpoints').iterdir() if p.name.isdigit()]
+  assert saved and max(saved) % flags['log_every'] == 0  # …at an update they agreed on.
+  assert local.launch(2, 2, args, module='tests.tiny_brown', timeout_seconds=120) == 0
+  resumed = json.loads((workdir / 'summary.json').read_text())
+  one = train_and_evaluate(Config(workdir=str(tmp_path / 'one'), **flags), tiny_corpus)
+  assert resumed['steps'] == one['steps'] and resumed['epochs'] == one['epochs'] == 6
+  for split in ('train', 'valid', 'test'):
+    assert math.isclose(resumed[f'{split}_ppl'], one[f'{split}_ppl'], rel_tol=1e-5)
+
+
 # --- the multi-host scripts ---------------------------------------------------------------
 
 @pytest.mark.parametrize('script', ['tpu_vm.sh', 'slurm.sbatch'])
