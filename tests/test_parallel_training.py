@@ -119,6 +119,19 @@ def check_checkpoints_move_between_device_counts():
   assert summary['devices']['mesh'] == {'data': 2, 'model': 4}
 
 
+def check_a_hundred_steps_in_flight_do_not_deadlock():
+  """jax 0.10.2's CPU collectives deadlock with about a hundred un-awaited calls in flight
+  (XLA aborts after 40 s); parallel.settle waits on each. 200 evaluation batches in a row."""
+  vocab = 14000  # Steps slow enough that dispatch runs far ahead of them.
+  config = WINDOW.replace(eval_batch_size=2048)
+  mesh = parallel.make_mesh('data:8')
+  lm = build_language_model(config, np.ones(vocab), mesh)
+  splits = {'train': SPLITS['train'], 'valid': RNG.integers(0, vocab, 2048 * 120)}
+  feed = WindowFeed(config, lm, splits, BOUNDARY, mesh)
+  state = feed.create_state(jax.random.key(0), make_optimizer(config))
+  assert np.isfinite(feed.evaluate(state.params, 'valid')['ppl'])
+
+
 def check_devices_benchmark_times_every_mesh():
   ids = RNG.integers(0, VOCAB, 200).astype(np.int32)
   report = devices_benchmark.run_benchmark(ids, COUNTS, BOUNDARY, per_device_batch=4, steps=2,
