@@ -148,6 +148,8 @@ class _Run:
     """Runs epochs until the bound, early stopping, --max_steps or a stop request."""
     config, progress = self.config, self.progress
     steps_per_epoch = self.feed.steps_per_epoch
+    if config.max_steps and int(self.state.step) >= config.max_steps:
+      return 'max_steps'  # Resumed from a run that had already taken them all.
     while progress['epochs_done'] < config.epochs and not progress['stopped_early']:
       epoch = progress['epochs_done']
       status = self.train_epoch(epoch, steps_per_epoch, stop)
@@ -238,7 +240,8 @@ class _Run:
         'best_epoch': progress['best_epoch'],
         'valid_ppl_history': progress['valid_ppl_history'],
         'steps': int(self.state.step),
-        'parameters': sum(x.size for x in jax.tree.leaves(self.state.params)),
+        'parameters': sum(x.size for x in jax.tree.leaves(  # Padding rows are not the model's.
+            parallel.unpadded_output_rows(self.state.params, self.corpus.vocab.size))),
         'wall_seconds': self.wall_before + time.perf_counter() - self.started,
         'train_seconds': train_seconds,
         'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),

@@ -84,6 +84,8 @@ def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, t
   uninterrupted = train_and_evaluate(tiny_config(tmp_path / 'a'), tiny_corpus)
   stopped = train_and_evaluate(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
   assert stopped['status'] == 'max_steps' and stopped['steps'] == 33
+  again = train_and_evaluate(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
+  assert again['steps'] == 33 and again['test_ppl'] == stopped['test_ppl']  # No step more.
   resumed = train_and_evaluate(tiny_config(tmp_path / 'b'), tiny_corpus)
   for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs'):
     assert resumed[key] == uninterrupted[key], key
