@@ -4,7 +4,7 @@ r"""Named sweeps over a Table 1 row: each point trained in its own workdir, one 
   python -m experiments.sweep --sweep=table1_direct --epochs=1   # a quick look
 
 Points already finished under --root are reused and an interrupted one resumes, so rerunning
-the same command continues the sweep. Writes <root>/results.csv and results.md (nplm.sweep).
+the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.sweep).
 From Python: nplm.sweep.run_sweep(base_config, points, root).
 """
 
@@ -50,7 +50,7 @@ def main(argv):
     sys.exit(2)
   write_results(rows, root)
   print(markdown(rows))
-  print(f'Wrote {Path(root) / "results.csv"} and results.md.')
+  print(f'Wrote {Path(root) / "results.csv"}, results.md and results.png.')
 
 
 if __name__ == '__main__':

@@ -10,7 +10,6 @@ directions only: a vector's length mostly tracks the word's frequency, not its u
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.errors import ConfigError
+from nplm.files import save_figure_atomically
 from nplm.scoring import TrainedModel
 
 
@@ -85,17 +85,4 @@ def plot_words(vectors: np.ndarray, vocab: Vocabulary, words: Sequence[str],
   axes.set_title('Feature vectors C(w): first two principal axes of their directions')
   axes.set_xlabel('PC 1')
   axes.set_ylabel('PC 2')
-  _save_png_atomically(figure, Path(path))
-
-
-def _save_png_atomically(figure, path: Path) -> None:
-  """Saves via a temporary file in the same directory and a rename: no half-written PNG."""
-  fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.png', dir=path.parent)
-  os.close(fd)
-  try:
-    figure.savefig(tmp, format='png', dpi=120, bbox_inches='tight')
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the picture from other accounts.
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise
+  save_figure_atomically(figure, path)

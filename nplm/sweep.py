@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from nplm import parallel, train
+from nplm import parallel, plots, train
 from nplm.config import Config, ConfigError
 from nplm.data.corpus import Corpus, load_corpus
 from nplm.files import write_text_atomically
@@ -212,7 +212,8 @@ def markdown(rows: list[dict]) -> str:
 
 
 def write_results(rows: list[dict], root: str | Path) -> None:
-  """root/results.csv (every digit, for programs) and root/results.md (rounded, to read)."""
+  """root/results.csv (every digit, for programs), root/results.md (rounded, to read) and
+  root/results.png (perplexity per point)."""
   root = Path(root)
   root.mkdir(parents=True, exist_ok=True)
   text = io.StringIO()
@@ -221,3 +222,4 @@ def write_results(rows: list[dict], root: str | Path) -> None:
   writer.writerows(map(_flat, rows))
   write_text_atomically(root / 'results.csv', text.getvalue())
   write_text_atomically(root / 'results.md', markdown(rows))
+  plots.sweep_results(rows, root / 'results.png')

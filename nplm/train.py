@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 from tqdm import tqdm
 
-from nplm import parallel
+from nplm import parallel, plots
 from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus, load_corpus
@@ -268,6 +268,7 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
     summary = run.summary(status)
     if run.main:
       write_json_atomically(run.workdir / 'summary.json', summary)
+      plots.learning_curve(run.workdir)
     log.info('valid perplexity %.2f  test perplexity %.2f  (|V| = %d)',
                  summary['valid_ppl'], summary['test_ppl'], summary['vocab_size'])
     return summary

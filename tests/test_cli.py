@@ -46,6 +46,7 @@ def test_python_api_is_the_cli_run_and_returns_the_summary(tiny_corpus, tmp_path
   assert summary['status'] == 'epochs_done' and summary['epochs'] == 1
   assert json.loads((tmp_path / 'run' / 'summary.json').read_text())['test_ppl'] == (
       summary['test_ppl'])
+  assert (tmp_path / 'run' / 'learning_curve.png').read_bytes().startswith(b'\x89PNG')
 
 
 def test_flagfiles_hold_the_table1_shapes():

@@ -107,6 +107,7 @@ def test_a_grid_sweep_runs_each_point_writes_results_and_reuses_them(tiny_corpus
   table = (tmp_path / 'sweep' / 'results.md').read_text().splitlines()
   assert table[0].startswith('| point | hidden_size | valid_ppl | test_ppl |')
   assert [line.split(' | ')[1] for line in table[2:]] == ['4', '8']
+  assert (tmp_path / 'sweep' / 'results.png').read_bytes().startswith(b'\x89PNG')
 
   again = CountingRun()
   assert run_sweep(base, points, tmp_path / 'sweep', tiny_corpus, run=again) == rows
