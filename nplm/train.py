@@ -11,6 +11,7 @@ normalized log-probabilities summed over every token of a split.
 """
 
 import contextlib
+import functools
 import logging
 import math
 import signal
@@ -49,9 +50,13 @@ def _decay_mask(params):
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key != 'bias', params)
 
 
+def learning_rate_at(config: Config, t):
+  """ε_t = ε0 / (1 + r·t), the rate of update t + 1 (t updates before it)."""
+  return config.learning_rate / (1.0 + config.lr_decay * t)
+
+
 def make_optimizer(config: Config) -> optax.GradientTransformation:
-  def learning_rate(t):
-    return config.learning_rate / (1.0 + config.lr_decay * t)  # ε_t = ε0 / (1 + r·t)
+  learning_rate = functools.partial(learning_rate_at, config)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
     update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
                          optax.sgd(learning_rate))
@@ -190,7 +195,8 @@ class _Run:
         if at_log:
           log.info('step %d  epoch %d  loss %.4f  %.0f examples/s', step, epoch + 1, loss,
                    rate)
-          self.writer.write('train', step, loss=loss, examples_per_second=rate)
+          self.writer.write('train', step, loss=loss, examples_per_second=rate,
+                            learning_rate=learning_rate_at(config, step - 1))
         if stopping:
           return 'interrupted'
         if out_of_steps:

@@ -80,6 +80,17 @@ def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tm
   assert list((workdir / 'tensorboard').glob('events.out.tfevents.*'))
 
 
+def test_logged_steps_record_the_learning_rate_of_their_update(tiny_corpus, tmp_path):
+  config = tiny_config(tmp_path / 'run', max_steps=4, log_every=2, lr_decay=0.5)
+  train_and_evaluate(config, tiny_corpus)
+  records = [json.loads(line) for line in (tmp_path / 'run' / 'metrics.jsonl').read_text()
+             .splitlines() if '"train"' in line]
+  # Update 2 is the optimizer's count t = 1, update 4 its t = 3: ε0 / (1 + 0.5 t).
+  assert [(r['step'], r['learning_rate']) for r in records] == [
+      (2, pytest.approx(config.learning_rate / 1.5)),
+      (4, pytest.approx(config.learning_rate / 2.5))]
+
+
 def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path):
   uninterrupted = train_and_evaluate(tiny_config(tmp_path / 'a'), tiny_corpus)
   stopped = train_and_evaluate(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
