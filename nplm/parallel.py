@@ -42,11 +42,6 @@ def parse_mesh(spec: str) -> dict[str, int]:
   return sizes
 
 
-def model_shards(spec: str) -> int:
-  """How many ways the output rows are split: known from the spec alone, no devices needed."""
-  return parse_mesh(spec).get('model', 1)
-
-
 def mesh_shape(spec: str, num_devices: int) -> tuple[int, int]:
   """(data, model) sizes that use all `num_devices`; a missing axis takes what is left."""
   sizes = parse_mesh(spec)

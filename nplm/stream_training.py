@@ -56,7 +56,7 @@ def make_train_step(lm, segment_length: int, mesh, state_sharding):
                  out_shardings=(state_sharding, replicated))
 
 
-def make_log_prob_step(lm, segment_length: int, mesh=None):
+def make_log_prob_step(lm, segment_length: int, mesh):
   """The jitted exact log p of segment `index`'s targets, and the state after it (all
   replicated: one stream)."""
 
@@ -65,8 +65,6 @@ def make_log_prob_step(lm, segment_length: int, mesh=None):
                                                                       segment_length)
     return lm.apply(lm.variables_of(params), words, targets, carry, method=lm.log_prob)
 
-  if mesh is None:
-    return jax.jit(log_prob_step)
   return jax.jit(log_prob_step, out_shardings=parallel.sharding(mesh))
 
 

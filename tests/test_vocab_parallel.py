@@ -63,12 +63,16 @@ def jitted(fn, **static):
   return jax.jit(functools.partial(fn, **static))
 
 
-def check_log_probs_match_numpy():
+def each_mesh():
+  """(mesh, arrays in numpy, the same arrays placed on the mesh) for every mesh of MESHES."""
   for data, model in MESHES:
     mesh = make_mesh(data, model)
     arrays = make_arrays(VOCAB, model)
-    hidden, embedding, bias, targets, _ = arrays
-    h, e, b, t, _ = place(mesh, *arrays)
+    yield mesh, arrays, place(mesh, *arrays)
+
+
+def check_log_probs_match_numpy():
+  for mesh, (hidden, embedding, bias, targets, _), (h, e, b, t, _) in each_mesh():
     expected = numpy_log_probs(hidden, embedding, bias, VOCAB)
     log_z = numpy_scores(hidden, embedding, bias, VOCAB)[:, 0] - expected[:, 0]
     np.testing.assert_allclose(
@@ -95,11 +99,7 @@ def check_full_distribution_stays_sharded():
 
 
 def check_scores_match_numpy():
-  for data, model in MESHES:
-    mesh = make_mesh(data, model)
-    arrays = make_arrays(VOCAB, model)
-    hidden, embedding, bias, targets, units = arrays
-    h, e, b, t, u = place(mesh, *arrays)
+  for mesh, (hidden, embedding, bias, targets, units), (h, e, b, t, u) in each_mesh():
     scores = numpy_scores(hidden, embedding, bias, VOCAB)
     np.testing.assert_allclose(jitted(vp.score_each, mesh=mesh)(h, e, b, t),
                                scores[np.arange(BATCH), targets], **TOL)
