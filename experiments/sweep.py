@@ -2,6 +2,7 @@ r"""Named sweeps over a Table 1 row: each point trained in its own workdir, one 
 
   python -m experiments.sweep --sweep=table1_h --root=runs/sweeps/table1_h
   python -m experiments.sweep --sweep=table1_direct --epochs=1   # a quick look
+  python -m experiments.sweep --sweep=mlp9_lr_seed --together     # 16 models, one program
 
 Points already finished under --root are reused and an interrupted one resumes, so rerunning
 the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.sweep).
@@ -26,6 +27,9 @@ SWEEPS = {
                           {'hidden_size': 0, 'direct': True}]),
     # MLP1 with and without its direct connections.
     'table1_direct': ('mlp1', grid(direct=[True, False])),
+    # MLP9 at four learning rates, four seeds each: 16 models of one shape, which
+    # --together trains in one program.
+    'mlp9_lr_seed': ('mlp9', grid(learning_rate=[3e-4, 1e-3, 3e-3, 1e-2], seed=[0, 1, 2, 3])),
 }
 
 def main(argv):
@@ -44,7 +48,7 @@ def main(argv):
   root = options.root or f'runs/sweeps/{options.sweep}'
   try:
     base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'), **overrides)
-    rows = run_sweep(base, points, root)
+    rows = run_sweep(base, points, root, together=options.together)
   except (*_USER_ERRORS, SweepInterrupted) as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
@@ -59,5 +63,7 @@ if __name__ == '__main__':
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (as brown.py).')
   flags.DEFINE_string('corpus_dir', '', 'Raw Brown corpus directory (as brown.py).')
   flags.DEFINE_integer('epochs', 0, "Caps every point's epochs (0: the flagfile's).")
+  flags.DEFINE_bool('together', False, 'Train the points left in one program, vmapped '
+                    '(they may differ only in seed, learning_rate, lr_decay, weight_decay).')
   flags.DEFINE_integer('max_steps', 0, "Caps every point's updates (0: no cap); quick looks.")
   app.run(main)

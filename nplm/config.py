@@ -71,7 +71,10 @@ class Config:
       2, 'Stop after this many epochs without a better validation perplexity.')
   max_steps: int = _knob(
       0, 'Stop after this many updates in all (0 = no bound); for smoke runs.')
-  seed: int = _knob(0, 'Seeds initialization and the per-epoch shuffles.')
+  seed: int = _knob(0, 'Seeds initialization, sampling and (unless --data_seed) the per-epoch '
+                   'shuffles.')
+  data_seed: int = _knob(-1, 'Seeds the per-epoch shuffles of the training windows (-1: '
+                         '--seed). Models trained together share one.')
 
   # --- evaluation, logging, checkpoints --------------------------------------------------
   eval_batch_size: int = _knob(2048, 'Examples per evaluation batch (the last one is padded); '
@@ -99,6 +102,10 @@ class Config:
   RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                       'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
                       'distributed', 'coordinator_address', 'num_processes', 'process_id')
+
+  @property
+  def batch_order_seed(self) -> int:
+    return self.seed if self.data_seed == -1 else self.data_seed
 
   @classmethod
   def from_saved(cls, saved: dict[str, Any]) -> 'Config':
@@ -152,6 +159,7 @@ class Config:
         (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
         (self.eval_batch_size >= 1,
          f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
+        (self.data_seed >= -1, f'--data_seed must be -1 (--seed) or more, got {self.data_seed}'),
         (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
         (self.patience >= 1, f'--patience must be positive, got {self.patience}'),
         (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),

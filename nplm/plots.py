@@ -5,6 +5,7 @@ PNG written whole or not at all (nplm.files.save_figure_atomically).
 """
 
 import json
+import math
 from pathlib import Path
 
 from nplm.files import save_figure_atomically
@@ -51,8 +52,9 @@ def sweep_results(rows: list[dict], path: str | Path) -> Path:
   axes = figure.add_subplot()
   positions = range(len(rows))
   for offset, split in ((-0.2, 'valid'), (0.2, 'test')):
-    axes.bar([p + offset for p in positions], [r[f'{split}_ppl'] for r in rows], width=0.4,
-             label=split)
+    heights = [math.nan if r[f'{split}_ppl'] is None else r[f'{split}_ppl'] for r in rows]
+    axes.bar([p + offset for p in positions], heights, width=0.4, label=split)  # A diverged
+    # point (no perplexity) keeps its place, with no bar.
   axes.set_xticks(list(positions), [r['point'] for r in rows], rotation=30, ha='right',
                   fontsize=8)
   axes.set(ylabel='perplexity (exact)', title='Sweep: perplexity per point')

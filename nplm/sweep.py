@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from nplm import parallel, plots, train
+from nplm import parallel, plots, train, vmapped_training
 from nplm.config import Config, ConfigError
 from nplm.data.corpus import Corpus, load_corpus
 from nplm.files import write_text_atomically
@@ -144,32 +144,49 @@ def _finished_summary(config: Config) -> dict | None:
 
 def run_sweep(base: Config, points: list[dict], root: str | Path,
               corpus: Corpus | None = None,
-              run: Callable[[Config, Corpus], dict] = train.run) -> list[dict]:
+              run: Callable[[Config, Corpus], dict] = train.run,
+              together: bool = False) -> list[dict]:
   """Trains (or reuses, or resumes) every point in root/<point_name(point)>; one row each.
 
   `corpus`, if given, is the one base's data fields name; otherwise it is loaded once and
   shared by every point (a point that overrides a data field gets its own, loaded once).
+  `together`: the points left to train are trained at once, in one program
+  (nplm.vmapped_training); they may differ only in its PER_MODEL_FIELDS, and share the
+  base's order of batches (--data_seed).
   """
   root = Path(root)
+  if together:
+    base = base.replace(data_seed=base.batch_order_seed)
   configs = point_configs(base, points, root)
   corpora = {}
   if corpus is not None:
     corpora[tuple(getattr(base, key) for key in DATA_FIELDS)] = corpus
-  rows = []
-  for point, config in zip(points, configs):
-    summary = _finished_summary(config)
+  summaries = [_finished_summary(config) for config in configs]
+  for point, config, summary in zip(points, configs, summaries):
     if summary is not None:
       log.info('%s: reused from %s', point_name(point), config.workdir)
-    else:
-      log.info('%s: training in %s', point_name(point), config.workdir)
-      summary = run(config, _corpus_for(config, corpora))
-      if summary['status'] not in FINISHED:
-        raise SweepInterrupted(f'point {point_name(point)} was interrupted at step '
-                               f'{summary["steps"]}; rerun the same sweep to resume it')
-    rows.append({'point': point_name(point), 'overrides': dict(point),
-                 **{key: summary[key] for key in RESULTS if key != 'workdir'},
-                 'workdir': config.workdir})
-  return rows
+  left = [k for k, summary in enumerate(summaries) if summary is None]
+  if together and left:
+    log.info('training %d points together', len(left))
+    trained = vmapped_training.train_together([configs[k] for k in left],
+                                              _corpus_for(base, corpora))
+    for k, summary in zip(left, trained):
+      summaries[k] = _finished(points[k], summary)
+  for k in ([] if together else left):
+    log.info('%s: training in %s', point_name(points[k]), configs[k].workdir)
+    summaries[k] = _finished(points[k], run(configs[k], _corpus_for(configs[k], corpora)))
+  return [{'point': point_name(point), 'overrides': dict(point),
+           **{key: summary.get(key) for key in RESULTS if key != 'workdir'},
+           'workdir': config.workdir}
+          for point, config, summary in zip(points, configs, summaries)]
+
+
+def _finished(point: dict, summary: dict) -> dict:
+  """The summary of a point's training, unless a stop request interrupted it."""
+  if summary['status'] == 'interrupted':
+    raise SweepInterrupted(f'point {point_name(point)} was interrupted at step '
+                           f'{summary["steps"]}; rerun the same sweep to resume it')
+  return summary
 
 
 def _corpus_for(config: Config, corpora: dict) -> Corpus:

@@ -55,7 +55,11 @@ def learning_rate_at(config: Config, t):
   return config.learning_rate / (1.0 + config.lr_decay * t)
 
 
-def make_optimizer(config: Config) -> optax.GradientTransformation:
+def make_optimizer(config: Config, **hyperparameters) -> optax.GradientTransformation:
+  """The config's optimizer; `hyperparameters` (learning_rate, lr_decay, weight_decay) may
+  replace its values with arrays: models trained together each trace their own
+  (nplm.vmapped_training)."""
+  config = config.replace(**hyperparameters)
   learning_rate = functools.partial(learning_rate_at, config)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
     update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
@@ -74,7 +78,7 @@ def _all_finite(tree) -> bool:
 # --- the loop -------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _stop_requests():
+def stop_requests():
   """An event set by the first SIGTERM or Ctrl-C; a second Ctrl-C interrupts at once."""
   requested = threading.Event()
   if threading.current_thread() is not threading.main_thread():
@@ -114,9 +118,7 @@ class _Run:
     init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
     self.state = self.feed.create_state(init_rng, make_optimizer(config))
     self.checkpoints = Checkpoints(self.workdir)
-    self.progress = {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
-                     'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
-                     'train_seconds': 0.0, 'wall_seconds': 0.0}
+    self.progress = new_progress()
     restored = self.checkpoints.restore_latest(abstract_of(self.state))
     if restored is not None:
       self.state, self.progress = restored
@@ -211,20 +213,11 @@ class _Run:
 
   def end_epoch(self, epoch: int) -> None:
     """Validates, keeps the best state, and decides on early stopping."""
-    progress = self.progress
     valid = self.evaluate('valid')
     if not math.isfinite(valid['ppl']):
       raise self.diverged(f'the validation perplexity is {valid["ppl"]} after epoch {epoch + 1}')
-    progress['epochs_done'] = epoch + 1
-    progress['valid_ppl_history'].append(valid['ppl'])
-    improved = progress['best_valid_ppl'] is None or valid['ppl'] < progress['best_valid_ppl']
-    if improved:
-      progress['best_valid_ppl'], progress['best_epoch'] = valid['ppl'], epoch + 1
+    if record_validation(self.progress, valid['ppl'], self.config.patience):
       self.save(best=True)
-    since_best = progress['epochs_done'] - progress['best_epoch']
-    progress['stopped_early'] = since_best >= self.config.patience
-    log.info('epoch %d  valid perplexity %.2f%s', epoch + 1, valid['ppl'],
-                 '  (best)' if improved else f'  ({since_best} epochs since the best)')
     self.writer.write('valid', int(self.state.step), ppl=valid['ppl'], epoch=epoch + 1)
     self.save()
 
@@ -233,29 +226,58 @@ class _Run:
     best = self.checkpoints.restore_best(abstract_of(self.state))
     params = self.state.params if best is None else best[0].params
     results = {name: self.evaluate(name, params) for name in self.corpus.splits}
-    progress, stats = self.progress, self.corpus.stats
-    train_seconds = progress['train_seconds']
-    return {
-        'status': status,
-        'vocab_size': self.corpus.vocab.size,
-        'tokens': {name: stats[name]['tokens'] for name in results},
-        'unk_rate': {name: stats[name]['unk_rate'] for name in results},
-        **{f'{name}_ppl': results[name]['ppl'] for name in results},
-        'nll': {name: results[name]['nll'] for name in results},
-        'epochs': progress['epochs_done'],
-        'best_epoch': progress['best_epoch'],
-        'valid_ppl_history': progress['valid_ppl_history'],
-        'steps': int(self.state.step),
-        'parameters': sum(x.size for x in jax.tree.leaves(  # Padding rows are not the model's.
-            parallel.unpadded_output_rows(self.state.params, self.corpus.vocab.size))),
-        'wall_seconds': self.wall_before + time.perf_counter() - self.started,
-        'train_seconds': train_seconds,
-        'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
-        'device': str(jax.devices()[0].device_kind),
-        'devices': {'count': jax.device_count(), 'processes': jax.process_count(),
-                    'mesh': dict(self.mesh.shape)},
-        'config': self.config.to_dict(),
-    }
+    return run_summary(status, self.config, self.corpus, self.mesh, self.progress,
+                       self.state, results, self.wall_before + time.perf_counter() - self.started)
+
+
+def new_progress() -> dict:
+  """The loop's record of a run, checkpointed with its state (JSON)."""
+  return {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
+          'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
+          'train_seconds': 0.0, 'wall_seconds': 0.0}
+
+
+def record_validation(progress: dict, ppl: float, patience: int) -> bool:
+  """Records an epoch's validation perplexity in `progress` and whether it stops the run
+  early; returns whether it is the best so far (the caller saves the best state)."""
+  progress['epochs_done'] += 1
+  progress['valid_ppl_history'].append(ppl)
+  improved = progress['best_valid_ppl'] is None or ppl < progress['best_valid_ppl']
+  if improved:
+    progress['best_valid_ppl'], progress['best_epoch'] = ppl, progress['epochs_done']
+  since_best = progress['epochs_done'] - progress['best_epoch']
+  progress['stopped_early'] = since_best >= patience
+  log.info('epoch %d  valid perplexity %.2f%s', progress['epochs_done'], ppl,
+           '  (best)' if improved else f'  ({since_best} epochs since the best)')
+  return improved
+
+
+def run_summary(status: str, config: Config, corpus: Corpus, mesh, progress: dict, state,
+                results: dict, wall_seconds: float) -> dict:
+  """summary.json of a run: its exact perplexities (`results`, per split), how it went, and
+  on what."""
+  stats, train_seconds = corpus.stats, progress['train_seconds']
+  return {
+      'status': status,
+      'vocab_size': corpus.vocab.size,
+      'tokens': {name: stats[name]['tokens'] for name in results},
+      'unk_rate': {name: stats[name]['unk_rate'] for name in results},
+      **{f'{name}_ppl': results[name]['ppl'] for name in results},
+      'nll': {name: results[name]['nll'] for name in results},
+      'epochs': progress['epochs_done'],
+      'best_epoch': progress['best_epoch'],
+      'valid_ppl_history': progress['valid_ppl_history'],
+      'steps': int(state.step),
+      'parameters': sum(x.size for x in jax.tree.leaves(  # Padding rows are not the model's.
+          parallel.unpadded_output_rows(state.params, corpus.vocab.size))),
+      'wall_seconds': wall_seconds,
+      'train_seconds': train_seconds,
+      'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
+      'device': str(jax.devices()[0].device_kind),
+      'devices': {'count': jax.device_count(), 'processes': jax.process_count(),
+                  'mesh': dict(mesh.shape)},
+      'config': config.to_dict(),
+  }
 
 
 def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
@@ -267,7 +289,7 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
   config.validate()
   run = _Run(config, corpus)
   try:
-    with _stop_requests() as stop:
+    with stop_requests() as stop:
       status = run.train(stop)
     if status == 'interrupted':
       return {'status': status, 'steps': int(run.state.step), 'workdir': str(run.workdir)}

@@ -29,24 +29,31 @@ def create_state(config, lm, rng, tx) -> train_state.TrainState:
                                        tx=tx)
 
 
+def batch_loss(lm, params, context, targets, mask, rng):
+  """The head's training loss averaged over the batch's real examples (mask 1)."""
+  losses = lm.apply(lm.variables_of(params), context, targets, rng, method=lm.loss)
+  return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def batch_nll(lm, params, context, targets, mask):
+  """Σ -log P(w_t | context) over the batch's real examples, from the exact log-probs."""
+  log_p = lm.apply(lm.variables_of(params), context, targets, method=lm.log_prob)
+  return -jnp.sum(jnp.where(mask > 0, log_p, 0.0))
+
+
 def make_steps(lm, order: int, mesh, state_sharding):
   """The jitted train step (state donated) and the eval step (a sum of exact NLLs)."""
 
   def train_step(state, padded_split, positions, mask, run_rng):
     context, targets = batching.windows(padded_split, positions, order)
     rng = jax.random.fold_in(run_rng, state.step)  # Each update's samples from its number.
-
-    def mean_loss(params):
-      losses = lm.apply(lm.variables_of(params), context, targets, rng, method=lm.loss)
-      return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
-
-    loss, grads = jax.value_and_grad(mean_loss)(state.params)
+    loss, grads = jax.value_and_grad(
+        lambda params: batch_loss(lm, params, context, targets, mask, rng))(state.params)
     return state.apply_gradients(grads=grads), loss
 
   def eval_step(params, padded_split, positions, mask):
     context, targets = batching.windows(padded_split, positions, order)
-    log_p = lm.apply(lm.variables_of(params), context, targets, method=lm.log_prob)
-    return -jnp.sum(jnp.where(mask > 0, log_p, 0.0))
+    return batch_nll(lm, params, context, targets, mask)
 
   replicated, batch = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
   return (jax.jit(train_step, donate_argnums=0,
@@ -56,13 +63,24 @@ def make_steps(lm, order: int, mesh, state_sharding):
                   out_shardings=replicated))
 
 
-def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh) -> dict:
-  """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
+def exact_nll(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh):
+  """Σ NLL over every token of the split, in float64: a number, or one per model when the
+  eval step scores several (nplm.vmapped_training)."""
   sums = [parallel.settle(eval_step(params, padded_split, parallel.put(positions, mesh, 'data'),
                                     parallel.put(mask, mesh, 'data')))
           for positions, mask in batching.eval_batches(num_tokens, batch_size)]
-  nll = float(np.sum([parallel.fetch(s) for s in sums], dtype=np.float64))
-  return {'nll': nll, 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
+  return np.sum([parallel.fetch(s) for s in sums], axis=0, dtype=np.float64)
+
+
+def perplexity(nll: float, num_tokens: int) -> dict:
+  """exp(Σ NLL / Σ tokens), beside what it came from."""
+  return {'nll': float(nll), 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
+
+
+def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh) -> dict:
+  """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
+  return perplexity(exact_nll(eval_step, params, padded_split, num_tokens, batch_size, mesh),
+                    num_tokens)
 
 
 class WindowFeed:
@@ -90,7 +108,7 @@ class WindowFeed:
     """The state to continue with and the epoch's batches from batch `start` on, each
     (arguments of the step, examples in it)."""
     batches = batching.train_batches(self.sizes['train'], self.config.batch_size,
-                                     self.config.seed, epoch, start)
+                                     self.config.batch_order_seed, epoch, start)
     return state, (((positions, mask), int(mask.sum())) for positions, mask in batches)
 
   def step(self, state, batch, run_rng):

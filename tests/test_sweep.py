@@ -11,7 +11,7 @@ import pytest
 
 from experiments.brown import config_from_flagfile
 from experiments.sweep import FLAGS_DIR, SWEEPS
-from nplm import train
+from nplm import train, vmapped_training
 from nplm.config import ConfigError
 from nplm.sweep import (grid, point_configs, point_name, random_search, run_sweep,
                         write_results, zipped)
@@ -138,3 +138,34 @@ def test_every_named_sweep_is_valid_on_its_flagfile(tmp_path):
     base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'))
     configs = point_configs(base, points, tmp_path)
     assert len({config.workdir for config in configs}) == len(points)
+  flagfile, points = SWEEPS['mlp9_lr_seed']  # Meant to be trained --together.
+  base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'))
+  shared_order = base.replace(data_seed=base.batch_order_seed)
+  assert len(vmapped_training.check_together(point_configs(shared_order, points, tmp_path))) == 16
+
+
+def test_a_sweep_trained_together_equals_it_trained_point_by_point(tiny_corpus, tmp_path,
+                                                                   monkeypatch):
+  base = tiny_config(tmp_path / 'unused', epochs=2, data_seed=3)
+  points = grid(seed=[1, 2], learning_rate=[1e-2, 3e-3])
+  counting = CountingRun()
+  alone = run_sweep(base, points, tmp_path / 'alone', tiny_corpus, run=counting)
+  together = run_sweep(base, points, tmp_path / 'together', tiny_corpus, run=counting,
+                       together=True)
+  assert counting.calls == 4  # The point-by-point sweep's; together, none.
+  for mine, theirs in zip(together, alone):
+    assert mine['point'] == theirs['point'] and mine['epochs'] == theirs['epochs']
+    for key in ('valid_ppl', 'test_ppl'):
+      assert mine[key] == pytest.approx(theirs[key], rel=1e-5)
+
+  calls = []
+  monkeypatch.setattr(vmapped_training, 'train_together',
+                      lambda *args: calls.append(args) or [])
+  assert run_sweep(base, points, tmp_path / 'together', tiny_corpus, together=True) == together
+  assert calls == []  # Every point reused.
+
+
+def test_a_sweep_together_refuses_points_of_different_shapes(tiny_corpus, tmp_path):
+  with pytest.raises(ConfigError, match='their --hidden_size differ'):
+    run_sweep(tiny_config(tmp_path / 'unused'), grid(hidden_size=[4, 8]), tmp_path / 'sweep',
+              tiny_corpus, together=True)

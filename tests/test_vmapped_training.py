@@ -1,0 +1,107 @@
+"""Many models in one program: each equals the same config trained alone by nplm.train
+(losses, early stops, checkpoints, exact perplexities), resumes exactly, stops alone when it
+diverges, and configs that cannot share a program are refused by name."""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from nplm.checkpoint import Checkpoints
+from nplm.config import ConfigError
+from nplm.train import train_and_evaluate
+from nplm.vmapped_training import check_together, train_together
+from tests.test_train import tiny_config
+
+# Different seeds, learning rates, decays: the first and the last (weight decay and a
+# decaying rate) stop early after 4 epochs, the second runs all 6.
+MODELS = (dict(seed=1, learning_rate=1e-2), dict(seed=2, learning_rate=3e-3),
+          dict(seed=4, learning_rate=3e-2, weight_decay=0.01, lr_decay=0.01))
+
+
+def configs(root, name, **changes):
+  return [tiny_config(root / f'{name}{k}', **{'data_seed': 7, 'epochs': 6, 'patience': 1,
+                                               **model, **changes})
+          for k, model in enumerate(MODELS)]
+
+
+def saved_params(workdir, which):
+  return jax.tree.map(np.asarray, Checkpoints(workdir).saved_params(which))
+
+
+def assert_params_close(workdir_a, workdir_b, which):
+  a, b = saved_params(workdir_a, which), saved_params(workdir_b, which)
+  assert jax.tree.structure(a) == jax.tree.structure(b)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope='module')
+def together(tiny_corpus, tmp_path_factory):
+  root = tmp_path_factory.mktemp('together')
+  return root, train_together(configs(root, 'together'), tiny_corpus)
+
+
+def test_each_model_trained_together_equals_it_trained_alone(tiny_corpus, together, tmp_path):
+  root, summaries = together
+  alone = [train_and_evaluate(config, tiny_corpus) for config in configs(tmp_path, 'alone')]
+  assert [s['status'] for s in alone] == ['early_stopped', 'epochs_done', 'early_stopped']
+  assert [s['epochs'] for s in alone] == [4, 6, 4]  # Each stopped on its own.
+  for k, (mine, theirs) in enumerate(zip(summaries, alone)):
+    for key in ('status', 'epochs', 'best_epoch', 'steps', 'parameters'):
+      assert mine[key] == theirs[key], key
+    np.testing.assert_allclose(mine['valid_ppl_history'], theirs['valid_ppl_history'], rtol=1e-5)
+    for split in ('train', 'valid', 'test'):
+      assert mine[f'{split}_ppl'] == pytest.approx(theirs[f'{split}_ppl'], rel=1e-5)
+    for which in ('best', 'latest'):
+      assert_params_close(root / f'together{k}', tmp_path / f'alone{k}', which)
+    written = json.loads((root / f'together{k}' / 'summary.json').read_text())
+    assert written['test_ppl'] == mine['test_ppl'] and written['trained_together'] == 3
+    assert (root / f'together{k}' / 'learning_curve.png').stat().st_size > 0
+
+
+def test_a_model_trained_together_goes_on_alone(tiny_corpus, together, tmp_path):
+  """Its workdir is a run's: nplm.train continues it as it would its own."""
+  root, _ = together
+  longer = dict(epochs=8, patience=8)
+  alone = train_and_evaluate(configs(tmp_path, 'alone')[1].replace(**longer), tiny_corpus)
+  went_on = train_and_evaluate(configs(root, 'together')[1].replace(**longer), tiny_corpus)
+  assert went_on['epochs'] == alone['epochs'] == 8
+  assert went_on['test_ppl'] == pytest.approx(alone['test_ppl'], rel=1e-5)
+
+
+def test_an_interrupted_run_resumes_to_the_same_numbers(tiny_corpus, together, tmp_path):
+  _, uninterrupted = together
+  first = train_together([c.replace(max_steps=130) for c in configs(tmp_path, 'm')], tiny_corpus)
+  assert {s['status'] for s in first} == {'early_stopped', 'max_steps'}
+  resumed = train_together(configs(tmp_path, 'm'), tiny_corpus)
+  for mine, theirs in zip(resumed, uninterrupted):
+    assert mine['steps'] == theirs['steps']
+    assert mine['test_ppl'] == pytest.approx(theirs['test_ppl'], rel=1e-5)
+
+
+def test_a_diverging_model_stops_alone_and_the_others_finish(tiny_corpus, tmp_path):
+  runs = configs(tmp_path, 'd', epochs=2)
+  runs[1] = runs[1].replace(learning_rate=1e30)
+  summaries = train_together(runs, tiny_corpus)
+  assert summaries[1]['status'] == 'diverged'
+  assert 'Lower its --learning_rate' in summaries[1]['error']
+  assert not (tmp_path / 'd1' / 'summary.json').exists()
+  for k in (0, 2):
+    assert math.isfinite(summaries[k]['test_ppl'])
+    assert (tmp_path / f'd{k}' / 'summary.json').exists()
+
+
+@pytest.mark.parametrize('first, others, message', [
+    ({}, dict(hidden_size=20), 'their --hidden_size differ'),
+    (dict(data_seed=-1), dict(data_seed=-1), 'give them one --data_seed'),
+    ({}, dict(workdir='same'), 'a --workdir of its own'),
+    (dict(model='lstm', direct=False), dict(model='lstm', direct=False), 'feed-forward models'),
+])
+def test_configs_that_cannot_share_a_program_are_refused(tmp_path, first, others, message):
+  runs = configs(tmp_path, 'r')
+  runs = [runs[0].replace(**first)] + [run.replace(**others) for run in runs[1:]]
+  with pytest.raises(ConfigError, match=message):
+    check_together(runs)
