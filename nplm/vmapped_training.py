@@ -66,10 +66,6 @@ def check_together(configs: list[Config]) -> list[Config]:
   return configs
 
 
-def _stack(trees):
-  return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
-
-
 def _member(tree, k: int):
   return jax.tree.map(lambda leaf: leaf[k], tree)
 
@@ -101,6 +97,26 @@ def make_steps(lm, config: Config, mesh):
                   out_shardings=(replicated, replicated)),
           jax.jit(eval_step, in_shardings=(replicated, replicated, batch, batch),
                   out_shardings=replicated))
+
+
+def initial_states(configs: list[Config], lm, mesh):
+  """(each model's initial state, as nplm.train creates it from its seed; their stacked
+  step keys; their stacked optimizer hyperparameters)."""
+  tx = train.make_optimizer(configs[0])  # The structure; each model's values are traced.
+  make_state = functools.partial(create_state, configs[0], lm, tx=tx)
+  states, run_rngs = [], []
+  for config in configs:
+    init_rng, run_rng = jax.random.split(jax.random.key(config.seed))
+    states.append(parallel.create_state(make_state, init_rng, mesh, False)[0])
+    run_rngs.append(run_rng)
+  hyperparameters = {name: jnp.asarray([getattr(c, name) for c in configs], jnp.float32)
+                     for name in HYPERPARAMETERS}
+  return states, jnp.stack(run_rngs), hyperparameters
+
+
+def stack(trees):
+  """Trees of one structure as one, each leaf with a new leading axis (the model)."""
+  return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
 
 
 class _Member:
@@ -146,22 +162,14 @@ class _Together:
     self.feed = WindowFeed(self.config, self.lm, corpus.splits, boundary, self.mesh)
     self.main = parallel.is_main_process()
     self.members = [_Member(config, corpus, self.main) for config in configs]
-    states, run_rngs = [], []
-    tx = train.make_optimizer(self.config)  # The structure; each model's values are traced.
-    make_state = functools.partial(create_state, self.config, self.lm, tx=tx)
-    for member in self.members:
-      init_rng, run_rng = jax.random.split(jax.random.key(member.config.seed))
-      state, _ = parallel.create_state(make_state, init_rng, self.mesh, False)
-      restored = member.checkpoints.restore_latest(abstract_of(state))
+    states, self.run_rngs, self.hyperparameters = initial_states(configs, self.lm, self.mesh)
+    for k, member in enumerate(self.members):
+      restored = member.checkpoints.restore_latest(abstract_of(states[k]))
       if restored is not None:
-        state, member.progress = restored
-      states.append(state)
-      run_rngs.append(run_rng)
+        states[k], member.progress = restored
     self.template = states[0]
     self.step = self._common_step(states)
-    self.states, self.run_rngs = _stack(states), jnp.stack(run_rngs)
-    self.hyperparameters = {name: jnp.asarray([getattr(c, name) for c in configs], jnp.float32)
-                            for name in HYPERPARAMETERS}
+    self.states = stack(states)
     self.train_step, self.eval_step = make_steps(self.lm, self.config, self.mesh)
     self.started, self.compiled = time.perf_counter(), False
     self.wall_before = [member.progress['wall_seconds'] for member in self.members]
@@ -296,7 +304,7 @@ class _Together:
     for member, k in zip(self.members, range(len(self.members))):
       best = member.checkpoints.restore_best(abstract_of(self.template))
       params.append(_member(self.states.params, k) if best is None else best[0].params)
-    stacked = _stack(params)
+    stacked = stack(params)
     nll = {name: exact_nll(self.eval_step, stacked, self.feed.splits[name],
                            self.feed.sizes[name], self.config.eval_batch_size, self.mesh)
            for name in self.corpus.splits}

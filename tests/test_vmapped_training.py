@@ -9,10 +9,14 @@ import jax
 import numpy as np
 import pytest
 
+from experiments import benchmark, vmapped_benchmark
+from nplm import parallel
 from nplm.checkpoint import Checkpoints
 from nplm.config import ConfigError
 from nplm.train import train_and_evaluate
 from nplm.vmapped_training import check_together, train_together
+from nplm.data import batching
+from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB
 from tests.test_train import tiny_config
 
 # Different seeds, learning rates, decays: the first and the last (weight decay and a
@@ -105,3 +109,28 @@ def test_configs_that_cannot_share_a_program_are_refused(tmp_path, first, others
   runs = [runs[0].replace(**first)] + [run.replace(**others) for run in runs[1:]]
   with pytest.raises(ConfigError, match=message):
     check_together(runs)
+
+
+def test_the_benchmark_times_the_same_models_both_ways(tmp_path):
+  ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)
+  counts = np.ones(TINY_VOCAB)
+  report = vmapped_benchmark.run_benchmark(ids, counts, 1, 'tiny', batch_size=4, steps=3,
+                                           repeats=2, model_counts=(1, 3), shape=TINY_SHAPE)
+  assert [row['models'] for row in report['rows']] == [1, 3]
+  for row in report['rows']:
+    for way in ('together', 'one_by_one'):
+      assert len(row[way]['runs']) == 2 and row[way]['min'] <= row[way]['median'] > 0
+    assert row['together_over_one_by_one'] == pytest.approx(
+        row['together']['median'] / row['one_by_one']['median'])
+  assert '| 3 |' in vmapped_benchmark.format_report(report, markdown=True)
+
+  # What is timed both ways is the same training: the same losses after the same batches.
+  config = benchmark.shape_config(TINY_SHAPE, 4)
+  configs = vmapped_benchmark.model_configs(config, 3)
+  padded = batching.pad_split(ids, config.order, 1)
+  batches = benchmark.benchmark_batches(len(ids), 4, 5)
+  mesh = parallel.make_mesh()
+  together = vmapped_benchmark.together_runner(configs, counts, padded, mesh)(batches)
+  one_by_one = vmapped_benchmark.one_by_one_runner(configs, counts, padded, mesh)(batches)
+  assert len(set(one_by_one)) == 3
+  np.testing.assert_allclose(together, one_by_one, rtol=1e-5)

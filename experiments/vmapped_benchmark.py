@@ -1,0 +1,160 @@
+r"""Aggregate examples/s of K models trained together (one vmapped program) against the same
+K models trained one after another, measured in one run.
+
+  python -m experiments.vmapped_benchmark --out=DIR/vmapped
+
+For each K in --models (1, 4, 16): K models of one shape (--shape) that differ in seed and
+learning rate, on the trainer's first --steps batches of the real Brown training split.
+- together: nplm.vmapped_training's step over the K stacked states, --steps updates;
+- one by one: the trainer's own step (nplm.window_training), --steps updates of each of the
+  K models in turn, as K separate runs would take.
+Aggregate examples/s = K × the examples of the batches ÷ seconds. Compilation is left out
+(an untimed run first); each repeat times both ways back to back, and medians are reported.
+"""
+
+import sys
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+from absl import logging as absl_logging
+
+from experiments import benchmark
+from nplm import parallel
+from nplm.data import batching
+from nplm.lm import build_language_model
+from nplm.vmapped_training import initial_states, make_steps, stack
+
+LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
+
+
+def model_configs(config, k: int):
+  """K configs of one shape: seeds 0 … K-1, the learning rates in turn."""
+  return [config.replace(seed=i, learning_rate=LEARNING_RATES[i % len(LEARNING_RATES)])
+          for i in range(k)]
+
+
+def together_runner(configs, counts, padded_split: np.ndarray, mesh):
+  """run_steps(batches) over K stacked models, as nplm.vmapped_training updates them."""
+  lm = build_language_model(configs[0], counts, mesh)
+  states, run_rngs, hyperparameters = initial_states(configs, lm, mesh)
+  train_step, _ = make_steps(lm, configs[0], mesh)
+  loop = {'states': stack(states)}
+  padded = parallel.put(padded_split, mesh)
+  active = parallel.put(np.ones(len(configs), bool), mesh)
+
+  def run_steps(batches) -> np.ndarray:
+    states, losses = loop['states'], None
+    for positions, mask in batches:
+      states, losses = train_step(states, hyperparameters, active, padded, positions, mask,
+                                  run_rngs)  # states are donated
+    jax.block_until_ready((states, losses))
+    loop['states'] = states
+    return np.asarray(losses)
+
+  return run_steps
+
+
+def one_by_one_runner(configs, counts, padded_split: np.ndarray, mesh):
+  """run_steps(batches) of the trainer's step, for each of the K models in turn."""
+  runners = [benchmark.jax_runner(config, counts, padded_split, mesh)[0] for config in configs]
+  return lambda batches: [run(batches) for run in runners]
+
+
+def time_k(k: int, config, counts, padded_split, batches, repeats: int) -> dict:
+  mesh = parallel.make_mesh()
+  configs = model_configs(config, k)
+  ways = {'together': together_runner(configs, counts, padded_split, mesh),
+          'one_by_one': one_by_one_runner(configs, counts, padded_split, mesh)}
+  for run in ways.values():
+    run(batches)  # Compiles.
+  seconds = {name: [] for name in ways}
+  for _ in range(repeats):
+    for name, run in ways.items():
+      start = time.perf_counter()
+      run(batches)
+      seconds[name].append(time.perf_counter() - start)
+  examples = k * float(sum(mask.sum() for _, mask in batches))
+  row = {'models': k}
+  for name, times in seconds.items():
+    rates = [examples / s for s in times]
+    row[name] = {'median': float(np.median(rates)), 'min': min(rates), 'max': max(rates),
+                 'runs': rates}
+  row['together_over_one_by_one'] = row['together']['median'] / row['one_by_one']['median']
+  return row
+
+
+def run_benchmark(train_ids, counts, boundary_id, shape_name='MLP9', batch_size=256,
+                  steps=20, repeats=5, model_counts=(1, 4, 16), shape=None) -> dict:
+  """Every K's rates; `shape` (Config fields) replaces benchmark.SHAPES[shape_name]."""
+  config = benchmark.shape_config(shape or benchmark.SHAPES[shape_name], batch_size)
+  padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
+  batches = benchmark.benchmark_batches(len(train_ids), batch_size, steps)
+  rows = [time_k(k, config, counts, padded, batches, repeats) for k in model_counts]
+  one = next((r for r in rows if r['models'] == 1), None)
+  for row in rows:  # The accelerator goal: 16 together at > 8× the rate of one model.
+    row['together_over_one_model'] = (row['together']['median'] / one['one_by_one']['median']
+                                      if one else None)
+  return {'machine': benchmark.machine_info(), 'vocab_size': len(counts), 'shape': shape_name,
+          'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats},
+          'rows': rows}
+
+
+def format_report(report: dict, markdown: bool = False) -> str:
+  m, s = report['machine'], report['settings']
+  lines = [f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
+           f'({m["device"]}); Python {m["python"]}',
+           f'{report["shape"]}, |V| = {report["vocab_size"]}, batch {s["batch_size"]} per model, '
+           f'median of {s["repeats"]} runs of {s["steps"]} updates (aggregate examples/s).', '']
+  rows = [['K models', 'together (vmapped) [min–max]', 'one by one [min–max]',
+           'together ÷ one by one', 'together ÷ one model']]
+  for r in report['rows']:
+    t, o = r['together'], r['one_by_one']
+    ratio = r['together_over_one_model']
+    rows.append([str(r['models']), f'{t["median"]:,.0f} [{t["min"]:,.0f}–{t["max"]:,.0f}]',
+                 f'{o["median"]:,.0f} [{o["min"]:,.0f}–{o["max"]:,.0f}]',
+                 f'{r["together_over_one_by_one"]:.2f}×',
+                 '' if ratio is None else f'{ratio:.2f}×'])
+  lines += benchmark.table_lines(rows, markdown)
+  lines += ['', 'together ÷ one model: the aggregate rate of K models in one program over '
+            'the rate of one model trained alone (K = 1, one by one).']
+  return '\n'.join(lines) + '\n'
+
+
+def define_flags() -> None:
+  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
+  flags.DEFINE_enum('shape', 'MLP9', list(benchmark.SHAPES), 'Table 1 shape to time.')
+  flags.DEFINE_integer('batch_size', 256, 'Examples per update of each model.')
+  flags.DEFINE_integer('steps', 20, 'Consecutive updates in one timed run.')
+  flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
+  flags.DEFINE_list('models', ['1', '4', '16'], 'The K to time.')
+  flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  FLAGS = flags.FLAGS
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  try:
+    model_counts = [int(k) for k in FLAGS.models]
+    if min(model_counts) < 1:
+      raise ValueError
+  except ValueError:
+    raise app.UsageError(f'--models takes positive integers, got {",".join(FLAGS.models)}')
+  try:
+    train_ids, counts, boundary_id = benchmark.load_training_ids(FLAGS.data_dir)
+  except benchmark.CorpusNotPrepared as error:
+    print(f'error: {error}', file=sys.stderr)
+    sys.exit(2)
+  report = run_benchmark(train_ids, counts, boundary_id, FLAGS.shape, FLAGS.batch_size,
+                         FLAGS.steps, FLAGS.repeats, model_counts)
+  print(format_report(report))
+  if FLAGS.out:
+    benchmark.write_report(report, FLAGS.out, format_report)
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
