@@ -241,10 +241,15 @@ def table_lines(rows: list[list[str]], markdown: bool) -> list[str]:
   return ['  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
+def machine_line(m: dict) -> str:
+  """The first line of a report: what the figures were measured on (machine_info())."""
+  return (f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
+          f'({m["device"]}); Python {m["python"]}')
+
+
 def format_report(report: dict, markdown: bool = False) -> str:
   m, s, square = report['machine'], report['settings'], report['square_matmul']
-  lines = [f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
-           f'({m["device"]}); Python {m["python"]}',
+  lines = [machine_line(m),
            f'Batch {s["batch_size"]}, |V| = {report["vocab_size"]}, median of {s["repeats"]} '
            f'runs of {s["steps"]} steps. Float32 matmul {square["size"]}²: '
            f'{square["gflops_per_s"]:.1f} GFLOP/s.', '']

@@ -69,8 +69,7 @@ def run_benchmark(train_ids, counts, boundary_id, shape_name='MLP9', per_device_
 
 def format_report(report: dict, markdown: bool = False) -> str:
   m, s = report['machine'], report['settings']
-  lines = [f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
-           f'({m["device"]}); Python {m["python"]}',
+  lines = [benchmark.machine_line(m),
            f'{report["shape"]}, |V| = {report["vocab_size"]}, {s["per_device_batch"]} examples '
            f'per device (data) or per update (model), median of {s["repeats"]} runs of '
            f'{s["steps"]} steps.', '']

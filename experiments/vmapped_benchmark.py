@@ -103,8 +103,7 @@ def run_benchmark(train_ids, counts, boundary_id, shape_name='MLP9', batch_size=
 
 def format_report(report: dict, markdown: bool = False) -> str:
   m, s = report['machine'], report['settings']
-  lines = [f'Machine: {m["cpu"]}, {m["cores"]} cores; jax {m["jax"]} on {m["backend"]} '
-           f'({m["device"]}); Python {m["python"]}',
+  lines = [benchmark.machine_line(m),
            f'{report["shape"]}, |V| = {report["vocab_size"]}, batch {s["batch_size"]} per model, '
            f'median of {s["repeats"]} runs of {s["steps"]} updates (aggregate examples/s).', '']
   rows = [['K models', 'together (vmapped) [min–max]', 'one by one [min–max]',
