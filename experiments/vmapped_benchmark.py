@@ -42,12 +42,11 @@ def together_runner(configs, counts, padded_split: np.ndarray, mesh):
   train_step, _ = make_steps(lm, configs[0], mesh)
   loop = {'states': stack(states)}
   padded = parallel.put(padded_split, mesh)
-  active = parallel.put(np.ones(len(configs), bool), mesh)
 
   def run_steps(batches) -> np.ndarray:
     states, losses = loop['states'], None
     for positions, mask in batches:
-      states, losses = train_step(states, hyperparameters, active, padded, positions, mask,
+      states, losses = train_step(states, hyperparameters, padded, positions, mask,
                                   run_rngs)  # states are donated
     jax.block_until_ready((states, losses))
     loop['states'] = states
