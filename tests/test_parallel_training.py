@@ -8,6 +8,7 @@ losses, updated parameters and exact perplexities must agree to float32 rounding
 
 import json
 import os
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -15,10 +16,11 @@ import pytest
 
 from experiments import devices_benchmark
 from nplm import parallel
-from nplm.config import Config
+from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
 from nplm.train import make_optimizer, train_and_evaluate
+from nplm.vmapped_training import train_together
 from nplm.window_training import WindowFeed
 from tests import multidevice
 from tests.conftest import TINY_SPLIT, load_tiny_corpus
@@ -144,6 +146,19 @@ def check_devices_benchmark_times_every_mesh():
   assert 'model:8' in devices_benchmark.format_report(report, markdown=True)
 
 
+def check_models_trained_together_split_their_batch_over_data():
+  """Two models trained together on data:8 (the parent compares them with one device); a
+  'model' axis is refused before any workdir is touched."""
+  corpus = load_tiny_corpus(os.environ['NPLM_TEST_TFDS'])
+  base = Config.from_saved(json.loads(os.environ['NPLM_TEST_CHECKPOINT_CONFIG']))
+  root = Path(os.environ['NPLM_TEST_TOGETHER_ON_8'])
+  summaries = train_together(together_configs(base, root, mesh='data:8'), corpus)
+  assert [s['devices']['mesh'] for s in summaries] == [{'data': 8, 'model': 1}] * 2
+  with pytest.raises(ConfigError, match='output rows whole'):
+    train_together(together_configs(base, root / 'refused', mesh='data:4,model:2'), corpus)
+  assert not (root / 'refused').exists()
+
+
 CHECKS = multidevice.check_names(globals())
 
 
@@ -153,6 +168,12 @@ def checkpoint_config(tmp_path) -> Config:
   return Config(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=16,
                 epochs=2, patience=5, learning_rate=0.05, checkpoint_every=4, log_every=2,
                 workdir=str(tmp_path / 'unused'), **TINY_SPLIT, unk_max_count=1)
+
+
+def together_configs(base: Config, root: Path, **changes) -> list[Config]:
+  return [base.replace(workdir=str(root / f'model{k}'), seed=k, learning_rate=rate, data_seed=0,
+                       **changes)
+          for k, rate in enumerate((0.05, 0.02))]
 
 
 @pytest.fixture(scope='module')
@@ -167,7 +188,8 @@ def runs(tiny_corpus, tiny_data_dir, tmp_path_factory):
       'tests.test_parallel_training', DEVICES, NPLM_TEST_TFDS=str(tiny_data_dir),
       NPLM_TEST_CHECKPOINT_CONFIG=json.dumps(config.to_dict()),
       NPLM_TEST_SAVED_ON_8=str(tmp_path / 'saved_on_8'),
-      NPLM_TEST_SAVED_ON_1=str(tmp_path / 'saved_on_1'))
+      NPLM_TEST_SAVED_ON_1=str(tmp_path / 'saved_on_1'),
+      NPLM_TEST_TOGETHER_ON_8=str(tmp_path / 'together_on_8'))
   return {'report': report, 'config': config, 'tmp_path': tmp_path, 'corpus': tiny_corpus}
 
 
@@ -191,6 +213,19 @@ def test_a_checkpoint_moves_between_8_devices_and_1(runs):
     for split in ('train', 'valid', 'test'):
       np.testing.assert_allclose(moved[f'{split}_ppl'], never_moved[f'{split}_ppl'], rtol=1e-5)
   assert finished_on_8['devices']['mesh'] == {'data': 2, 'model': 4}
+
+
+def test_models_trained_together_on_8_devices_equal_them_on_one(runs):
+  assert runs['report']['check_models_trained_together_split_their_batch_over_data'] == 'ok'
+  tmp_path = runs['tmp_path']
+  on_one = train_together(together_configs(runs['config'], tmp_path / 'together_on_1'),
+                          runs['corpus'])
+  for k, want in enumerate(on_one):
+    got = json.loads((tmp_path / 'together_on_8' / f'model{k}' / 'summary.json').read_text())
+    assert got['steps'] == want['steps'] and got['epochs'] == want['epochs']
+    for split in ('train', 'valid', 'test'):
+      np.testing.assert_allclose(got[f'{split}_ppl'], want[f'{split}_ppl'], rtol=1e-5)
+  assert on_one[0]['test_ppl'] != on_one[1]['test_ppl']
 
 
 def test_device_counts_double_up_to_every_device():
