@@ -275,27 +275,40 @@ def write_report(report: dict, out: str, formatter=None) -> None:
   write_text_atomically(stem.with_name(stem.name + '.md'), formatter(report, markdown=True))
 
 
-def define_flags() -> None:
-  """Only when run as a program: absl refuses a flag defined twice in one process, and
-  experiments.brown's flags share these names."""
+def define_common_flags(steps: int, shape: bool = False) -> None:
+  """The flags every train-step benchmark takes (--shape too if `shape`). Only when run as a
+  program: absl refuses a flag defined twice in one process, and experiments.brown's flags
+  share these names."""
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
-  flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
-  flags.DEFINE_integer('steps', 50, 'Consecutive updates in one timed run.')
+  if shape:
+    flags.DEFINE_enum('shape', 'MLP9', list(SHAPES), 'Table 1 shape to time.')
+  flags.DEFINE_integer('steps', steps, 'Consecutive updates in one timed run.')
   flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
-  flags.DEFINE_bool('torch', True, 'Also time the PyTorch version (if PyTorch is installed).')
   flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
 
 
-def main(argv):
+def training_ids_or_exit(argv):
+  """A benchmark main's start: no stray arguments, quiet logs, the prepared corpus's
+  (training ids, counts, boundary id), or a one-line error and exit status 2."""
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  FLAGS = flags.FLAGS
   absl_logging.set_verbosity(absl_logging.WARNING)  # TFDS's INFO lines would bury the table.
   try:
-    train_ids, counts, boundary_id = load_training_ids(FLAGS.data_dir)
+    return load_training_ids(flags.FLAGS.data_dir)
   except CorpusNotPrepared as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
+
+
+def define_flags() -> None:
+  define_common_flags(steps=50)
+  flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
+  flags.DEFINE_bool('torch', True, 'Also time the PyTorch version (if PyTorch is installed).')
+
+
+def main(argv):
+  train_ids, counts, boundary_id = training_ids_or_exit(argv)
+  FLAGS = flags.FLAGS
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.batch_size, FLAGS.steps,
                          FLAGS.repeats, with_torch=FLAGS.torch)
   print(format_report(report))

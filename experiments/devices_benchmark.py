@@ -18,7 +18,6 @@ import sys
 import jax
 import numpy as np
 from absl import app, flags
-from absl import logging as absl_logging
 
 from experiments import benchmark
 from nplm import parallel
@@ -89,30 +88,19 @@ def format_report(report: dict, markdown: bool = False) -> str:
 
 
 def define_flags() -> None:
-  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
-  flags.DEFINE_enum('shape', 'MLP9', list(benchmark.SHAPES), 'Table 1 shape to time.')
+  benchmark.define_common_flags(steps=20, shape=True)
   flags.DEFINE_integer('per_device_batch', 256, 'Examples per device (data) or per update '
                        '(model).')
-  flags.DEFINE_integer('steps', 20, 'Consecutive updates in one timed run.')
-  flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
   flags.DEFINE_list('modes', list(MODES), 'Mesh axes to scale: data, model.')
-  flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   FLAGS = flags.FLAGS
-  absl_logging.set_verbosity(absl_logging.WARNING)
   unknown = set(FLAGS.modes) - set(MODES)
   if unknown:
     print(f'error: unknown --modes {sorted(unknown)}; known: {", ".join(MODES)}', file=sys.stderr)
     sys.exit(2)
-  try:
-    train_ids, counts, boundary_id = benchmark.load_training_ids(FLAGS.data_dir)
-  except benchmark.CorpusNotPrepared as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+  train_ids, counts, boundary_id = benchmark.training_ids_or_exit(argv)
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.shape, FLAGS.per_device_batch,
                          FLAGS.steps, FLAGS.repeats, FLAGS.modes)
   print(format_report(report))

@@ -12,13 +12,11 @@ Aggregate examples/s = K × the examples of the batches ÷ seconds. Compilation 
 (an untimed run first); each repeat times both ways back to back, and medians are reported.
 """
 
-import sys
 import time
 
 import jax
 import numpy as np
 from absl import app, flags
-from absl import logging as absl_logging
 
 from experiments import benchmark
 from nplm import parallel
@@ -121,31 +119,20 @@ def format_report(report: dict, markdown: bool = False) -> str:
 
 
 def define_flags() -> None:
-  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
-  flags.DEFINE_enum('shape', 'MLP9', list(benchmark.SHAPES), 'Table 1 shape to time.')
+  benchmark.define_common_flags(steps=20, shape=True)
   flags.DEFINE_integer('batch_size', 256, 'Examples per update of each model.')
-  flags.DEFINE_integer('steps', 20, 'Consecutive updates in one timed run.')
-  flags.DEFINE_integer('repeats', 5, 'Timed runs per measurement; the median is reported.')
   flags.DEFINE_list('models', ['1', '4', '16'], 'The K to time.')
-  flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   FLAGS = flags.FLAGS
-  absl_logging.set_verbosity(absl_logging.WARNING)
   try:
     model_counts = [int(k) for k in FLAGS.models]
     if min(model_counts) < 1:
       raise ValueError
   except ValueError:
     raise app.UsageError(f'--models takes positive integers, got {",".join(FLAGS.models)}')
-  try:
-    train_ids, counts, boundary_id = benchmark.load_training_ids(FLAGS.data_dir)
-  except benchmark.CorpusNotPrepared as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+  train_ids, counts, boundary_id = benchmark.training_ids_or_exit(argv)
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.shape, FLAGS.batch_size,
                          FLAGS.steps, FLAGS.repeats, model_counts)
   print(format_report(report))

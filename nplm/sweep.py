@@ -172,9 +172,10 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
                                               _corpus_for(base, corpora))
     for k, summary in zip(left, trained):
       summaries[k] = _finished(points[k], summary)
-  for k in ([] if together else left):
-    log.info('%s: training in %s', point_name(points[k]), configs[k].workdir)
-    summaries[k] = _finished(points[k], run(configs[k], _corpus_for(configs[k], corpora)))
+  else:
+    for k in left:
+      log.info('%s: training in %s', point_name(points[k]), configs[k].workdir)
+      summaries[k] = _finished(points[k], run(configs[k], _corpus_for(configs[k], corpora)))
   return [{'point': point_name(point), 'overrides': dict(point),
            **{key: summary.get(key) for key in RESULTS if key != 'workdir'},
            'workdir': config.workdir}

@@ -112,12 +112,9 @@ class _Run:
     feed = StreamFeed if self.lm.model.recurrent else WindowFeed
     self.feed = feed(config, self.lm, corpus.splits, boundary, self.mesh)
     self.main = parallel.is_main_process()  # Only process 0 writes the run's own files.
-    claim_workdir(self.workdir, config, corpus.vocab.fingerprint(), write=self.main)
-    if self.main:
-      corpus.vocab.save(self.workdir / 'vocab.txt')  # Ids to words, for reading the model.
+    self.checkpoints, self.writer = open_workdir(config, corpus, self.main)
     init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
     self.state = self.feed.create_state(init_rng, make_optimizer(config))
-    self.checkpoints = Checkpoints(self.workdir)
     self.progress = new_progress()
     restored = self.checkpoints.restore_latest(abstract_of(self.state))
     if restored is not None:
@@ -126,7 +123,6 @@ class _Run:
     self.started = time.perf_counter()
     self.compiled = False
     self.wall_before = self.progress['wall_seconds']
-    self.writer = MetricsWriter(self.workdir if self.main else None)
 
   def close(self) -> None:
     self.checkpoints.close()
@@ -228,6 +224,16 @@ class _Run:
     results = {name: self.evaluate(name, params) for name in self.corpus.splits}
     return run_summary(status, self.config, self.corpus, self.mesh, self.progress,
                        self.state, results, self.wall_before + time.perf_counter() - self.started)
+
+
+def open_workdir(config: Config, corpus: Corpus, main: bool):
+  """(checkpoints, metrics writer) of config.workdir, claimed for this run (or checked
+  against the run it holds); process 0 (`main`) alone writes its vocab.txt and metrics."""
+  workdir = Path(config.workdir)
+  claim_workdir(workdir, config, corpus.vocab.fingerprint(), write=main)
+  if main:
+    corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
+  return Checkpoints(workdir), MetricsWriter(workdir if main else None)
 
 
 def new_progress() -> dict:

@@ -26,14 +26,13 @@ import numpy as np
 from tqdm import tqdm
 
 from nplm import models, parallel, plots, train
-from nplm.checkpoint import Checkpoints, IncompatibleCheckpointError, abstract_of, claim_workdir
+from nplm.checkpoint import IncompatibleCheckpointError, abstract_of
 from nplm.config import Config, ConfigError
 from nplm.data import batching
 from nplm.data.corpus import Corpus
 from nplm.data.vocab import TEXT_END
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
-from nplm.metrics import MetricsWriter
 from nplm.window_training import WindowFeed, batch_loss, batch_nll, create_state, exact_nll
 from nplm.window_training import perplexity
 
@@ -127,11 +126,7 @@ class _Member:
 
   def __init__(self, config: Config, corpus: Corpus, main: bool):
     self.config, self.workdir = config, Path(config.workdir)
-    claim_workdir(self.workdir, config, corpus.vocab.fingerprint(), write=main)
-    if main:
-      corpus.vocab.save(self.workdir / 'vocab.txt')
-    self.checkpoints = Checkpoints(self.workdir)
-    self.writer = MetricsWriter(self.workdir if main else None)
+    self.checkpoints, self.writer = train.open_workdir(config, corpus, main)
     self.progress = train.new_progress()
     self.diverged = ''  # What went wrong, once its loss or parameters stop being finite.
 
@@ -279,9 +274,9 @@ class _Together:
       if at_log:
         member.writer.write('train', self.step, loss=loss, examples_per_second=rate,
                             learning_rate=train.learning_rate_at(member.config, self.step - 1))
-    if at_log:
-      log.info('step %d  %d models  losses %s  %.0f examples/s per model', self.step,
-               len(self.training()), ' '.join(f'{loss:.3f}' for loss in losses), rate)
+    if at_log:  # The models still training: a stopped one's slot computes on, unsaved.
+      log.info('step %d  losses %s  %.0f examples/s per model', self.step,
+               ' '.join(f'{k}:{losses[k]:.3f}' for k in self.training()), rate)
 
   def end_epoch(self, epoch: int) -> None:
     """Validates every model still training; each keeps its best and decides its stop."""
