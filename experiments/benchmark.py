@@ -277,8 +277,8 @@ def write_report(report: dict, out: str, formatter=None) -> None:
 
 def define_common_flags(steps: int, shape: bool = False) -> None:
   """The flags every train-step benchmark takes (--shape too if `shape`). Only when run as a
-  program: absl refuses a flag defined twice in one process, and experiments.brown's flags
-  share these names."""
+  program: absl refuses a flag defined twice in one process, and the trainer's flags share
+  these names."""
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
   if shape:
     flags.DEFINE_enum('shape', 'MLP9', list(SHAPES), 'Table 1 shape to time.')

@@ -24,7 +24,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from experiments.benchmark import CorpusNotPrepared, load_training_ids, machine_info
-from experiments.brown import config_from_flagfile
+from nplm.cli import config_from_flagfile
 from experiments.heads_benchmark import interleaved_rates
 from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically

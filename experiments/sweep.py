@@ -3,6 +3,7 @@ r"""Named sweeps over a Table 1 row: each point trained in its own workdir, one 
   python -m experiments.sweep --sweep=table1_h --root=runs/sweeps/table1_h
   python -m experiments.sweep --sweep=table1_direct --epochs=1   # a quick look
   python -m experiments.sweep --sweep=mlp9_lr_seed --together     # 16 models, one program
+  python -m experiments.sweep --sweep=mlp9_lr --dataset=text:data/ptb --root=runs/ptb_lr
 
 Points already finished under --root are reused and an interrupted one resumes, so rerunning
 the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.sweep).
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from absl import app, flags
 
-from experiments.brown import _USER_ERRORS, config_from_flagfile, show_progress_lines
+from nplm.cli import USER_ERRORS, config_from_flagfile, show_progress_lines
 from nplm.sweep import SweepInterrupted, grid, markdown, run_sweep, write_results
 
 FLAGS_DIR = Path(__file__).parent / 'flags'
@@ -44,13 +45,13 @@ def main(argv):
   show_progress_lines()
   flagfile, points = SWEEPS[options.sweep]
   overrides = {key: getattr(options, key)
-               for key in ('data_dir', 'corpus_dir', 'epochs', 'max_steps')
+               for key in ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'epochs', 'max_steps')
                if getattr(options, key)}
   root = options.root or f'runs/sweeps/{options.sweep}'
   try:
     base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'), **overrides)
     rows = run_sweep(base, points, root, together=options.together)
-  except (*_USER_ERRORS, SweepInterrupted) as error:
+  except (*USER_ERRORS, SweepInterrupted) as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
   write_results(rows, root)
@@ -61,8 +62,10 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_string('sweep', '', f'The sweep to run: {", ".join(sorted(SWEEPS))}.')
   flags.DEFINE_string('root', '', "Points' workdirs and the results (empty: runs/sweeps/<sweep>).")
-  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (as brown.py).')
-  flags.DEFINE_string('corpus_dir', '', 'Raw Brown corpus directory (as brown.py).')
+  flags.DEFINE_string('dataset', '', "Every point's --dataset (empty: the flagfile's, brown).")
+  flags.DEFINE_string('tokens', '', "Every point's --tokens (empty: the flagfile's, words).")
+  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (as nplm train).')
+  flags.DEFINE_string('corpus_dir', '', 'Raw Brown corpus directory (as nplm train).')
   flags.DEFINE_integer('epochs', 0, "Caps every point's epochs (0: the flagfile's).")
   flags.DEFINE_bool('together', False, 'Train the points left in one program, vmapped '
                     '(they may differ only in seed, learning_rate, lr_decay, weight_decay).')

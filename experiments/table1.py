@@ -25,13 +25,12 @@ from pathlib import Path
 
 from absl import app, flags
 
-from experiments.brown import config_from_flagfile, show_progress_lines
+from nplm.cli import config_from_flagfile, show_progress_lines
 from nplm import ngram
 from nplm.checkpoint import IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
 from nplm.data.acquire import CorpusError
 from nplm.data.corpus import Corpus, load_corpus
-from nplm.data.vocab import TEXT_END
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.scoring import load_trained
 from nplm.train import TrainingDiverged, train_and_evaluate
@@ -104,7 +103,7 @@ class Table:
 
   def __init__(self, workdir: Path, corpus: Corpus, overrides: dict | None = None):
     self.workdir, self.corpus, self.overrides = Path(workdir), corpus, overrides or {}
-    self.boundary = int(corpus.vocab.encode([TEXT_END])[0])
+    self.boundary = corpus.boundary_id
     self.data_identity = {'vocab': corpus.vocab.fingerprint(),
                           'tokens': {s: len(ids) for s, ids in corpus.splits.items()}}
     self._trigram = None
@@ -160,10 +159,8 @@ class Table:
     summary_path = Path(config.workdir) / 'summary.json'
     if summary_path.exists():
       summary = json.loads(summary_path.read_text())
-      saved = Config.from_saved(summary['config']).to_dict()
-      same = all(saved[key] == value for key, value in config.to_dict().items()
-                 if key not in _OBSERVING_FIELDS)
-      if same and summary['status'] in FINISHED:
+      if (config.same_run(summary['config'], _OBSERVING_FIELDS)
+          and summary['status'] in FINISHED):
         return summary
     log.info('%s: training in %s', name, config.workdir)
     summary = train_and_evaluate(config, self.corpus)

@@ -21,20 +21,24 @@ class IncompatibleCheckpointError(RuntimeError):
 
 
 def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str,
-                  write: bool = True) -> None:
-  """Records the run's identity (if `write`: process 0 of a run), or checks it against the
-  one already recorded."""
+                  data_fingerprint: str, write: bool = True) -> None:
+  """Records the run's identity (if `write`: process 0 of a run): its config, vocabulary and
+  data (the ids of every split), or checks it against the one already recorded."""
   workdir.mkdir(parents=True, exist_ok=True)
   identity_path = workdir / 'run.json'
   if not identity_path.exists():
     if write:
       write_json_atomically(identity_path, {'config': config.to_dict(),
-                                            'vocab_fingerprint': vocab_fingerprint})
+                                            'vocab_fingerprint': vocab_fingerprint,
+                                            'data_fingerprint': data_fingerprint})
     return
   saved = json.loads(identity_path.read_text())
   problems = config.incompatibilities(saved['config'])
   if saved['vocab_fingerprint'] != vocab_fingerprint:
     problems.append('vocabulary: the corpus or --unk_max_count gives a different vocabulary')
+  elif saved.get('data_fingerprint', data_fingerprint) != data_fingerprint:  # Older runs: none.
+    problems.append(f'data: --dataset={config.dataset} now holds other text than the run '
+                    'was trained on (its files changed)')
   if problems:
     raise IncompatibleCheckpointError(
         f'{workdir} holds a run that this one cannot continue:\n  ' + '\n  '.join(problems) +

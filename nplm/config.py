@@ -1,13 +1,14 @@
 """The configuration of one run: every knob, its default and what it means.
 
-The experiment flags of `experiments/brown.py` are generated from this dataclass, so a
-field added here is a command-line flag there, with its help text.
+The trainer's flags (`nplm train`, nplm/cli) are generated from this dataclass, so a field
+added here is a command-line flag there, with its help text.
 """
 
 import dataclasses
 from typing import Any
 
 from nplm import heads, models, parallel
+from nplm.data import datasets
 from nplm.errors import ConfigError
 
 __all__ = ['Config', 'ConfigError']
@@ -21,11 +22,26 @@ def _knob(default: Any, help_text: str) -> Any:
 @dataclasses.dataclass(frozen=True)
 class Config:
   # --- data -------------------------------------------------------------------------
+  dataset: str = _knob('brown', 'The corpus: brown (the paper\'s), text:DIR (train.txt, '
+                       'valid.txt, test.txt), text:FILE (cut by lines) or '
+                       'tfds:NAME[/CONFIG][:FEATURE] (a TFDS text dataset).')
+  tokens: str = _knob('words', 'words (whitespace-separated; Brown\'s words) or chars (every '
+                      'character a token, the space too; reports bits per character).')
   data_dir: str = _knob('', 'TFDS data dir for the prepared corpus (empty: TFDS default).')
   corpus_dir: str = _knob('', 'Directory of the 500 Brown files ca01 … cr09 (empty: search).')
-  unk_max_count: int = _knob(3, 'Training-split words seen at most this often become <unk>.')
-  train_tokens: int = _knob(800_000, "The first this-many tokens train (the paper's split).")
-  valid_tokens: int = _knob(200_000, 'The next this-many validate; the rest is the test split.')
+  unk_max_count: int = _knob(-1, 'Training-split tokens seen at most this often become <unk> '
+                             '(-1: the dataset\'s default, 3 for brown as the paper, 0 = keep '
+                             'every training type for text: and tfds:).')
+  max_vocab_size: int = _knob(0, 'Keep at most this many ids, <unk> and the special tokens '
+                              'included: the most frequent (ties by the token); 0 = no bound.')
+  train_tokens: int = _knob(0, 'brown: the first this-many tokens train (0: the paper\'s '
+                            '800,000); text:FILE: the lines of the first this-many.')
+  valid_tokens: int = _knob(0, 'The next this-many validate (0: brown 200,000; text:FILE '
+                            'by --split_fractions); the rest is the test split.')
+  split_fractions: str = _knob('0.8,0.1,0.1', 'text:FILE: the train, valid, test shares of '
+                               'its lines (unless --train_tokens).')
+  tfds_splits: str = _knob('train,validation,test', 'tfds: the TFDS splits read as train, '
+                           'valid and test (slices allowed: train[:95%],train[95%:],test).')
 
   # --- model: context -> hidden (Eq. 1 without its output layer) -----------------------
   model: str = _knob('nnlm', 'nnlm (Bengio et al. 2003), or a recurrent model: rnn (Elman), '
@@ -114,6 +130,16 @@ class Config:
     known = {field.name for field in dataclasses.fields(cls)}
     return cls(**{name: value for name, value in saved.items() if name in known})
 
+  def resolved(self) -> 'Config':
+    """This config with the dataset-dependent defaults filled in (--unk_max_count -1, Brown's
+    split): what a run records and compares."""
+    changes = {}
+    if self.unk_max_count == -1:
+      changes['unk_max_count'] = datasets.default_unk_max_count(self.dataset)
+    if datasets.is_brown(self.dataset) and not self.train_tokens and not self.valid_tokens:
+      changes.update(datasets.BROWN_SPLIT)
+    return self.replace(**changes)
+
   def replace(self, **changes: Any) -> 'Config':
     return dataclasses.replace(self, **changes)
 
@@ -153,9 +179,7 @@ class Config:
         (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
         (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
         (self.weight_decay >= 0, f'--weight_decay must be 0 or more, got {self.weight_decay}'),
-        (self.unk_max_count >= 0, f'--unk_max_count must be 0 or more, got {self.unk_max_count}'),
-        (self.train_tokens > 0 and self.valid_tokens > 0,
-         '--train_tokens and --valid_tokens must be positive'),
+        *self._data_checks(),
         (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
         (self.eval_batch_size >= 1,
          f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
@@ -181,9 +205,53 @@ class Config:
         raise ConfigError(message)
     return self
 
+  def validate_data(self) -> 'Config':
+    """Returns self, or raises ConfigError naming the first data setting that cannot work
+    (for the programs that read a dataset without training)."""
+    for ok, message in self._data_checks():
+      if not ok:
+        raise ConfigError(message)
+    return self
+
+  def _data_checks(self) -> list[tuple[bool, str]]:
+    fractions = self.split_fractions.split(',')
+    try:
+      shares = [float(f) for f in fractions]
+    except ValueError:
+      shares = []
+    text_file_or_brown = datasets.is_brown(self.dataset) or self.dataset.startswith('text:')
+    return [
+        (datasets.check_name(self.dataset) is None, datasets.check_name(self.dataset)),
+        (self.tokens in ('words', 'chars'),
+         f'unknown --tokens={self.tokens!r}; known: words, chars'),
+        (self.unk_max_count >= -1,
+         f'--unk_max_count must be -1 (the dataset\'s default) or more, got {self.unk_max_count}'),
+        (self.max_vocab_size >= 0,
+         f'--max_vocab_size must be 0 (no bound) or more, got {self.max_vocab_size}'),
+        (self.train_tokens >= 0 and self.valid_tokens >= 0
+         and (self.train_tokens > 0) == (self.valid_tokens > 0),
+         '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
+        (text_file_or_brown or not self.train_tokens,
+         f'--train_tokens and --valid_tokens cut brown or text:FILE; {self.dataset} comes '
+         'split (--tfds_splits picks a TFDS dataset\'s splits)'),
+        (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
+         f'--split_fractions must be three positive shares summing to 1, got '
+         f'{self.split_fractions!r}'),
+        (len(self.tfds_splits.split(',')) == 3 and all(self.tfds_splits.split(',')),
+         f'--tfds_splits names three TFDS splits (train, valid, test), got {self.tfds_splits!r}'),
+    ]
+
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
-    """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config."""
-    saved = Config.from_saved(saved).to_dict()
+    """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config
+    (both with their dataset-dependent defaults resolved)."""
+    saved = Config.from_saved(saved).resolved().to_dict()
     return [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
-            for name, value in self.to_dict().items()
+            for name, value in self.resolved().to_dict().items()
             if name not in self.RESUMABLE_FIELDS and saved[name] != value]
+
+  def same_run(self, saved: dict[str, Any], observing: tuple[str, ...]) -> bool:
+    """Whether a finished run recorded with config `saved` is this config's run: equal in
+    every field but `observing` (fields that leave its numbers as they are)."""
+    saved = Config.from_saved(saved).resolved().to_dict()
+    return all(saved[name] == value for name, value in self.resolved().to_dict().items()
+               if name not in observing)

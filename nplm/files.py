@@ -12,7 +12,7 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
   path = Path(path)
   fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
   try:
-    with os.fdopen(fd, 'w', encoding='utf-8') as f:
+    with os.fdopen(fd, 'w', encoding='utf-8', newline='') as f:  # Characters kept as given.
       f.write(text)
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide exported files from other accounts.
     os.replace(tmp, path)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm.data.vocab import PARAGRAPH_END, TEXT_END
+from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END
 from nplm.errors import ConfigError
 from nplm.scoring import TrainedModel
 
@@ -117,11 +116,12 @@ def _draw(lm, variables, reader, seed, t, temperature, top_k, banned):
 def generate(trained: TrainedModel, prompt: Sequence[int] = (), sampling: Sampling = Sampling(),
              seed: int = 0) -> list[np.ndarray]:
   """`sampling.samples` continuations of the prompt's word ids, each up to `sampling.length`
-  ids in [0, |V|) and ending early with `</text>` (kept as its last word)."""
+  ids in [0, |V|) and ending early with the dataset's boundary token, `</text>` or `<eos>`
+  (kept as its last word)."""
   sampling.validate()
   lm, vocab = trained.lm, trained.vocab
   variables = lm.variables_of(trained.params)
-  boundary = vocab.id_of(TEXT_END)
+  boundary = trained.boundary_id
   recurrent = lm.model.recurrent
   padding = 1 if recurrent else lm.model.order - 1
   history = np.concatenate([np.full(padding, boundary), np.asarray(prompt, int)]).astype(np.int32)
@@ -140,11 +140,20 @@ def generate(trained: TrainedModel, prompt: Sequence[int] = (), sampling: Sampli
 
 
 def _text_end(ids: np.ndarray, boundary: int) -> int:
-  """The length of a sample: up to its first `</text>`, included."""
+  """The length of a sample: up to its first boundary token, included."""
   ends = np.flatnonzero(ids == boundary)
   return int(ends[0]) + 1 if len(ends) else len(ids)
 
 
-def as_text(words: Sequence[str]) -> str:
-  """Words joined by spaces, each paragraph end `</p>` a line break."""
-  return re.sub(f' ?{re.escape(PARAGRAPH_END)} ?', '\n', ' '.join(words))
+def as_text(tokens: Sequence[str], tokenization: str = 'words') -> str:
+  """Words joined by spaces (characters by nothing), each line end (`</p>`, `<eos>`) a line
+  break."""
+  lines, line = [], []
+  for token in tokens:
+    if token in (PARAGRAPH_END, END_OF_SENTENCE):
+      lines.append(line)
+      line = []
+    else:
+      line.append(token)
+  separator = ' ' if tokenization == 'words' else ''
+  return '\n'.join(separator.join(words) for words in [*lines, line])

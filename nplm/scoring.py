@@ -17,8 +17,8 @@ import numpy as np
 from nplm import parallel, stream_training
 from nplm.checkpoint import Checkpoints
 from nplm.config import Config
-from nplm.data import batching
-from nplm.data.vocab import TEXT_END, Vocabulary
+from nplm.data import batching, datasets
+from nplm.data.vocab import Vocabulary
 from nplm.lm import LanguageModel, build_language_model
 
 
@@ -33,12 +33,16 @@ class TrainedModel:
   lm: LanguageModel
   params: dict
 
+  @property
+  def boundary_id(self) -> int:
+    """The token before a split's first: its dataset's (</text> for Brown, else <eos>)."""
+    return self.vocab.id_of(datasets.boundary_token(self.config.dataset))
+
   def split_log_probs(self, ids: np.ndarray, batch_size: int | None = None) -> np.ndarray:
     """log p(w_t | its context) for every token of a split, in order (float64): the n-1
     previous words for a feed-forward model, every earlier word of the split for a
     recurrent one (one stream, `batch_size` words per segment)."""
-    order = self.config.order
-    boundary = int(self.vocab.encode([TEXT_END])[0])
+    order, boundary = self.config.order, self.boundary_id
     batch_size = batch_size or self.config.eval_batch_size
     if self.lm.model.recurrent:
       return stream_training.split_log_probs(self.lm, self.params, ids, boundary, batch_size)

@@ -1,10 +1,11 @@
 """Typed sentences scored by a trained model: log p of each word given the words before it.
 
 Each sentence is read as the start of a split (nplm.scoring.TrainedModel.split_log_probs), as
-if a text had just ended: a feed-forward model's first context is n-1 copies of `</text>`, a
-recurrent model starts from h_0 = 0 with `</text>` as its first input. Words are separated by
-whitespace, as the corpus's tokens are (punctuation is a token of its own: "said ." not
-"said."); a word outside the vocabulary is scored as `<unk>`, the class it was trained as.
+if a text (Brown) or a line (text datasets) had just ended: a feed-forward model's first
+context is n-1 copies of the boundary token, a recurrent model starts from h_0 = 0 with it as
+its first input. A sentence is tokenized as the model's dataset was (nplm.data.tokenize:
+Brown's punctuation is a token of its own, "said." is "said ."); a word outside the
+vocabulary is scored as `<unk>`, the class it was trained as.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from nplm.data.tokenize import words_of
 from nplm.errors import ConfigError
 from nplm.scoring import TrainedModel
 
 
 @dataclasses.dataclass(frozen=True)
 class TokenScore:
-  word: str  # As typed.
+  word: str  # As typed (after tokenization).
   token: str  # The vocabulary's word the model read: `word`, or <unk> outside the vocabulary.
   log_prob: float  # Natural log p(token | the earlier tokens of the sentence).
 
@@ -48,7 +50,7 @@ def score_sentences(trained: TrainedModel, sentences: Sequence[str]) -> list[Sen
   """Every sentence scored on its own, each from the start-of-split context."""
   scores = []
   for number, text in enumerate(sentences, 1):
-    words = text.split()
+    words = words_of(text, trained.config.dataset, trained.config.tokens)
     if not words:
       raise ConfigError(f'sentence {number} has no words to score')
     ids = trained.vocab.encode(words)

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from nplm import parallel, plots, train, vmapped_training
 from nplm.config import Config, ConfigError
-from nplm.data.corpus import Corpus, load_corpus
+from nplm.data.corpus import Corpus
+from nplm.data.datasets import load_dataset
 from nplm.files import write_text_atomically
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,9 @@ FINISHED = ('epochs_done', 'early_stopped', 'max_steps')
 # What each row reports of a point's summary, after its overrides.
 RESULTS = ('valid_ppl', 'test_ppl', 'vocab_size', 'epochs', 'wall_seconds',
            'train_examples_per_second', 'status', 'workdir')
-# The fields load_corpus reads: points that share them share one loaded corpus.
-DATA_FIELDS = ('data_dir', 'corpus_dir', 'unk_max_count', 'train_tokens', 'valid_tokens')
+# The fields load_dataset reads: points that share them share one loaded corpus.
+DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count', 'max_vocab_size',
+               'train_tokens', 'valid_tokens', 'split_fractions', 'tfds_splits')
 # Fields that leave a finished run's numbers as they are: a change to them reuses it.
 _OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                      'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
@@ -136,9 +138,7 @@ def _finished_summary(config: Config) -> dict | None:
   if not path.exists():
     return None
   summary = json.loads(path.read_text())
-  saved = Config.from_saved(summary['config']).to_dict()
-  same = all(saved[key] == value for key, value in config.to_dict().items()
-             if key not in _OBSERVING_FIELDS)
+  same = config.same_run(summary['config'], _OBSERVING_FIELDS)
   return summary if same and summary['status'] in FINISHED else None
 
 
@@ -194,10 +194,7 @@ def _corpus_for(config: Config, corpora: dict) -> Corpus:
   key = tuple(getattr(config, name) for name in DATA_FIELDS)
   if key not in corpora:
     parallel.initialize_processes(config)  # Before any device is touched by the loading.
-    corpora[key] = parallel.main_process_first(lambda: load_corpus(
-        data_dir=config.data_dir or None, corpus_dir=config.corpus_dir or None,
-        unk_max_count=config.unk_max_count, train_tokens=config.train_tokens,
-        valid_tokens=config.valid_tokens))
+    corpora[key] = parallel.main_process_first(lambda: load_dataset(config.resolved()))
   return corpora[key]
 
 

@@ -27,8 +27,8 @@ from tqdm import tqdm
 from nplm import parallel, plots
 from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
 from nplm.config import Config
-from nplm.data.corpus import Corpus, load_corpus
-from nplm.data.vocab import TEXT_END
+from nplm.data.corpus import Corpus
+from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.metrics import MetricsWriter
@@ -108,9 +108,8 @@ class _Run:
     self.mesh = parallel.make_mesh(config.mesh)
     # Built before the workdir is claimed: a head or the mesh may still refuse the config.
     self.lm = build_language_model(config, corpus.vocab.counts, self.mesh)
-    boundary = int(corpus.vocab.encode([TEXT_END])[0])
     feed = StreamFeed if self.lm.model.recurrent else WindowFeed
-    self.feed = feed(config, self.lm, corpus.splits, boundary, self.mesh)
+    self.feed = feed(config, self.lm, corpus.splits, corpus.boundary_id, self.mesh)
     self.main = parallel.is_main_process()  # Only process 0 writes the run's own files.
     self.checkpoints, self.writer = open_workdir(config, corpus, self.main)
     init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
@@ -230,7 +229,7 @@ def open_workdir(config: Config, corpus: Corpus, main: bool):
   """(checkpoints, metrics writer) of config.workdir, claimed for this run (or checked
   against the run it holds); process 0 (`main`) alone writes its vocab.txt and metrics."""
   workdir = Path(config.workdir)
-  claim_workdir(workdir, config, corpus.vocab.fingerprint(), write=main)
+  claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
   if main:
     corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
   return Checkpoints(workdir), MetricsWriter(workdir if main else None)
@@ -265,10 +264,14 @@ def run_summary(status: str, config: Config, corpus: Corpus, mesh, progress: dic
   stats, train_seconds = corpus.stats, progress['train_seconds']
   return {
       'status': status,
+      'dataset': config.dataset,
+      'data_fingerprint': corpus.fingerprint,
       'vocab_size': corpus.vocab.size,
       'tokens': {name: stats[name]['tokens'] for name in results},
       'unk_rate': {name: stats[name]['unk_rate'] for name in results},
       **{f'{name}_ppl': results[name]['ppl'] for name in results},
+      **({'bpc': {name: bits_per_token(results[name]) for name in results}}
+         if config.tokens == 'chars' else {}),
       'nll': {name: results[name]['nll'] for name in results},
       'epochs': progress['epochs_done'],
       'best_epoch': progress['best_epoch'],
@@ -284,6 +287,11 @@ def run_summary(status: str, config: Config, corpus: Corpus, mesh, progress: dic
                   'mesh': dict(mesh.shape)},
       'config': config.to_dict(),
   }
+
+
+def bits_per_token(result: dict) -> float:
+  """Σ -log2 p / tokens: bits per character for a character-level model."""
+  return result['nll'] / result['tokens'] / math.log(2)
 
 
 def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
@@ -311,12 +319,10 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
 
 
 def run(config: Config, corpus: Corpus | None = None) -> dict:
-  """Loads the Brown corpus named by the config (unless given) and trains on it."""
-  config.validate()
+  """Loads the corpus the config names (--dataset; unless given) and trains on it."""
+  config = config.resolved().validate()
   parallel.initialize_processes(config)
   if corpus is None:
-    corpus = parallel.main_process_first(lambda: load_corpus(
-        data_dir=config.data_dir or None, corpus_dir=config.corpus_dir or None,
-        unk_max_count=config.unk_max_count, train_tokens=config.train_tokens,
-        valid_tokens=config.valid_tokens))
+    log.info('loading --dataset=%s (%s)', config.dataset, config.tokens)
+    corpus = parallel.main_process_first(lambda: load_dataset(config))
   return train_and_evaluate(config, corpus)

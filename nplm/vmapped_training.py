@@ -30,7 +30,6 @@ from nplm.checkpoint import IncompatibleCheckpointError, abstract_of
 from nplm.config import Config, ConfigError
 from nplm.data import batching
 from nplm.data.corpus import Corpus
-from nplm.data.vocab import TEXT_END
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.window_training import WindowFeed, batch_loss, batch_nll, create_state, exact_nll
@@ -156,8 +155,7 @@ class _Together:
       raise ConfigError('models trained together keep their output rows whole: use a mesh '
                         'with data only (e.g. --mesh=data:8)')
     self.lm = build_language_model(self.config, corpus.vocab.counts, self.mesh)
-    boundary = int(corpus.vocab.encode([TEXT_END])[0])
-    self.feed = WindowFeed(self.config, self.lm, corpus.splits, boundary, self.mesh)
+    self.feed = WindowFeed(self.config, self.lm, corpus.splits, corpus.boundary_id, self.mesh)
     self.main = parallel.is_main_process()
     self.members = [_Member(config, corpus, self.main) for config in configs]
     states, self.run_rngs, self.hyperparameters = initial_states(configs, self.lm, self.mesh)
@@ -180,7 +178,7 @@ class _Together:
                 if m.training and int(s.step) < max(steps)]
       raise IncompatibleCheckpointError(
           f'the models to train together were saved at different steps ({sorted(steps)}); '
-          f'finish {", ".join(behind)} alone (python -m experiments.brown with its config and '
+          f'finish {", ".join(behind)} alone (nplm train with its config and '
           'workdir), or delete those workdirs to train them from the start')
     return steps.pop() if steps else int(states[0].step)
 
@@ -332,7 +330,7 @@ def train_together(configs: list[Config], corpus: Corpus) -> list[dict]:
   Stopped by SIGTERM/Ctrl-C, every model still training saves a checkpoint and each
   summary is {'status': 'interrupted', ...}; rerunning the same configs continues them.
   """
-  configs = check_together(configs)
+  configs = check_together([config.resolved() for config in configs])
   run = _Together(configs, corpus)
   try:
     with train.stop_requests() as stop:

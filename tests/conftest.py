@@ -6,7 +6,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from nplm.data import load_corpus
+from nplm.data import brown_format, load_corpus
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
 FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
@@ -30,6 +30,20 @@ def compilation_cache(tmp_path_factory):
   yield
   for name in settings:
     os.environ.pop(name.upper())
+
+
+def write_text_corpus(directory: Path) -> Path:
+  """The tiny corpus's paragraphs as a text:DIR corpus, one per line: the first 60% of the
+  lines in train.txt, the next 20% in valid.txt, the rest in test.txt."""
+  lines = [' '.join(words) for name in FIXTURE_FILES
+           for words in brown_format.read_paragraphs(FIXTURE_DIR / name)]
+  train_end, valid_end = len(lines) * 6 // 10, len(lines) * 8 // 10
+  cuts = {'train': (0, train_end), 'valid': (train_end, valid_end),
+          'test': (valid_end, len(lines))}
+  directory.mkdir(parents=True, exist_ok=True)
+  for split, (start, stop) in cuts.items():
+    (directory / f'{split}.txt').write_text(''.join(line + '\n' for line in lines[start:stop]))
+  return directory
 
 
 def load_tiny_corpus(data_dir):

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm.data import acquire, brown, brown_format, corpus, export
+from nplm.cli import export
+from nplm.data import acquire, brown, brown_format, corpus
 from nplm.data import CorpusNotFoundError, CorruptCorpusError, Vocabulary
 from nplm.data.vocab import PARAGRAPH_END, TEXT_END, UNK
 
@@ -318,15 +319,15 @@ def test_export_round_trips_the_id_streams(fixture_corpus, tmp_path):
 
 def test_export_lines_break_after_paragraphs_and_texts():
   tokens = ['a', '</p>', 'b', '</p>', '</text>', 'c', '</p>', 'd']
-  assert export.lines_of(tokens) == ['a </p>', 'b </p> </text>', 'c </p>', 'd']
+  assert export.brown_lines(tokens) == ['a </p>', 'b </p> </text>', 'c </p>', 'd']
 
 
 def test_export_cli_reports_a_missing_corpus_in_one_line(tmp_path):
   result = subprocess.run(
-      [sys.executable, '-m', 'nplm.data.export', f'--out={tmp_path / "out"}',
+      [sys.executable, '-m', 'nplm.cli.export', f'--out={tmp_path / "out"}',
        f'--data_dir={tmp_path / "tfds"}', f'--corpus_dir={tmp_path / "nowhere"}'],
       capture_output=True, text=True, cwd=Path(__file__).parent.parent, check=False)
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert 'Traceback' not in result.stderr
   last_line = result.stderr.strip().splitlines()[-1]
   assert last_line == f'error: {tmp_path / "nowhere"} is not a directory'

@@ -19,7 +19,7 @@ import pytest
 from launch import local
 from nplm.config import Config
 from nplm.train import train_and_evaluate
-from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
+from tests.conftest import TINY_SPLIT, write_text_corpus
 
 ROOT = Path(__file__).parent.parent
 LAUNCH = ROOT / 'launch'
@@ -37,10 +37,10 @@ def test_committed_notebook_is_valid_and_has_no_outputs():
 
 def test_notebook_runs_top_to_bottom_on_the_tiny_corpus(tmp_path, monkeypatch):
   workdir = tmp_path / 'run'
-  smoke = dict(corpus_dir=str(FIXTURE_DIR), data_dir=str(tmp_path / 'tfds'), unk_max_count=1,
-               expected_words=FIXTURE_WORDS, expected_files=list(FIXTURE_FILES),
+  text_dir = write_text_corpus(tmp_path / 'text')
+  smoke = dict(dataset=f'text:{text_dir}', data_dir=str(tmp_path / 'tfds'), unk_max_count=1,
                order=3, feature_size=8, hidden_size=12, batch_size=16, epochs=2, patience=2,
-               eval_batch_size=64, log_every=5, workdir=str(workdir), **TINY_SPLIT)
+               eval_batch_size=64, log_every=5, workdir=str(workdir))
   monkeypatch.setenv('NPLM_NOTEBOOK_SMOKE', json.dumps(smoke))
   monkeypatch.setenv('JAX_PLATFORMS', 'cpu')
   notebook = nbformat.read(LAUNCH / 'colab_tpu.ipynb', as_version=4)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.brown import config_from_flagfile
+from nplm.cli import config_from_flagfile
 from experiments.sweep import FLAGS_DIR, SWEEPS
 from nplm import train, vmapped_training
 from nplm.config import ConfigError

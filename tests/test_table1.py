@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import mix, table1
+from experiments import table1
+from nplm.cli import mix
 from nplm import ngram
 from nplm.checkpoint import Checkpoints
 from nplm.data.vocab import TEXT_END

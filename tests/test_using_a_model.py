@@ -13,8 +13,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import generate as generate_program
-from experiments import score as score_program
+from nplm.cli import generate as generate_program
+from nplm.cli import score as score_program
 from nplm import neighbours
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError

@@ -1,7 +1,8 @@
-"""The vocabulary: words of the training split with ids sorted by descending frequency.
+"""The vocabulary: tokens of the training split with ids sorted by descending frequency.
 
 Sampled heads (log-uniform proposals, frequency-binned class and adaptive softmaxes) rely
 on id order following training frequency, `<unk>` included at the rank of its merged count.
+A dataset's special tokens (`<eos>`, Brown's marks) are reserved: they always keep an id.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from nplm.files import write_text_atomically
 UNK = '<unk>'
 PARAGRAPH_END = '</p>'
 TEXT_END = '</text>'
-SPECIAL_TOKENS = (UNK, PARAGRAPH_END, TEXT_END)
+END_OF_SENTENCE = '<eos>'  # Text datasets: after every line, as PyTorch's word_language_model.
+SPECIAL_TOKENS = (UNK, PARAGRAPH_END, TEXT_END)  # Brown's.
 
 _HEADER_PREFIX = '#nplm-vocabulary unk_max_count='
 
@@ -47,14 +49,38 @@ class Vocabulary:
     object.__setattr__(self, '_ids', ids)
 
   @classmethod
-  def build(cls, train_tokens: Iterable[str], unk_max_count: int = 3) -> Vocabulary:
-    """Words seen more than unk_max_count times keep an id; the others merge into <unk>."""
+  def build(cls, train_tokens: Iterable[str], unk_max_count: int = 3, max_size: int = 0,
+            reserved: Sequence[str] = ()) -> Vocabulary:
+    """From the training split's tokens; see from_counts."""
     counts = collections.Counter(train_tokens)
-    # <unk> already in the tokens (a decoded or exported stream) stays <unk>: rebuilding from
-    # such a stream gives the same vocabulary.
-    merged = counts.pop(UNK, 0)
-    kept = {word: n for word, n in counts.items() if n > unk_max_count}
-    kept[UNK] = merged + sum(n for n in counts.values() if n <= unk_max_count)
+    return cls.from_counts(list(counts), np.fromiter(counts.values(), np.int64, len(counts)),
+                           unk_max_count, max_size, reserved)
+
+  @classmethod
+  def from_counts(cls, types: Sequence[str], counts: np.ndarray, unk_max_count: int = 3,
+                  max_size: int = 0, reserved: Sequence[str] = ()) -> Vocabulary:
+    """Types seen more than unk_max_count times keep an id, at most max_size ids in all
+    (0: no bound; the most frequent kept, ties by the word); the others merge into <unk>.
+    `reserved` tokens always keep an id (with a count of 0 if training never saw them)."""
+    counts = np.asarray(counts, np.int64)
+    # <unk> already in the tokens (a decoded or exported stream, a corpus that ships its own
+    # unknown token) stays <unk>: rebuilding from such a stream gives the same vocabulary.
+    reserved = {t: 0 for t in reserved if t != UNK}
+    candidates = []
+    for index in np.flatnonzero(counts > unk_max_count).tolist():
+      word = types[index]
+      if word in reserved:
+        reserved[word] = int(counts[index])
+      elif word != UNK:
+        candidates.append((-int(counts[index]), word))
+    candidates.sort()
+    room = len(candidates) if not max_size else max_size - 1 - len(reserved)
+    if room < 0:
+      raise ValueError(f'--max_vocab_size={max_size} leaves no room: <unk> and the '
+                       f'{len(reserved)} reserved tokens need {len(reserved) + 1} ids')
+    kept = {word: -negative for negative, word in candidates[:room]}
+    kept.update(reserved)
+    kept[UNK] = int(counts.sum()) - sum(kept.values())  # Every other training token.
     ranked = sorted(kept.items(), key=lambda item: (-item[1], item[0]))
     return cls(tuple(w for w, _ in ranked), np.array([n for _, n in ranked]), unk_max_count)
 
@@ -93,7 +119,10 @@ class Vocabulary:
 
   @classmethod
   def load(cls, path: str | os.PathLike) -> Vocabulary:
-    header, *lines = Path(path).read_text(encoding='utf-8').splitlines()
+    # Bytes decoded and split on '\n' only: a character-level vocabulary may hold '\r',
+    # '\x0c' or '\u2028', which text mode and splitlines() take for line breaks.
+    text = Path(path).read_bytes().decode('utf-8')
+    header, *lines = text.removesuffix('\n').split('\n')
     if not header.startswith(_HEADER_PREFIX):
       raise ValueError(f'{path} is not a vocabulary file written by Vocabulary.save')
     entries = [line.rsplit('\t', 1) for line in lines]
