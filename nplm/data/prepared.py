@@ -155,8 +155,8 @@ def read(builder: NplmTokens) -> PreparedTokens:
   try:
     types, counts = tuple(metadata['types']), np.array(metadata['train_counts'], np.int64)
     splits = {split: _read_split(builder, split, metadata) for split in SPLITS}
-  except (KeyError, ValueError, OSError) as error:
-    raise CorruptCorpusError(f'{builder.data_dir} is damaged ({error!r}); delete it and rerun '
+  except (KeyError, ValueError, OSError, RuntimeError) as error:  # Riegeli: RuntimeError.
+    raise CorruptCorpusError(f'{builder.data_dir} is damaged ({error}); delete it and rerun '
                              'to prepare it again') from None
   if len(counts) != len(types) or any(int(ids.max(initial=0)) >= len(types)
                                       for ids in splits.values()):
