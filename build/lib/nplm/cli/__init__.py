@@ -1,0 +1,70 @@
+"""The command-line programs (`nplm <command>`, or `python -m experiments.<command>` in a
+checkout) and what they share: flags from Config, progress lines, one-line errors."""
+
+import dataclasses
+import logging
+import sys
+
+import tensorflow_datasets as tfds
+from absl import flags
+from absl import logging as absl_logging
+
+from nplm.checkpoint import IncompatibleCheckpointError
+from nplm.config import Config, ConfigError
+from nplm.data.acquire import CorpusError
+from nplm.scoring import NoTrainedModelError
+from nplm.train import TrainingDiverged
+
+_DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+                   float: flags.DEFINE_float, str: flags.DEFINE_string}
+# The command line always has a workdir; from Python one must be chosen.
+_CLI_DEFAULTS = {'workdir': 'runs/default'}
+# User mistakes print one line, not a traceback.
+USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged,
+               NoTrainedModelError)
+DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count', 'max_vocab_size',
+               'train_tokens', 'valid_tokens', 'split_fractions', 'tfds_splits')
+
+
+def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
+                        names: tuple[str, ...] | None = None) -> None:
+  """A flag per Config field (or per field in `names`), with the field's help text."""
+  for field in dataclasses.fields(Config):
+    if names is None or field.name in names:
+      _DEFINE_BY_TYPE[field.type](field.name, _CLI_DEFAULTS.get(field.name, field.default),
+                                  field.metadata['help'], flag_values=flag_values)
+
+
+def config_from_flags(**overrides) -> Config:
+  """The Config the command line sets (fields without a flag keep their defaults)."""
+  values = {f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(Config)
+            if f.name in flags.FLAGS}
+  return Config(**{**values, **overrides})
+
+
+def config_from_flagfile(path: str, **overrides) -> Config:
+  """The Config a flagfile sets (as `--flagfile=path` would), then `overrides`; for runners
+  that read several flagfiles, so the flags go to a private FlagValues."""
+  flag_values = flags.FlagValues()
+  define_config_flags(flag_values)
+  flag_values(['config_from_flagfile', f'--flagfile={path}'])
+  config = Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
+  return config.replace(**overrides)
+
+
+def show_progress_lines() -> None:
+  """nplm's own INFO lines on stderr; libraries (Orbax, TFDS) only warn."""
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  tfds.disable_progress_bar()
+  handler = logging.StreamHandler()
+  handler.setFormatter(logging.Formatter('%(asctime)s %(message)s', '%H:%M:%S'))
+  logger = logging.getLogger('nplm')
+  logger.addHandler(handler)
+  logger.setLevel(logging.INFO)
+  logger.propagate = False
+
+
+def fail(error: Exception) -> None:
+  """Exits with status 2 after one line naming the mistake."""
+  print(f'error: {error}', file=sys.stderr)
+  sys.exit(2)

@@ -1,0 +1,37 @@
+"""`nplm <command> [flags]` (or `python -m nplm.cli`): every program by name."""
+
+import importlib
+import sys
+
+COMMANDS = {
+    'train': 'Train (or resume) a model on any --dataset; exact perplexities at the end.',
+    'evaluate': "A trained model's exact perplexity on a dataset's splits or a text file.",
+    'ngram': 'Fit and score an n-gram baseline (Kneser-Ney, interpolated trigram).',
+    'score': 'Log-probabilities of typed sentences under a trained model.',
+    'generate': 'Text sampled from a trained model.',
+    'neighbours': 'Nearest words by their learned feature vectors.',
+    'mix': 'A trained model mixed with the interpolated trigram.',
+    'export': 'A dataset\'s token streams as text files.',
+}
+
+
+def usage() -> str:
+  lines = ['usage: nplm <command> [--flags]   (nplm <command> --help for its flags)', '']
+  lines += [f'  {name:11} {text}' for name, text in COMMANDS.items()]
+  return '\n'.join(lines)
+
+
+def main() -> None:
+  if len(sys.argv) < 2 or sys.argv[1] in ('-h', '--help', 'help'):
+    print(usage())
+    sys.exit(0 if len(sys.argv) >= 2 else 2)
+  command = sys.argv[1]
+  if command not in COMMANDS:
+    print(f'error: unknown command {command!r}\n\n{usage()}', file=sys.stderr)
+    sys.exit(2)
+  module = importlib.import_module(f'nplm.cli.{command}')
+  module.run_program([f'nplm {command}', *sys.argv[2:]])
+
+
+if __name__ == '__main__':
+  main()

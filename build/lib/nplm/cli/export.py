@@ -1,0 +1,99 @@
+r"""Writes the token streams that models see as text files, for inspection and other tools.
+
+  nplm export --out=DIR [--dataset=brown] [--tokens=words] [--unk_max_count=-1] ...
+  python -m nplm.cli.export --out=DIR
+
+DIR receives train.txt, valid.txt, test.txt and vocab.txt, with the vocabulary applied (rare
+words appear as <unk>). Brown: the boundary marks appear verbatim, so splitting a file on
+whitespace gives exactly the split's tokens; one paragraph per line, a text's last line ends
+with `</p> </text>` (the line breaks after `</text>`, not between the two marks). Text and
+TFDS datasets: one line per `<eos>`, the `<eos>` left out (reading the files back as
+text:DIR restores it); characters are written as they are, with no spaces added.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from absl import app, flags
+
+from nplm import cli
+from nplm.data.corpus import SPLIT_NAMES, Corpus
+from nplm.data.datasets import is_brown, load_dataset
+from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END
+from nplm.files import write_text_atomically
+
+FLAGS = flags.FLAGS
+
+
+def brown_lines(tokens: list[str]) -> list[str]:
+  """One line per paragraph, breaking after </p> unless </text> follows it."""
+  lines, current = [], []
+  for position, token in enumerate(tokens):
+    current.append(token)
+    next_token = tokens[position + 1] if position + 1 < len(tokens) else None
+    if token == TEXT_END or token == PARAGRAPH_END and next_token != TEXT_END:
+      lines.append(' '.join(current))
+      current = []
+  if current:  # A split may end inside a paragraph.
+    lines.append(' '.join(current))
+  return lines
+
+
+def text_lines(tokens: list[str], tokenization: str) -> list[str]:
+  """One line per <eos>, without it: the text file that tokenizes back to `tokens`."""
+  separator = ' ' if tokenization == 'words' else ''
+  lines, current = [], []
+  for token in tokens:
+    if token == END_OF_SENTENCE:
+      lines.append(separator.join(current))
+      current = []
+    else:
+      current.append(token)
+  if current:
+    lines.append(separator.join(current))
+  return lines
+
+
+def export_splits(corpus: Corpus, out_dir: str | os.PathLike, dataset: str = 'brown',
+                  tokenization: str = 'words') -> list[Path]:
+  """Writes <split>.txt for every split and vocab.txt; returns the paths written."""
+  out_dir = Path(out_dir)
+  out_dir.mkdir(parents=True, exist_ok=True)
+  written = []
+  for name in SPLIT_NAMES:
+    tokens = corpus.vocab.decode(corpus.splits[name])
+    lines = (brown_lines(tokens) if is_brown(dataset) and tokenization == 'words'
+             else text_lines(tokens, tokenization))
+    path = out_dir / f'{name}.txt'
+    write_text_atomically(path, ''.join(line + '\n' for line in lines))
+    written.append(path)
+  corpus.vocab.save(out_dir / 'vocab.txt')
+  return written + [out_dir / 'vocab.txt']
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  cli.show_progress_lines()
+  config = cli.config_from_flags()
+  try:
+    config = config.resolved().validate_data()
+    corpus = load_dataset(config)
+    paths = export_splits(corpus, FLAGS.out, config.dataset, config.tokens)
+  except (*cli.USER_ERRORS, OSError) as error:
+    cli.fail(error)
+  sizes = ', '.join(f'{name} {corpus.stats[name]["tokens"]:,}' for name in SPLIT_NAMES)
+  print(f'|V| = {corpus.vocab.size:,}; tokens: {sizes}; wrote {", ".join(map(str, paths))}')
+
+
+def run_program(argv=None) -> None:
+  flags.DEFINE_string('out', None, 'Directory to write the split files into.')
+  flags.mark_flag_as_required('out')
+  cli.define_config_flags(names=cli.DATA_FIELDS)
+  app.run(main, argv=argv)
+
+
+if __name__ == '__main__':
+  run_program()

@@ -1,0 +1,101 @@
+r"""An n-gram baseline on any dataset: fit on train, exact perplexity of every split.
+
+  nplm ngram --dataset=text:data/ptb --order=5 --out=runs/ptb_kn5          # Kneser-Ney
+  nplm ngram --dataset=brown --order=3 --model=delint --out=runs/delint3   # the paper's
+  python -m experiments.ngram --dataset=text:data/ptb --order=5 --out=DIR
+
+--model=kn: interpolated modified Kneser-Ney (Chen & Goodman 1999) of any order; delint: the
+paper's interpolated trigram (weights by EM on valid). Both score the same tokens as the
+networks (each split after order-1 boundary tokens, every token once) from a distribution
+normalized over the vocabulary; the data flags are the trainer's. Writes DIR/ngram.json.
+"""
+
+import math
+import time
+from pathlib import Path
+
+from absl import app, flags
+
+from nplm import cli, ngram
+from nplm.config import ConfigError
+from nplm.data.corpus import Corpus
+from nplm.data.datasets import load_dataset
+from nplm.files import write_json_atomically
+
+FLAGS = flags.FLAGS
+
+
+def fit(corpus: Corpus, model: str, order: int):
+  splits, size, boundary = corpus.splits, corpus.vocab.size, corpus.boundary_id
+  if model == 'delint':
+    if order != 3:
+      raise ConfigError(f'--model=delint is the interpolated trigram: --order=3, not {order}')
+    return ngram.InterpolatedTrigram.fit(splits['train'], splits['valid'], size, boundary)
+  if order < 1:
+    raise ConfigError(f'--order must be at least 1, got {order}')
+  return ngram.KneserNey.fit(splits['train'], order, size, boundary)
+
+
+def results(corpus: Corpus, config, model: str, order: int) -> dict:
+  started = time.perf_counter()
+  fitted = fit(corpus, model, order)
+  nll = {name: -math.fsum(fitted.log_prob_split(ids).tolist())
+         for name, ids in corpus.splits.items()}
+  tokens = {name: corpus.stats[name]['tokens'] for name in corpus.splits}
+  summary = {
+      'model': model, 'order': order, 'dataset': config.dataset, 'tokenization': config.tokens,
+      'vocab_size': corpus.vocab.size, 'tokens': tokens,
+      'unk_rate': {name: corpus.stats[name]['unk_rate'] for name in corpus.splits},
+      **{f'{name}_ppl': math.exp(nll[name] / tokens[name]) for name in corpus.splits},
+      'nll': nll, 'data_fingerprint': corpus.fingerprint,
+      'config': {name: getattr(config, name) for name in cli.DATA_FIELDS},
+      'wall_seconds': time.perf_counter() - started,
+  }
+  if config.tokens == 'chars':
+    summary['bpc'] = {name: nll[name] / tokens[name] / math.log(2) for name in nll}
+  return summary
+
+
+def report(summary: dict) -> str:
+  name = f'KN{summary["order"]}' if summary['model'] == 'kn' else 'DelInt3'
+  lines = [f'{name} on {summary["dataset"]} ({summary["tokenization"]}), '
+           f'|V| = {summary["vocab_size"]:,}']
+  for split in ('train', 'valid', 'test'):
+    bits = f'   {summary["bpc"][split]:.4f} bits/char' if 'bpc' in summary else ''
+    lines.append(f'{split:>5}: perplexity {summary[f"{split}_ppl"]:9.2f}{bits}   '
+                 f'tokens {summary["tokens"][split]:>9,}   '
+                 f'<unk> rate {100 * summary["unk_rate"][split]:.2f}%')
+  return '\n'.join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.show_progress_lines()
+  try:
+    if FLAGS.model not in ('kn', 'delint'):
+      raise ConfigError(f'unknown --model={FLAGS.model!r}; known: kn, delint')
+    config = cli.config_from_flags().resolved().validate_data()
+    corpus = load_dataset(config)
+    summary = results(corpus, config, FLAGS.model, FLAGS.order)
+    out = Path(FLAGS.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out / 'ngram.json', summary)
+  except (*cli.USER_ERRORS, OSError) as error:
+    cli.fail(error)
+  print(report(summary))
+  print(f'wrote {out / "ngram.json"}')
+
+
+def run_program(argv=None) -> None:
+  flags.DEFINE_integer('order', 5, 'n: the model predicts a token from the n-1 before it.')
+  flags.DEFINE_string('model', 'kn', 'kn (modified Kneser-Ney) or delint (the paper\'s '
+                      'interpolated trigram, --order=3).')
+  flags.DEFINE_string('out', None, 'Directory that receives ngram.json.')
+  flags.mark_flag_as_required('out')
+  cli.define_config_flags(names=cli.DATA_FIELDS)
+  app.run(main, argv=argv)
+
+
+if __name__ == '__main__':
+  run_program()

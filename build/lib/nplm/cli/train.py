@@ -1,0 +1,53 @@
+r"""Train a language model on any dataset: early-stop, report exact perplexities.
+
+  nplm train --flagfile=experiments/flags/mlp9.flags                    # Brown, Table 1's MLP9
+  nplm train --dataset=text:data/ptb --model=lstm --workdir=runs/ptb    # PTB's layout
+  nplm train --dataset=tfds:lm1b --tfds_splits=train[:99%],train[99%:],test --head=nce
+  python -m experiments.brown --flagfile=experiments/flags/mlp9.flags   # in a checkout
+
+Every field of nplm.config.Config is a flag (see --helpfull); a flagfile sets a Table 1 row
+and any flag after it overrides it. From Python: `nplm.train.run(Config(...))`.
+"""
+
+from absl import app
+
+from nplm import cli, parallel
+from nplm.train import run
+
+
+def report(summary: dict) -> str:
+  if summary['status'] == 'interrupted':
+    return (f'Interrupted at step {summary["steps"]}; checkpoint saved. '
+            f'Rerun the same command to resume from {summary["workdir"]}.')
+  rows = [f'{summary["dataset"]}   |V| = {summary["vocab_size"]:,}   '
+          f'status: {summary["status"]}   '
+          f'epochs: {summary["epochs"]} (best {summary["best_epoch"]})   '
+          f'{summary["train_examples_per_second"]:.0f} train examples/s   '
+          f'{summary["wall_seconds"]:.0f} s']
+  for split in ('train', 'valid', 'test'):
+    bits = f'   {summary["bpc"][split]:.4f} bits/char' if 'bpc' in summary else ''
+    rows.append(f'{split:>5}: perplexity {summary[f"{split}_ppl"]:9.2f}{bits}   '
+                f'tokens {summary["tokens"][split]:>9,}   '
+                f'<unk> rate {100 * summary["unk_rate"][split]:.2f}%')
+  return '\n'.join(rows)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.show_progress_lines()
+  try:
+    summary = run(cli.config_from_flags())
+  except cli.USER_ERRORS as error:
+    cli.fail(error)
+  if parallel.is_main_process():  # One report per run, not one per process.
+    print(report(summary))
+
+
+def run_program(argv=None) -> None:
+  cli.define_config_flags()
+  app.run(main, argv=argv)
+
+
+if __name__ == '__main__':
+  run_program()

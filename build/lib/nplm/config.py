@@ -1,0 +1,257 @@
+"""The configuration of one run: every knob, its default and what it means.
+
+The trainer's flags (`nplm train`, nplm/cli) are generated from this dataclass, so a field
+added here is a command-line flag there, with its help text.
+"""
+
+import dataclasses
+from typing import Any
+
+from nplm import heads, models, parallel
+from nplm.data import datasets
+from nplm.errors import ConfigError
+
+__all__ = ['Config', 'ConfigError']
+
+
+def _knob(default: Any, help_text: str) -> Any:
+  """A config field with its help text: the flag `--<name>` shows it under --helpfull."""
+  return dataclasses.field(default=default, metadata={'help': help_text})
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  # --- data -------------------------------------------------------------------------
+  dataset: str = _knob('brown', 'The corpus: brown (the paper\'s), text:DIR (train.txt, '
+                       'valid.txt, test.txt), text:FILE (cut by lines) or '
+                       'tfds:NAME[/CONFIG][:FEATURE] (a TFDS text dataset).')
+  tokens: str = _knob('words', 'words (whitespace-separated; Brown\'s words) or chars (every '
+                      'character a token, the space too; reports bits per character).')
+  data_dir: str = _knob('', 'TFDS data dir for the prepared corpus (empty: TFDS default).')
+  corpus_dir: str = _knob('', 'Directory of the 500 Brown files ca01 … cr09 (empty: search).')
+  unk_max_count: int = _knob(-1, 'Training-split tokens seen at most this often become <unk> '
+                             '(-1: the dataset\'s default, 3 for brown as the paper, 0 = keep '
+                             'every training type for text: and tfds:).')
+  max_vocab_size: int = _knob(0, 'Keep at most this many ids, <unk> and the special tokens '
+                              'included: the most frequent (ties by the token); 0 = no bound.')
+  train_tokens: int = _knob(0, 'brown: the first this-many tokens train (0: the paper\'s '
+                            '800,000); text:FILE: the lines of the first this-many.')
+  valid_tokens: int = _knob(0, 'The next this-many validate (0: brown 200,000; text:FILE '
+                            'by --split_fractions); the rest is the test split.')
+  split_fractions: str = _knob('0.8,0.1,0.1', 'text:FILE: the train, valid, test shares of '
+                               'its lines (unless --train_tokens).')
+  tfds_splits: str = _knob('train,validation,test', 'tfds: the TFDS splits read as train, '
+                           'valid and test (slices allowed: train[:95%],train[95%:],test).')
+
+  # --- model: context -> hidden (Eq. 1 without its output layer) -----------------------
+  model: str = _knob('nnlm', 'nnlm (Bengio et al. 2003), or a recurrent model: rnn (Elman), '
+                     'lstm, gru.')
+  order: int = _knob(5, 'nnlm: n, the model predicts w_t from the n-1 previous words.')
+  feature_size: int = _knob(30, 'm: size of each word feature vector C(w) (the embedding).')
+  hidden_size: int = _knob(100, 'h: hidden units (nnlm: tanh units, 0 = none, needs --direct; '
+                           'recurrent: the state of each layer).')
+  direct: bool = _knob(False, 'nnlm: direct connections W x from the word features to the '
+                       'output.')
+  num_layers: int = _knob(1, 'Recurrent models: stacked recurrent layers.')
+  dropout: float = _knob(0.0, 'Recurrent models: dropout rate on the embeddings, between '
+                         'layers and on the last layer (Zaremba et al. 2014).')
+  tie_embeddings: bool = _knob(False, "The output rows are the input embedding C (needs "
+                               "--hidden_size's output as wide as --feature_size).")
+
+  # --- head: hidden -> loss | exact log p -----------------------------------------------
+  head: str = _knob('softmax', 'Output head name in nplm.heads.HEADS: softmax, class, tree, '
+                    'is, nce, negative_sampling, adaptive.')
+  num_classes: int = _knob(0, 'class head: number of frequency-binned classes (0 = √|V|).')
+  tree: str = _knob('huffman', 'tree head: huffman (from training counts) or balanced.')
+  num_samples: int = _knob(
+      100, 'k: words sampled per update by the is, nce and negative_sampling heads, '
+      'shared by the minibatch.')
+  proposal_power: float = _knob(
+      1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = the unigram, 0 = uniform).')
+  adaptive_cutoffs: str = _knob(
+      '', 'adaptive head: comma-separated ids where the tail clusters start '
+      '(empty = where the words cover 80% and 95% of the training tokens).')
+
+  # --- optimization ---------------------------------------------------------------------
+  optimizer: str = _knob('adamw', 'sgd (the paper) or adamw (faster).')
+  learning_rate: float = _knob(1e-3, 'ε0: the initial learning rate.')
+  lr_decay: float = _knob(0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates (paper: 1e-8).')
+  weight_decay: float = _knob(0.0, 'On weights and C, never on biases (paper: 1e-4 with SGD).')
+  batch_size: int = _knob(256, 'Training examples per update, over all devices (recurrent '
+                          'models: parallel streams B, each giving --bptt_length words).')
+  bptt_length: int = _knob(35, 'Recurrent models: T, words per segment of truncated BPTT.')
+  clip_norm: float = _knob(0.0, 'Clip the gradient to this global norm before the update '
+                           '(0 = no clipping).')
+  epochs: int = _knob(20, 'Upper bound on passes over the training split.')
+  patience: int = _knob(
+      2, 'Stop after this many epochs without a better validation perplexity.')
+  max_steps: int = _knob(
+      0, 'Stop after this many updates in all (0 = no bound); for smoke runs.')
+  seed: int = _knob(0, 'Seeds initialization, sampling and (unless --data_seed) the per-epoch '
+                   'shuffles.')
+  data_seed: int = _knob(-1, 'Seeds the per-epoch shuffles of the training windows (-1: '
+                         '--seed). Models trained together share one.')
+
+  # --- evaluation, logging, checkpoints --------------------------------------------------
+  eval_batch_size: int = _knob(2048, 'Examples per evaluation batch (the last one is padded); '
+                               'recurrent models: words per segment of the one stream.')
+  log_every: int = _knob(200, 'Updates between progress lines / metrics records.')
+  checkpoint_every: int = _knob(
+      2000, 'Updates between periodic checkpoints (also at each epoch).')
+  workdir: str = _knob(
+      '', 'Receives checkpoints, metrics.jsonl, TensorBoard events, summary.json.')
+
+  # --- devices and processes (nplm.parallel) --------------------------------------------
+  mesh: str = _knob('', "Device mesh, e.g. data:8 or data:2,model:4 ('model' splits the "
+                    'output rows over the vocabulary); an axis left out takes the devices '
+                    'that remain (empty: every device on data).')
+  distributed: bool = _knob(False, 'Join a multi-process run whose coordinator JAX finds '
+                            'itself (Cloud TPU VMs, Slurm).')
+  coordinator_address: str = _knob('', 'host:port of process 0, for a multi-process run '
+                                   'started by hand (with --num_processes, --process_id).')
+  num_processes: int = _knob(1, 'Processes in a multi-process run started by hand.')
+  process_id: int = _knob(0, "This process's index in a multi-process run started by hand.")
+
+  # Fields that may differ between a run and its resumption: they bound or observe the run
+  # but do not change what one update computes.
+  # The devices only change how an update is laid out, not what it computes.
+  RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
+                      'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
+                      'distributed', 'coordinator_address', 'num_processes', 'process_id')
+
+  @property
+  def batch_order_seed(self) -> int:
+    return self.seed if self.data_seed == -1 else self.data_seed
+
+  @classmethod
+  def from_saved(cls, saved: dict[str, Any]) -> 'Config':
+    """The config a run recorded; knobs added since it ran take their defaults, which
+    compute what the code did before they existed."""
+    known = {field.name for field in dataclasses.fields(cls)}
+    return cls(**{name: value for name, value in saved.items() if name in known})
+
+  def resolved(self) -> 'Config':
+    """This config with the dataset-dependent defaults filled in (--unk_max_count -1, Brown's
+    split): what a run records and compares."""
+    changes = {}
+    if self.unk_max_count == -1:
+      changes['unk_max_count'] = datasets.default_unk_max_count(self.dataset)
+    if datasets.is_brown(self.dataset) and not self.train_tokens and not self.valid_tokens:
+      changes.update(datasets.BROWN_SPLIT)
+    return self.replace(**changes)
+
+  def replace(self, **changes: Any) -> 'Config':
+    return dataclasses.replace(self, **changes)
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  def validate(self) -> 'Config':
+    """Returns self, or raises ConfigError naming the first value that cannot work."""
+    checks = [
+        (self.order >= 2, f'--order must be at least 2 (one word of context), got {self.order}'),
+        (self.feature_size >= 1, f'--feature_size must be positive, got {self.feature_size}'),
+        (self.hidden_size >= 0, f'--hidden_size must be 0 or more, got {self.hidden_size}'),
+        (self.model not in models.RECURRENT_MODELS or self.hidden_size > 0,
+         f'--model={self.model} needs --hidden_size of at least 1'),
+        (self.hidden_size > 0 or self.direct,
+         '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
+        (self.model in models.MODELS,
+         f'unknown --model={self.model!r}; known: {", ".join(sorted(models.MODELS))}'),
+        (self.model not in models.RECURRENT_MODELS or not self.direct,
+         f'--direct is the NNLM\'s; --model={self.model} has no direct connections'),
+        (self.model in models.RECURRENT_MODELS or (self.num_layers == 1 and self.dropout == 0),
+         '--num_layers and --dropout are for recurrent models (--model=rnn, lstm or gru)'),
+        (self.num_layers >= 1, f'--num_layers must be positive, got {self.num_layers}'),
+        (0 <= self.dropout < 1, f'--dropout must be within [0, 1), got {self.dropout}'),
+        (self.bptt_length >= 1, f'--bptt_length must be positive, got {self.bptt_length}'),
+        (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
+        (self.head in heads.HEADS,
+         f'unknown --head={self.head!r}; known: {", ".join(sorted(heads.HEADS))}'),
+        (self.num_classes >= 0, f'--num_classes must be 0 (√|V|) or more, got {self.num_classes}'),
+        (self.tree in heads.TREES,
+         f'unknown --tree={self.tree!r}; known: {", ".join(sorted(heads.TREES))}'),
+        (self.num_samples >= 1, f'--num_samples must be positive, got {self.num_samples}'),
+        (0 <= self.proposal_power <= 1,
+         f'--proposal_power must be within [0, 1], got {self.proposal_power}'),
+        (self.optimizer in ('sgd', 'adamw'),
+         f'unknown --optimizer={self.optimizer!r}; known: adamw, sgd'),
+        (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
+        (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
+        (self.weight_decay >= 0, f'--weight_decay must be 0 or more, got {self.weight_decay}'),
+        *self._data_checks(),
+        (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
+        (self.eval_batch_size >= 1,
+         f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
+        (self.data_seed >= -1, f'--data_seed must be -1 (--seed) or more, got {self.data_seed}'),
+        (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
+        (self.patience >= 1, f'--patience must be positive, got {self.patience}'),
+        (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),
+        (self.log_every >= 1, f'--log_every must be positive, got {self.log_every}'),
+        (self.checkpoint_every >= 1,
+         f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
+        (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
+        (self.num_processes >= 1, f'--num_processes must be positive, got {self.num_processes}'),
+        (self.num_processes == 1 or bool(self.coordinator_address),
+         '--num_processes above 1 needs --coordinator_address=host:port (of process 0)'),
+        (0 <= self.process_id < self.num_processes,
+         f'--process_id must be within [0, {self.num_processes}), got {self.process_id}'),
+        (not (self.distributed and self.num_processes > 1),
+         '--distributed finds the processes itself: leave out --num_processes'),
+    ]
+    parallel.parse_mesh(self.mesh)  # Raises ConfigError on a malformed --mesh.
+    for ok, message in checks:
+      if not ok:
+        raise ConfigError(message)
+    return self
+
+  def validate_data(self) -> 'Config':
+    """Returns self, or raises ConfigError naming the first data setting that cannot work
+    (for the programs that read a dataset without training)."""
+    for ok, message in self._data_checks():
+      if not ok:
+        raise ConfigError(message)
+    return self
+
+  def _data_checks(self) -> list[tuple[bool, str]]:
+    fractions = self.split_fractions.split(',')
+    try:
+      shares = [float(f) for f in fractions]
+    except ValueError:
+      shares = []
+    text_file_or_brown = datasets.is_brown(self.dataset) or self.dataset.startswith('text:')
+    return [
+        (datasets.check_name(self.dataset) is None, datasets.check_name(self.dataset)),
+        (self.tokens in ('words', 'chars'),
+         f'unknown --tokens={self.tokens!r}; known: words, chars'),
+        (self.unk_max_count >= -1,
+         f'--unk_max_count must be -1 (the dataset\'s default) or more, got {self.unk_max_count}'),
+        (self.max_vocab_size >= 0,
+         f'--max_vocab_size must be 0 (no bound) or more, got {self.max_vocab_size}'),
+        (self.train_tokens >= 0 and self.valid_tokens >= 0
+         and (self.train_tokens > 0) == (self.valid_tokens > 0),
+         '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
+        (text_file_or_brown or not self.train_tokens,
+         f'--train_tokens and --valid_tokens cut brown or text:FILE; {self.dataset} comes '
+         'split (--tfds_splits picks a TFDS dataset\'s splits)'),
+        (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
+         f'--split_fractions must be three positive shares summing to 1, got '
+         f'{self.split_fractions!r}'),
+        (len(self.tfds_splits.split(',')) == 3 and all(self.tfds_splits.split(',')),
+         f'--tfds_splits names three TFDS splits (train, valid, test), got {self.tfds_splits!r}'),
+    ]
+
+  def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
+    """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config
+    (both with their dataset-dependent defaults resolved)."""
+    saved = Config.from_saved(saved).resolved().to_dict()
+    return [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
+            for name, value in self.resolved().to_dict().items()
+            if name not in self.RESUMABLE_FIELDS and saved[name] != value]
+
+  def same_run(self, saved: dict[str, Any], observing: tuple[str, ...]) -> bool:
+    """Whether a finished run recorded with config `saved` is this config's run: equal in
+    every field but `observing` (fields that leave its numbers as they are)."""
+    saved = Config.from_saved(saved).resolved().to_dict()
+    return all(saved[name] == value for name, value in self.resolved().to_dict().items()
+               if name not in observing)

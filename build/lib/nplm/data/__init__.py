@@ -1,0 +1,10 @@
+"""The Brown corpus: acquisition, the TFDS dataset, the vocabulary and the split streams."""
+
+from nplm.data.acquire import CorpusError, CorpusNotFoundError, CorruptCorpusError
+from nplm.data.corpus import Corpus, load_corpus
+from nplm.data.vocab import PARAGRAPH_END, TEXT_END, UNK, Vocabulary
+
+__all__ = [
+    'Corpus', 'CorpusError', 'CorpusNotFoundError', 'CorruptCorpusError', 'PARAGRAPH_END',
+    'TEXT_END', 'UNK', 'Vocabulary', 'load_corpus',
+]

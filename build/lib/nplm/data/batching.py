@@ -1,0 +1,53 @@
+"""Batches of n-gram windows for feed-forward models, as positions into a padded split.
+
+A split of N tokens is kept on the device once, left-padded with n-1 copies of the
+text-boundary token: the first n-1 tokens of every split are predicted as if a text had
+just ended, so each split is scored on its own and every one of its N tokens counts. A batch
+is then only B positions; the step gathers the windows itself, so the host sends B integers
+per update instead of B·n.
+"""
+
+import numpy as np
+
+
+def pad_split(ids: np.ndarray, order: int, boundary_id: int) -> np.ndarray:
+  """The split's ids after n-1 boundary tokens: position t's window is padded[t : t+n]."""
+  return np.concatenate([np.full(order - 1, boundary_id, np.int32), ids.astype(np.int32)])
+
+
+def windows(padded: np.ndarray, positions: np.ndarray, order: int):
+  """Context [B, n-1] (w_{t-1} first, as Eq. 1's x) and target [B] for each position t.
+
+  Works on numpy and jax arrays alike, so the jitted steps and the tests share it.
+  """
+  context_offsets = np.arange(order - 2, -1, -1)  # n-2 … 0: w_{t-1}, …, w_{t-n+1}
+  return padded[positions[:, None] + context_offsets], padded[positions + order - 1]
+
+
+def num_batches(num_examples: int, batch_size: int) -> int:
+  return -(-num_examples // batch_size)
+
+
+def _padded_batch(indices: np.ndarray, batch_size: int):
+  """Pads a short last batch to full size (no recompilation) with a mask of the real rows."""
+  mask = np.zeros(batch_size, np.float32)
+  mask[:len(indices)] = 1.0
+  positions = np.zeros(batch_size, np.int32)
+  positions[:len(indices)] = indices
+  return positions, mask
+
+
+def train_batches(num_examples: int, batch_size: int, seed: int, epoch: int, start: int = 0):
+  """The batches of `epoch` from batch `start` on: slices of a shuffle derived from (seed, epoch).
+
+  Any update of any epoch can be rebuilt from its number alone, which makes resumption exact.
+  """
+  order = np.random.default_rng([seed, epoch]).permutation(num_examples)
+  for index in range(start, num_batches(num_examples, batch_size)):
+    yield _padded_batch(order[index * batch_size:(index + 1) * batch_size], batch_size)
+
+
+def eval_batches(num_examples: int, batch_size: int):
+  """Every position once, in order, the last batch padded and masked."""
+  for start in range(0, num_examples, batch_size):
+    yield _padded_batch(np.arange(start, min(start + batch_size, num_examples)), batch_size)

@@ -1,0 +1,181 @@
+"""A text source prepared once into the TFDS data dir: token ids in array_record files.
+
+Preparation streams the source a chunk of lines at a time: each token becomes the index of
+its type in a table of every type seen (in order of first appearance), written as int32
+chunks; the table and the training count of each type go to the dataset's metadata.json.
+Memory is the type table and one chunk, whatever the corpus size, plus TFDS's write buffer.
+No vocabulary is applied here: --unk_max_count and --max_vocab_size are a cheap remapping
+at load time, so one preparation serves every vocabulary.
+
+The dataset is `nplm_tokens/<kind>-<name>-<tokens>-<fingerprint>` in the data dir: another
+source, other content or another tokenization is another dataset, never confused with this
+one. TFDS writes into an `incomplete.*` directory and renames it when done, so an
+interrupted preparation leaves nothing that a later load would use; a later load checks
+every split's token count and SHA-256 against the metadata, so a damaged file is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import re
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+from tqdm import tqdm
+
+from nplm.data.acquire import CorruptCorpusError
+from nplm.data.text_sources import SPLITS, tokens_of_line
+
+log = logging.getLogger(__name__)
+
+_CHUNK_TOKENS = 1 << 20  # Tokens per array_record example (4 MiB of int32).
+_LOG_EVERY = 16 * _CHUNK_TOKENS  # A progress line every 16M tokens (logs have no bar).
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PreparedTokens:
+  """A prepared source: every type, its training count, and each split as type indices."""
+  types: tuple[str, ...]
+  train_counts: np.ndarray  # int64 [types]: 0 for a type seen only outside training.
+  splits: dict[str, np.ndarray]  # 'train', 'valid', 'test' -> int32 type indices.
+  name: str  # The TFDS config name: kind, source name, tokenization, fingerprint.
+
+
+class NplmTokens(tfds.core.GeneratorBasedBuilder):
+  """Token ids of one text source (nplm.data.text_sources), one config per source."""
+
+  VERSION = tfds.core.Version('1.0.0')
+  RELEASE_NOTES = {'1.0.0': 'Type indices in chunks; types and training counts in metadata.'}
+
+  def __init__(self, *, source, **kwargs):
+    self._source = source
+    kwargs.setdefault('file_format', 'array_record')  # The format that needs no TensorFlow.
+    config = tfds.core.BuilderConfig(name=config_name(source),
+                                     description=f'{source.kind}:{source.name}, {source.tokens}')
+    super().__init__(config=config, **kwargs)
+
+  def _create_builder_config(self, builder_config, version):
+    del version
+    return builder_config  # Made for its source in __init__: no config is predefined.
+
+  # As nplm.data.brown.Brown: TFDS 4.9.10 cannot find a packaged builder's file by itself.
+  @tfds.core.utils.classproperty
+  @classmethod
+  def code_path(cls) -> epath.Path:
+    return epath.Path(__file__)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    ids = tfds.features.Tensor(shape=(None,), dtype=np.int32,
+                               encoding=tfds.features.Encoding.BYTES)
+    return tfds.core.DatasetInfo(
+        builder=self, description='Token ids (indices into metadata types), chunk by chunk.',
+        features=tfds.features.FeaturesDict({'ids': ids}),
+        disable_shuffling=True,  # Chunk order is text order.
+        metadata=tfds.core.MetadataDict())
+
+  def _split_generators(self, dl_manager):
+    del dl_manager  # The source is local (or an already prepared TFDS dataset).
+    self._types: dict[str, int] = {}
+    self._train_counts = np.zeros(0, np.int64)
+    self._digests = {split: hashlib.sha256() for split in SPLITS}
+    self._tokens = dict.fromkeys(SPLITS, 0)
+    return {split: self._generate_examples(split) for split in SPLITS}
+
+  def _generate_examples(self, split: str):
+    for index, ids in enumerate(self._chunks(split)):
+      self._digests[split].update(ids.tobytes())
+      self._tokens[split] += len(ids)
+      if split == 'train':
+        counts = np.bincount(ids, minlength=len(self._types))
+        counts[:len(self._train_counts)] += self._train_counts
+        self._train_counts = counts
+      yield index, {'ids': ids}
+
+  def _chunks(self, split: str):
+    """The split's tokens as type indices, about _CHUNK_TOKENS at a time."""
+    tokens, pending = self._source.tokens, []
+    with tqdm(desc=f'preparing {split}', unit=' tokens', unit_scale=True, disable=None,
+              leave=False) as bar:
+      for line in self._source.lines(split):
+        pending += tokens_of_line(line, tokens)
+        if len(pending) >= _CHUNK_TOKENS:
+          yield self._indices(pending)
+          bar.update(len(pending))
+          pending = []
+          if self._tokens[split] % _LOG_EVERY < _CHUNK_TOKENS:
+            log.info('preparing %s: %d tokens, %d types', split, self._tokens[split],
+                     len(self._types))
+      if pending:
+        yield self._indices(pending)
+    log.info('prepared %s: %d tokens, %d types in all so far', split, self._tokens[split],
+             len(self._types))
+
+  def _indices(self, tokens: list[str]) -> np.ndarray:
+    types = self._types
+    for token in dict.fromkeys(tokens):  # New types in order of first appearance.
+      if token not in types:
+        types[token] = len(types)
+    return np.fromiter(map(types.__getitem__, tokens), np.int32, len(tokens))
+
+  def _download_and_prepare(self, dl_manager, download_config):
+    super()._download_and_prepare(dl_manager, download_config)
+    # Written with dataset_info.json, after every split, inside the incomplete directory.
+    self.info.metadata.update(
+        types=list(self._types),
+        train_counts=np.pad(self._train_counts,
+                            (0, len(self._types) - len(self._train_counts))).tolist(),
+        tokens=self._tokens,
+        sha256={split: digest.hexdigest() for split, digest in self._digests.items()},
+        source=f'{self._source.kind}:{self._source.name}', tokenization=self._source.tokens)
+
+
+def config_name(source) -> str:
+  """`<kind>-<name>-<tokens>-<fingerprint>`, in the characters TFDS allows."""
+  slug = re.sub(r'[^a-z0-9_]+', '_', source.name.lower()).strip('_')[:40] or 'corpus'
+  return f'{source.kind}-{slug}-{source.tokens}-{source.fingerprint()[:16]}'
+
+
+def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens:
+  """The source's prepared tokens, prepared into data_dir first if they are not there."""
+  builder = NplmTokens(source=source, data_dir=None if data_dir is None else os.fspath(data_dir))
+  if not builder.is_prepared():
+    log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
+             builder.data_dir)
+  builder.download_and_prepare()
+  return read(builder)
+
+
+def read(builder: NplmTokens) -> PreparedTokens:
+  metadata = builder.info.metadata
+  name = builder.builder_config.name
+  try:
+    types, counts = tuple(metadata['types']), np.array(metadata['train_counts'], np.int64)
+    splits = {split: _read_split(builder, split, metadata) for split in SPLITS}
+  except (KeyError, ValueError, OSError, RuntimeError) as error:  # Riegeli: RuntimeError.
+    raise CorruptCorpusError(f'{builder.data_dir} is damaged ({error}); delete it and rerun '
+                             'to prepare it again') from None
+  if len(counts) != len(types) or any(int(ids.max(initial=0)) >= len(types)
+                                      for ids in splits.values()):
+    raise CorruptCorpusError(f'{builder.data_dir} is inconsistent; delete it and rerun')
+  return PreparedTokens(types, counts, splits, name)
+
+
+def _read_split(builder, split: str, metadata) -> np.ndarray:
+  """A split's ids in one preallocated array, checked against its recorded count and hash."""
+  source = builder.as_data_source(split=split)
+  ids, filled, digest = np.empty(metadata['tokens'][split], np.int32), 0, hashlib.sha256()
+  for index in range(len(source)):
+    chunk = source[index]['ids']
+    if filled + len(chunk) > len(ids):
+      raise ValueError(f'{split} holds more tokens than recorded')
+    ids[filled:filled + len(chunk)] = chunk
+    digest.update(chunk.tobytes())
+    filled += len(chunk)
+  if filled != len(ids) or digest.hexdigest() != metadata['sha256'][split]:
+    raise ValueError(f'{split} does not match its recorded token count and SHA-256')
+  ids.setflags(write=False)
+  return ids

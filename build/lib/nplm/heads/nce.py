@@ -1,0 +1,56 @@
+"""Noise-contrastive estimation (Gutmann & Hyvärinen 2010; Mnih & Teh 2012; seed 002,
+Eqs. 15.90-15.108), and negative sampling (Mikolov et al. 2013) beside it.
+
+The model learns to tell the observed word from k noise words drawn from Q by a logistic
+regression on Δs(w, h) = s(w, h) - log(k·Q(w)) (Eq. 15.104), with the model's scores taken as
+self-normalized log-probabilities, exp(z_h) = 1 (Eq. 15.101):
+
+  loss = -log σ(Δs(w_t)) - Σ_i log(1 - σ(Δs(v_i)))      (Eq. 15.100)
+
+NCE is consistent: at its optimum exp(s(w, h)) = P(w | h) and the scores are normalized. Yet
+they never are exactly, so evaluation never trusts them: log_prob and log_probs are the full
+softmax over the same weights, exactly normalized. The output biases start at log Q, which
+makes the scores normalized (exp(z_h) = 1) from the first update.
+
+Negative sampling sets k·Q(w) = 1 (Δs = s). It learns good vectors but no language model:
+its scores are not log-probabilities, and its exact perplexity is expected to be poor.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nplm.heads.output_layer import OutputLayer
+from nplm.heads.proposal import Proposal
+from nplm.heads.softmax import SoftmaxHead
+
+
+class NCEHead(SoftmaxHead):
+  """Trains the softmax's weights to classify data against k noise words shared by the batch."""
+  proposal: Proposal = None
+  num_samples: int = 100
+  negative_sampling: bool = False  # Δs = s instead of s - log(k Q): not a language model.
+
+  @classmethod
+  def from_config(cls, config, counts, hidden_dim: int) -> 'NCEHead':
+    return cls(vocab_size=len(counts), hidden_dim=hidden_dim,
+               proposal=Proposal.from_counts(counts, config.proposal_power),
+               num_samples=config.num_samples,
+               negative_sampling=config.head == 'negative_sampling')
+
+  def setup(self):
+    log_unigram = np.log(self.proposal.probs).astype(np.float32)
+    self.output = OutputLayer(self.vocab_size, self.hidden_dim,
+                              bias_init=lambda *_: jnp.asarray(log_unigram), mesh=self.mesh)
+
+  def _delta(self, scores: jnp.ndarray, words: jnp.ndarray) -> jnp.ndarray:
+    if self.negative_sampling:
+      return scores
+    return scores - self.proposal.log_expected_counts(words, self.num_samples)  # (Eq. 15.104)
+
+  def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
+    noise = self.proposal.sample(rng, self.num_samples)  # ṽ_1 … ṽ_k ~ Q
+    data_delta = self._delta(self.output.score_each(hidden, targets), targets)
+    noise_delta = self._delta(self.output.score_shared(hidden, noise), noise)
+    # -log σ(x) = softplus(-x) and -log(1 - σ(x)) = softplus(x)   (Eqs. 15.100, 15.106)
+    return jax.nn.softplus(-data_delta) + jnp.sum(jax.nn.softplus(noise_delta), axis=1)

@@ -1,0 +1,99 @@
+"""The output units s(w, h) = b_w + o_w · h shared by the softmax and the sampled heads.
+
+The output vectors o_w are stored as rows, {'embedding': [units, D], 'bias': [units]} (an
+"output embedding"), not as a Dense kernel [D, units]: the sampled and tree heads gather a
+few rows per update, and on a CPU gathering rows of [units, D] (and scatter-adding their
+gradients) was 4x faster than gathering columns of [D, units]. The full softmax's matmul
+reads either layout at the same speed.
+
+The softmax, importance-sampling and NCE heads all hold one OutputLayer named 'output', so a
+model trained with any of them is the same model as under the full softmax: the sampled
+heads change only how its gradient is estimated.
+
+Given a mesh whose 'model' axis has more than one device, the layer is vocabulary-parallel
+(the paper's section 3.2; nplm.heads.vocab_parallel): its rows are padded to a multiple of
+the shard count and split over 'model', the padding masked, and the full scores never
+gathered.
+"""
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from nplm.heads import vocab_parallel
+
+
+def _zero_padded(init: Callable, units: int) -> Callable:
+  """`init` for the first `units` rows, zeros below: the same model on any number of
+  vocabulary shards, and a checkpoint padded or cut to another count loses nothing."""
+  def padded_init(key, shape, dtype=jnp.float32):
+    values = init(key, (units, *shape[1:]), dtype)
+    return jnp.pad(values, [(0, shape[0] - units)] + [(0, 0)] * (len(shape) - 1))
+  return padded_init
+
+
+class OutputLayer(nn.Module):
+  """Scores of every unit, of one unit per example, or of units shared by the batch."""
+  units: int
+  hidden_dim: int
+  bias_init: Callable = nn.initializers.zeros_init()
+  mesh: Mesh | None = None  # Its 'model' axis splits the rows (vocabulary-parallel).
+
+  @property
+  def shards(self) -> int:
+    return 1 if self.mesh is None else self.mesh.shape['model']
+
+  def setup(self):
+    rows = vocab_parallel.padded_rows(self.units, self.shards)
+    # lecun_normal over the fan-in D, as flax's Dense initializes its kernel.
+    init = nn.initializers.lecun_normal(in_axis=1, out_axis=0)
+    self.embedding = self.param('embedding', _zero_padded(init, self.units),
+                                (rows, self.hidden_dim))
+    self.bias = self.param('bias', _zero_padded(self.bias_init, self.units), (rows,))
+
+  def __call__(self, hidden: jnp.ndarray) -> jnp.ndarray:
+    """s(w, h) for every unit: [batch, units]."""
+    return hidden @ self.embedding.T + self.bias
+
+  def log_softmax(self, hidden: jnp.ndarray) -> jnp.ndarray:
+    """log softmax over every unit, [batch, units]."""
+    if self.shards > 1:
+      return vocab_parallel.log_softmax_full(hidden, self.embedding, self.bias, self.units,
+                                             self.mesh)
+    y = self(hidden)  # y = b + [W U]·hidden = b + W x + U tanh(d + H x)   (Eq. 1)
+    return jax.nn.log_softmax(y)  # P(w_t | context) = e^{y_{w_t}} / Σ_i e^{y_i}   (Eq. 1)
+
+  def log_softmax_at(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
+    """log softmax at units[i] for hidden[i], [batch]."""
+    if self.shards > 1:
+      return vocab_parallel.log_softmax_at(hidden, self.embedding, self.bias, units,
+                                           self.units, self.mesh)
+    return jnp.take_along_axis(self.log_softmax(hidden), units[:, None], axis=-1)[:, 0]
+
+  def score_each(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
+    """s(units[i], hidden[i]): one unit per example, [batch]."""
+    if self.shards > 1:
+      return vocab_parallel.score_each(hidden, self.embedding, self.bias, units, self.mesh)
+    return jnp.sum(hidden * self.embedding[units], axis=-1) + self.bias[units]
+
+  def score_paths(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
+    """s(units[i, j], hidden[i]): a few units per example, [batch, j]."""
+    return jnp.einsum('bd,bjd->bj', hidden, self.embedding[units]) + self.bias[units]
+
+  def score_windows(self, hidden: jnp.ndarray, starts: jnp.ndarray, width: int) -> jnp.ndarray:
+    """s(starts[i] + j, hidden[i]) for j < width: a run of consecutive units per example,
+    [batch, width]. One slice per example, not `width` gathered rows: several times faster."""
+    def window(start):
+      return (jax.lax.dynamic_slice_in_dim(self.embedding, start, width),
+              jax.lax.dynamic_slice_in_dim(self.bias, start, width))
+    vectors, biases = jax.vmap(window)(starts)
+    return jnp.einsum('bd,bjd->bj', hidden, vectors) + biases
+
+  def score_shared(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
+    """s(units[j], hidden[i]) for units shared by the batch: one dense matmul, [batch, k]."""
+    if self.shards > 1:
+      return vocab_parallel.score_shared(hidden, self.embedding, self.bias, units, self.mesh)
+    return hidden @ self.embedding[units].T + self.bias[units]

@@ -1,0 +1,41 @@
+"""The proposal (and noise) distribution Q of the sampling heads: the unigram, or unigram^α.
+
+Samples are drawn with replacement and shared by the whole minibatch, so the sampled output
+layer stays one dense [batch, k] matmul; the corrections then use the exact expected count
+k·Q(w) of each word among the k draws. Sampling without replacement (`jax.random.choice`
+with replace=False) would need the inclusion probabilities instead, and is slow.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Proposal:
+  """Q(w) ∝ count(w)^α over the vocabulary, from training-split counts."""
+  probs: np.ndarray  # float64 [|V|], sums to 1
+
+  @classmethod
+  def from_counts(cls, counts, power: float = 1.0) -> 'Proposal':
+    # A word never seen in training (possible only for <unk>) still gets a count of 1, so
+    # every word can be drawn and every log Q is finite.
+    weights = np.maximum(np.asarray(counts, np.float64), 1.0) ** power
+    return cls(probs=weights / weights.sum())
+
+  @property
+  def log_probs(self) -> jnp.ndarray:
+    return jnp.asarray(np.log(self.probs), jnp.float32)
+
+  def sample(self, rng, num_samples: int) -> jnp.ndarray:
+    """k word ids drawn independently from Q, [k]."""
+    if rng is None:
+      raise ValueError('a sampling head needs a PRNG key: call loss(hidden, targets, rng)')
+    return jax.random.choice(rng, len(self.probs), (num_samples,), replace=True,
+                             p=jnp.asarray(self.probs, jnp.float32))
+
+  def log_expected_counts(self, words: jnp.ndarray, num_samples: int) -> jnp.ndarray:
+    """log(k·Q(w)): the expected number of times w is among k draws with replacement."""
+    return jnp.log(float(num_samples)) + self.log_probs[words]

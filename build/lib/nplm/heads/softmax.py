@@ -1,0 +1,35 @@
+"""The full softmax output layer: the reference every other head is measured against."""
+
+import flax.linen as nn
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from nplm.heads.output_layer import OutputLayer
+
+
+class SoftmaxHead(nn.Module):
+  """hidden [batch, D] -> P(w | context) over the whole vocabulary."""
+  vocab_size: int
+  hidden_dim: int
+  mesh: Mesh | None = None  # With a 'model' axis: vocabulary-parallel output rows.
+
+  @classmethod
+  def from_config(cls, config, counts, hidden_dim: int) -> 'SoftmaxHead':
+    del config  # The full softmax has no knobs.
+    return cls(vocab_size=len(counts), hidden_dim=hidden_dim)
+
+  def setup(self):
+    self.output = OutputLayer(self.vocab_size, self.hidden_dim, mesh=self.mesh)
+
+  def log_probs(self, hidden: jnp.ndarray) -> jnp.ndarray:
+    """The full normalized distribution, [batch, |V|]."""
+    return self.output.log_softmax(hidden)  # Eq. 1 (nplm/heads/output_layer.py)
+
+  def log_prob(self, hidden: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
+    """Exact log P(target | context), [batch]."""
+    return self.output.log_softmax_at(hidden, targets)
+
+  def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
+    """The training objective per example, [batch]: here the exact negative log-likelihood."""
+    del rng  # Nothing is sampled.
+    return -self.log_prob(hidden, targets)

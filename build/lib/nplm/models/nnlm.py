@@ -1,0 +1,41 @@
+"""Bengio et al. (2003)'s neural probabilistic language model, up to its output layer.
+
+Eq. 1 of the paper is y = b + W x + U tanh(d + H x), with x the concatenated features of
+the n-1 context words. Written as one output layer over concat(x, tanh(d + H x)) (seed 002,
+Eq. 15.37), the model below computes that concatenation (the "hidden" vector) and the output
+head computes y = b + [W U] · hidden and the softmax, so every head works with direct
+connections unchanged.
+"""
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+class NNLM(nn.Module):
+  """Maps the context [batch, n-1] (w_{t-1} first) to the hidden vector [batch, hidden_dim]."""
+  vocab_size: int
+  order: int  # n
+  feature_size: int  # m
+  hidden_size: int  # h; 0 = no hidden layer
+  direct: bool
+
+  recurrent = False
+
+  @classmethod
+  def from_config(cls, config, vocab_size: int) -> 'NNLM':
+    return cls(vocab_size=vocab_size, order=config.order, feature_size=config.feature_size,
+               hidden_size=config.hidden_size, direct=config.direct)
+
+  @property
+  def hidden_dim(self) -> int:
+    features = (self.order - 1) * self.feature_size
+    return self.hidden_size + (features if self.direct else 0)
+
+  @nn.compact
+  def __call__(self, context: jnp.ndarray) -> jnp.ndarray:
+    word_features = nn.Embed(self.vocab_size, self.feature_size, name='C')(context)
+    x = word_features.reshape(context.shape[0], -1)  # x = (C(w_{t-1}), …, C(w_{t-n+1}))
+    if self.hidden_size == 0:
+      return x
+    tanh_hidden = jnp.tanh(nn.Dense(self.hidden_size, name='H')(x))  # tanh(d + H x)
+    return jnp.concatenate([x, tanh_hidden], axis=-1) if self.direct else tanh_hidden

@@ -1,0 +1,88 @@
+"""The learned feature vectors C(w): nearest words by cosine similarity, and a 2-D picture.
+
+C is the model's input embedding (the paper's shared matrix of word features, [|V|, m]);
+feed-forward and recurrent models alike keep it at params['model']['C']['embedding']. Words
+used alike get alike vectors (the paper's section 1: "similar" words nearby), so a word's
+nearest neighbours show what the model learned about it. Cosine similarity compares
+directions only: a vector's length mostly tracks the word's frequency, not its use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from nplm.data.vocab import UNK, Vocabulary
+from nplm.errors import ConfigError
+from nplm.files import save_figure_atomically
+from nplm.scoring import TrainedModel
+
+
+def feature_vectors(trained: TrainedModel) -> np.ndarray:
+  """C, [|V|, m], in float64 so that a word's similarity to itself is 1 to ~1e-15."""
+  return np.asarray(trained.params['model']['C']['embedding'], np.float64)
+
+
+def ids_of(vocab: Vocabulary, words: Sequence[str]) -> list[int]:
+  """The words' ids; a word outside the vocabulary has no vector of its own (it was read as
+  `<unk>`), so it is an error that names it."""
+  unknown = [w for w in words if w != UNK and vocab.id_of(w) == vocab.unk_id]
+  if unknown:
+    raise ConfigError(f'not in the vocabulary (|V| = {vocab.size}): {", ".join(unknown)}')
+  return [vocab.id_of(w) for w in words]
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+  norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+  return vectors / np.maximum(norms, np.finfo(vectors.dtype).tiny)
+
+
+def nearest(vectors: np.ndarray, vocab: Vocabulary, word: str, k: int) -> list[tuple[str, float]]:
+  """The k words most cosine-similar to `word`, most similar first: the word itself, with
+  similarity 1 (first even where another word points the very same way), then k-1 others."""
+  if k < 1:
+    raise ConfigError(f'--k must be at least 1, not {k}')
+  (word_id,) = ids_of(vocab, [word])
+  unit = _unit_rows(vectors)
+  similarity = unit @ unit[word_id]  # cos(C(w), C(v)) for every v
+  others = [i for i in np.argsort(-similarity, kind='stable').tolist() if i != word_id]
+  chosen = [word_id] + others[:k - 1]
+  return [(vocab.words[i], float(similarity[i])) for i in chosen]
+
+
+def projection(vectors: np.ndarray) -> np.ndarray:
+  """2-D coordinates [N, 2] of N vectors: their unit directions (the geometry cosine
+  similarity sees) projected on the two principal axes, by SVD of the centred rows.
+
+  PCA rather than t-SNE or UMAP: it is linear and deterministic, the least-squares best 2-D
+  view, so distances in the picture are a faithful (if compressed) shadow of the real ones,
+  and it needs no more words than the few chosen.
+  """
+  centred = _unit_rows(vectors)
+  centred = centred - centred.mean(axis=0)
+  u, s, _ = np.linalg.svd(centred, full_matrices=False)
+  coordinates = u[:, :2] * s[:2]
+  return np.pad(coordinates, ((0, 0), (0, 2 - coordinates.shape[1])))  # m = 1: a line.
+
+
+def plot_words(vectors: np.ndarray, vocab: Vocabulary, words: Sequence[str],
+               path: str | os.PathLike) -> None:
+  """The words' projection, each point labelled, saved as a PNG whole or not at all."""
+  if len(words) < 2:
+    raise ConfigError(f'a projection needs at least 2 words to plot, not {len(words)}')
+  if not Path(path).parent.is_dir():
+    raise ConfigError(f'no directory {Path(path).parent} to save the plot in')
+  points = projection(vectors[ids_of(vocab, words)])
+  from matplotlib.figure import Figure  # Only plotting pays for matplotlib; no pyplot state.
+  figure = Figure(figsize=(7, 6))
+  axes = figure.add_subplot()
+  axes.scatter(points[:, 0], points[:, 1], s=12)
+  for word, (x, y) in zip(words, points):
+    axes.annotate(word, (x, y), textcoords='offset points', xytext=(3, 3), fontsize=9)
+  axes.set_title('Feature vectors C(w): first two principal axes of their directions')
+  axes.set_xlabel('PC 1')
+  axes.set_ylabel('PC 2')
+  save_figure_atomically(figure, path)

@@ -1,0 +1,129 @@
+"""The paper's interpolated (deleted-interpolation) trigram, section 4.1:
+
+    p(w_t | w_{t-2}, w_{t-1}) = α0(q_t)/|V| + α1(q_t) p1(w_t) + α2(q_t) p2(w_t | w_{t-1})
+                                + α3(q_t) p3(w_t | w_{t-2}, w_{t-1})
+
+p1, p2, p3 are relative frequencies in the training split; q_t = l(freq(w_{t-2}, w_{t-1}))
+bins the training frequency of the context, and each bin has its own weights, fitted by EM
+on the validation split (`nplm.mixture`). The paper does not give l; here it is log2 bins:
+q = 0 for an unseen context, else 1 + ⌊log2 freq⌋, the last bin open-ended. Where a
+context was never followed by a token in training, p3 (or p2) takes the next lower order's
+value, so every component stays normalized over the vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from nplm import mixture
+from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, perplexity, stream_windows
+
+DEFAULT_BINS = 16  # Contexts seen 2^14 times or more share the last bin.
+
+
+def frequency_bins(context_counts: np.ndarray, num_bins: int = DEFAULT_BINS) -> np.ndarray:
+  """q = 0 for an unseen context, else 1 + ⌊log2 count⌋, capped at num_bins - 1."""
+  counts = np.asarray(context_counts, np.int64)
+  logs = np.floor(np.log2(np.maximum(counts, 1))).astype(np.int64)
+  return np.where(counts > 0, np.minimum(1 + logs, num_bins - 1), 0)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class InterpolatedTrigram:
+  table: NgramTable  # Order 3: unigram, bigram and trigram counts.
+  boundary_id: int
+  num_bins: int
+  fitted: mixture.FittedWeights  # Weights [num_bins, 4] for (1/|V|, p1, p2, p3).
+
+  order = 3
+
+  @property
+  def vocab_size(self) -> int:
+    return self.table.vocab_size
+
+  @property
+  def weights(self) -> np.ndarray:
+    return self.fitted.weights
+
+  @classmethod
+  def fit(cls, train_ids: np.ndarray, valid_ids: np.ndarray, vocab_size: int,
+          boundary_id: int, num_bins: int = DEFAULT_BINS,
+          max_iterations: int = 500) -> InterpolatedTrigram:
+    """Counts on the training split; weights by EM on the validation split."""
+    if num_bins < 2:
+      raise ValueError(f'num_bins must be at least 2 (unseen and seen contexts), not {num_bins}')
+    table = NgramTable.build(train_ids, 3, vocab_size, boundary_id)
+    unfitted = mixture.FittedWeights(np.full((num_bins, 4), 0.25), (), np.zeros(num_bins))
+    model = cls(table, boundary_id, num_bins, unfitted)
+    windows = stream_windows(valid_ids, 3, boundary_id)
+    fitted = mixture.fit_weights(model.component_log_probs(windows), model.bins(windows),
+                                 num_bins, max_iterations=max_iterations)
+    return dataclasses.replace(model, fitted=fitted)
+
+  def bins(self, windows: np.ndarray) -> np.ndarray:
+    """The context-frequency bin q_t of each window's target (any order ≥ 3)."""
+    return frequency_bins(self.table.context_counts(np.asarray(windows)[:, -3:], 2),
+                          self.num_bins)
+
+  def component_log_probs(self, windows: np.ndarray) -> np.ndarray:
+    """[B, 4] log of 1/|V|, p1(w), p2(w | w-1), p3(w | w-2, w-1) for windows [B, ≥3]."""
+    windows = np.asarray(windows, np.int64)[:, -3:]
+    table, spans = self.table, self.table.span_ids(windows)
+    probs = [np.full(len(windows), 1.0 / self.vocab_size)]
+    for k in (1, 2, 3):
+      gram = spans[3 - k, 3]
+      count = np.where(gram != UNSEEN, table.counts[k - 1][np.maximum(gram, 0)], 0)
+      if k == 1:
+        total = np.full(len(windows), table.counts[0].sum())
+      else:
+        context = spans[3 - k, 2]
+        by_context = table.context_totals(k)
+        total = np.where(context != UNSEEN, by_context[np.maximum(context, 0)], 0)
+      probs.append(np.where(total > 0, count / np.maximum(total, 1), probs[-1]))
+    with np.errstate(divide='ignore'):
+      return np.log(np.stack(probs, axis=1))
+
+  def log_prob_windows(self, windows: np.ndarray) -> np.ndarray:
+    return mixture.mix(self.component_log_probs(windows), self.bins(windows), self.weights)
+
+  def log_prob_split(self, ids: np.ndarray) -> np.ndarray:
+    """Per-token log-probabilities of a split, each token once, in order."""
+    return self.log_prob_windows(stream_windows(ids, 3, self.boundary_id))
+
+  def log_probs(self, contexts: np.ndarray) -> np.ndarray:
+    """The full distribution [B, |V|] after each context [B, 2] (oldest word first)."""
+    windows = all_next_words(contexts, self.vocab_size)
+    return self.log_prob_windows(windows).reshape(len(contexts), self.vocab_size)
+
+  def mix_with(self, model_log_probs: dict[str, np.ndarray],
+               splits: dict[str, np.ndarray]) -> dict[str, dict]:
+    """Another model mixed with this trigram, p = λ(q) p_model + (1 - λ(q)) p_trigram, three ways:
+
+    'fixed' λ = 0.5 (the paper's "mix"), 'learned' one λ and 'binned' one λ per context-
+    frequency bin, both by EM on the 'valid' split. `model_log_probs[split]` holds the other
+    model's log p of every token of `splits[split]`, in order (`TrainedModel.split_log_probs`).
+    Returns per way the weights [bins, 2] and the perplexity of every given split.
+    """
+    if 'valid' not in model_log_probs:
+      raise ValueError("mixing weights are fitted on the 'valid' split: give its log-probs")
+    components, bins = {}, {}
+    for split, log_probs in model_log_probs.items():
+      windows = stream_windows(splits[split], 3, self.boundary_id)
+      if len(log_probs) != len(windows):
+        raise ValueError(f'{split}: {len(log_probs)} model log-probs for {len(windows)} tokens')
+      components[split] = np.stack([log_probs, self.log_prob_windows(windows)], axis=1)
+      bins[split] = self.bins(windows)
+    ways = {
+        'fixed': (np.array([[0.5, 0.5]]), {s: np.zeros_like(b) for s, b in bins.items()}),
+        'learned': (mixture.fit_weights(components['valid']).weights,
+                    {s: np.zeros_like(b) for s, b in bins.items()}),
+        'binned': (mixture.fit_weights(components['valid'], bins['valid'], self.num_bins).weights,
+                   bins),
+    }
+    return {way: {'weights': weights,
+                  'ppl': {split: perplexity(mixture.mix(components[split], way_bins[split],
+                                                        weights))
+                          for split in components}}
+            for way, (weights, way_bins) in ways.items()}

@@ -1,0 +1,145 @@
+"""Recurrent models by truncated BPTT: the state, the jitted steps, exact evaluation.
+
+The training split is cut into B contiguous streams (nplm.data.streams) kept on the device;
+update s reads segment s, [B, T] words, starting from the state the previous segment ended
+in. That state enters the step as a constant, so gradients stop at the segment's start
+(truncation), and it is part of the train state: checkpoints keep it and a resumed run goes
+on exactly. It is reset to h_0 = 0 at the start of every epoch.
+
+Evaluation reads a split as one stream in order, T' = --eval_batch_size words at a time,
+carrying the state across the whole split: every word is scored once, given all the words
+before it in the split, by the head's exact log_prob.
+
+Data-parallel (nplm.parallel): the B training streams and their carried states are split
+over the mesh's 'data' axis. Evaluation's one stream is sequential: every data device reads
+all of it, and only the head's output rows are split (over 'model').
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax.training import train_state
+
+from nplm import parallel
+from nplm.data import streams
+
+
+class RecurrentTrainState(train_state.TrainState):
+  carry: jnp.ndarray  # The recurrent state after the last segment trained on.
+
+
+def _segment(array, index, length: int):
+  return jax.lax.dynamic_slice_in_dim(array, index * length, length, axis=1)
+
+
+def make_train_step(lm, segment_length: int, mesh, state_sharding):
+  """The jitted update on segment `index` of the streams (state donated)."""
+
+  def train_step(state, words, targets, mask, index, run_rng):
+    words, targets, mask = (_segment(a, index, segment_length) for a in (words, targets, mask))
+    head_rng, dropout_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
+
+    def mean_loss(params):
+      losses, carry = lm.apply(lm.variables_of(params), words, targets, state.carry, head_rng,
+                               rngs={'dropout': dropout_rng}, method=lm.loss)
+      mean = jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
+      return mean, carry
+
+    (loss, carry), grads = jax.value_and_grad(mean_loss, has_aux=True)(state.params)
+    return state.apply_gradients(grads=grads).replace(carry=carry), loss
+
+  replicated, streams_sharding = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
+  return jax.jit(train_step, donate_argnums=0,
+                 in_shardings=(state_sharding, *[streams_sharding] * 3, replicated, replicated),
+                 out_shardings=(state_sharding, replicated))
+
+
+def make_log_prob_step(lm, segment_length: int, mesh):
+  """The jitted exact log p of segment `index`'s targets, and the state after it (all
+  replicated: one stream)."""
+
+  def log_prob_step(params, words, targets, index, carry):
+    words, targets = _segment(words, index, segment_length), _segment(targets, index,
+                                                                      segment_length)
+    return lm.apply(lm.variables_of(params), words, targets, carry, method=lm.log_prob)
+
+  return jax.jit(log_prob_step, out_shardings=parallel.sharding(mesh))
+
+
+def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int,
+                    segment_length: int, log_prob_step=None, mesh=None) -> np.ndarray:
+  """log p(w_t | w_0 … w_{t-1}) for every token of a split, in order (float64): one stream
+  from h_0 = 0, the state carried across every segment."""
+  mesh = mesh or parallel.make_mesh()
+  log_prob_step = log_prob_step or make_log_prob_step(lm, segment_length, mesh)
+  words, targets, mask = streams.streams(ids, 1, segment_length, boundary_id)
+  words, targets = parallel.put(words, mesh), parallel.put(targets, mesh)
+  carry = parallel.put(lm.model.initial_state(1), mesh)
+  pieces = []
+  for index in range(streams.num_segments(len(ids), 1, segment_length)):
+    log_p, carry = parallel.settle(log_prob_step(params, words, targets, index, carry))
+    pieces.append(log_p)
+  return np.concatenate([parallel.fetch(p) for p in pieces], axis=1)[mask > 0].astype(np.float64)
+
+
+class StreamFeed:
+  """What the loop needs for a recurrent model: its state, segments, step and evaluation."""
+
+  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None):
+    mesh = mesh or parallel.make_mesh()
+    parallel.check_divides('--batch_size', config.batch_size, mesh)
+    self.config, self.lm, self.boundary_id, self.mesh = config, lm, boundary_id, mesh
+    self.splits = splits
+    num_streams, length = config.batch_size, config.bptt_length
+    words, targets, mask = streams.streams(splits['train'], num_streams, length, boundary_id)
+    self.train_arrays = tuple(parallel.put(a, mesh, 'data') for a in (words, targets, mask))
+    self.steps_per_epoch = streams.num_segments(len(splits['train']), num_streams, length)
+    self.tokens_per_segment = mask.reshape(num_streams, self.steps_per_epoch, length).sum(
+        axis=(0, 2)).astype(int)
+    self.log_prob_step = make_log_prob_step(lm, config.eval_batch_size, mesh)
+
+  def initial_carry(self):
+    """h_0 = 0 for every stream, split over 'data' like the streams."""
+    return parallel.put(self.lm.model.initial_state(self.config.batch_size), self.mesh,
+                        None, None, 'data')
+
+  def create_state(self, rng, tx):
+    """The initial state, laid out over the mesh; the step is compiled for that layout."""
+    def make_state(rng):
+      words = jnp.zeros((1, 1), jnp.int32)
+      params = self.lm.init(rng, words, words, self.lm.model.initial_state(1),
+                            method=self.lm.log_prob)['params']
+      return RecurrentTrainState.create(
+          apply_fn=self.lm.apply, params=self.lm.stored_params(params), tx=tx,
+          carry=self.lm.model.initial_state(self.config.batch_size))
+
+    # The carry [layers, parts, B, H] is split over 'data' along its streams B.
+    state, sharding = parallel.create_state(make_state, rng, self.mesh, self.lm.vocab_parallel,
+                                            batch_axes={'carry': 2})
+    self.train_step = make_train_step(self.lm, self.config.bptt_length, self.mesh, sharding)
+    return state
+
+  def start_epoch(self, state, epoch: int, start: int):
+    """The state to continue with (reset to h_0 = 0 at an epoch's start) and the epoch's
+    segments from `start` on, each (arguments of the step, tokens in it)."""
+    del epoch  # Every epoch reads the streams in the same order.
+    if start == 0:
+      state = state.replace(carry=self.initial_carry())
+    return state, (((index,), int(self.tokens_per_segment[index]))
+                   for index in range(start, self.steps_per_epoch))
+
+  def step(self, state, batch, run_rng):
+    (index,) = batch
+    return parallel.settle(self.train_step(state, *self.train_arrays, index, run_rng))
+
+  def log_probs(self, params, split: str) -> np.ndarray:
+    return split_log_probs(self.lm, params, self.splits[split], self.boundary_id,
+                           self.config.eval_batch_size, self.log_prob_step, self.mesh)
+
+  def evaluate(self, params, split: str) -> dict:
+    """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
+    nll = -float(np.sum(self.log_probs(params, split)))
+    tokens = len(self.splits[split])
+    return {'nll': nll, 'tokens': tokens, 'ppl': math.exp(nll / tokens)}

@@ -1,0 +1,240 @@
+"""Sweeps: many runs that differ from one base Config by a few fields, each in its own
+workdir under one root, and their results as one table.
+
+A sweep is a list of points, each a dict of Config overrides, built by grid (every
+combination), zipped (lists paired) or random_search (sampled from a seed). run_sweep checks
+every point before training any, so a typo in the last point costs nothing; it reuses the
+points already finished and resumes an interrupted one, so a sweep is rerun, not restarted.
+"""
+
+import csv
+import dataclasses
+import hashlib
+import io
+import itertools
+import json
+import logging
+import math
+import random
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from nplm import parallel, plots, train, vmapped_training
+from nplm.config import Config, ConfigError
+from nplm.data.corpus import Corpus
+from nplm.data.datasets import load_dataset
+from nplm.files import write_text_atomically
+
+log = logging.getLogger(__name__)
+
+FINISHED = ('epochs_done', 'early_stopped', 'max_steps')
+# What each row reports of a point's summary, after its overrides.
+RESULTS = ('valid_ppl', 'test_ppl', 'vocab_size', 'epochs', 'wall_seconds',
+           'train_examples_per_second', 'status', 'workdir')
+# The fields load_dataset reads: points that share them share one loaded corpus.
+DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count', 'max_vocab_size',
+               'train_tokens', 'valid_tokens', 'split_fractions', 'tfds_splits')
+# Fields that leave a finished run's numbers as they are: a change to them reuses it.
+_OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
+                     'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
+                     'num_processes', 'process_id')
+_FIELDS = tuple(field.name for field in dataclasses.fields(Config))
+_MAX_NAME = 200  # Bytes, well under the 255 most filesystems allow for one name.
+
+
+class SweepInterrupted(RuntimeError):
+  """A point's training was stopped (Ctrl-C, SIGTERM) after saving a checkpoint."""
+
+
+# --- sweep definitions ----------------------------------------------------------------
+
+def _check_fields(names) -> None:
+  unknown = [name for name in names if name not in _FIELDS]
+  if unknown:
+    raise ConfigError(f'unknown Config fields in the sweep: {", ".join(unknown)}')
+
+
+def grid(**axes: list) -> list[dict]:
+  """Every combination of the axes' values, the last axis varying fastest."""
+  _check_fields(axes)
+  return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+
+
+def zipped(**axes: list) -> list[dict]:
+  """The i-th point takes the i-th value of every axis; the axes must be equally long."""
+  _check_fields(axes)
+  lengths = {name: len(values) for name, values in axes.items()}
+  if len(set(lengths.values())) > 1:
+    raise ConfigError(f'zipped axes differ in length: {lengths}')
+  return [dict(zip(axes, values)) for values in zip(*axes.values())]
+
+
+def random_search(seed: int, count: int, **axes) -> list[dict]:
+  """`count` points drawn from a seed: an axis that is a list gives one of its values; one
+  that is a (low, high, 'log' | 'linear') tuple, a float uniform in [low, high] (in log space
+  for 'log', as learning rates are searched)."""
+  _check_fields(axes)
+  for name, axis in axes.items():
+    if isinstance(axis, tuple):
+      if len(axis) != 3 or axis[2] not in ('log', 'linear') or not axis[0] < axis[1]:
+        raise ConfigError(f'{name}: a range is (low, high, "log" | "linear") with low < high, '
+                          f'got {axis!r}')
+      if axis[2] == 'log' and axis[0] <= 0:
+        raise ConfigError(f'{name}: a log range needs low > 0, got {axis!r}')
+    elif not axis:
+      raise ConfigError(f'{name}: no values to choose from')
+  rng = random.Random(seed)
+
+  def draw(axis):
+    if not isinstance(axis, tuple):
+      return rng.choice(axis)
+    low, high, scale = axis
+    if scale == 'linear':
+      return rng.uniform(low, high)
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+  return [{name: draw(axis) for name, axis in axes.items()} for _ in range(count)]
+
+
+def point_name(point: dict) -> str:
+  """The point's workdir name: its overrides sorted by field, e.g. direct=True,hidden_size=50;
+  characters a path cannot hold become '_', and a name too long keeps a hash of the whole."""
+  if not point:
+    return 'base'
+  name = ','.join(f'{key}={point[key]}' for key in sorted(point))
+  name = re.sub(r'[^A-Za-z0-9._+=,-]', '_', name)
+  if name.startswith('.'):
+    name = '_' + name[1:]
+  if len(name) > _MAX_NAME:
+    name = name[:_MAX_NAME - 9] + '~' + hashlib.sha256(name.encode()).hexdigest()[:8]
+  return name
+
+
+# --- running ---------------------------------------------------------------------------
+
+def point_configs(base: Config, points: list[dict], root: str | Path) -> list[Config]:
+  """Every point's Config, validated (a dry run of the sweep); a bad point raises
+  ConfigError naming it."""
+  configs, names, root = [], {}, Path(root)
+  for point in points:
+    _check_fields(point)
+    name = point_name(point)
+    if 'workdir' in point:
+      raise ConfigError(f'point {name}: the sweep chooses each workdir (under its root)')
+    if name in names:
+      raise ConfigError(f'points {names[name]} and {point} share the workdir {name}')
+    names[name] = point
+    try:
+      configs.append(base.replace(**point, workdir=str(root / name)).validate())
+    except ConfigError as error:
+      raise ConfigError(f'point {name}: {error}') from None
+  return configs
+
+
+def _finished_summary(config: Config) -> dict | None:
+  """The summary a finished run of this config left in its workdir, if any."""
+  path = Path(config.workdir) / 'summary.json'
+  if not path.exists():
+    return None
+  summary = json.loads(path.read_text())
+  same = config.same_run(summary['config'], _OBSERVING_FIELDS)
+  return summary if same and summary['status'] in FINISHED else None
+
+
+def run_sweep(base: Config, points: list[dict], root: str | Path,
+              corpus: Corpus | None = None,
+              run: Callable[[Config, Corpus], dict] = train.run,
+              together: bool = False) -> list[dict]:
+  """Trains (or reuses, or resumes) every point in root/<point_name(point)>; one row each.
+
+  `corpus`, if given, is the one base's data fields name; otherwise it is loaded once and
+  shared by every point (a point that overrides a data field gets its own, loaded once).
+  `together`: the points left to train are trained at once, in one program
+  (nplm.vmapped_training); they may differ only in its PER_MODEL_FIELDS, and share the
+  base's order of batches (--data_seed).
+  """
+  root = Path(root)
+  if together:
+    base = base.replace(data_seed=base.batch_order_seed)
+  configs = point_configs(base, points, root)
+  corpora = {}
+  if corpus is not None:
+    corpora[tuple(getattr(base, key) for key in DATA_FIELDS)] = corpus
+  summaries = [_finished_summary(config) for config in configs]
+  for point, config, summary in zip(points, configs, summaries):
+    if summary is not None:
+      log.info('%s: reused from %s', point_name(point), config.workdir)
+  left = [k for k, summary in enumerate(summaries) if summary is None]
+  if together and left:
+    log.info('training %d points together', len(left))
+    trained = vmapped_training.train_together([configs[k] for k in left],
+                                              _corpus_for(base, corpora))
+    for k, summary in zip(left, trained):
+      summaries[k] = _finished(points[k], summary)
+  else:
+    for k in left:
+      log.info('%s: training in %s', point_name(points[k]), configs[k].workdir)
+      summaries[k] = _finished(points[k], run(configs[k], _corpus_for(configs[k], corpora)))
+  return [{'point': point_name(point), 'overrides': dict(point),
+           **{key: summary.get(key) for key in RESULTS if key != 'workdir'},
+           'workdir': config.workdir}
+          for point, config, summary in zip(points, configs, summaries)]
+
+
+def _finished(point: dict, summary: dict) -> dict:
+  """The summary of a point's training, unless a stop request interrupted it."""
+  if summary['status'] == 'interrupted':
+    raise SweepInterrupted(f'point {point_name(point)} was interrupted at step '
+                           f'{summary["steps"]}; rerun the same sweep to resume it')
+  return summary
+
+
+def _corpus_for(config: Config, corpora: dict) -> Corpus:
+  key = tuple(getattr(config, name) for name in DATA_FIELDS)
+  if key not in corpora:
+    parallel.initialize_processes(config)  # Before any device is touched by the loading.
+    corpora[key] = parallel.main_process_first(lambda: load_dataset(config.resolved()))
+  return corpora[key]
+
+
+# --- results ---------------------------------------------------------------------------
+
+def _columns(rows: list[dict]) -> list[str]:
+  """point, every overridden field (sorted; `set.<field>` where a result has its name), the
+  results."""
+  fields = sorted({key for row in rows for key in row['overrides']})
+  return ['point', *(f'set.{f}' if f in RESULTS else f for f in fields), *RESULTS]
+
+
+def _flat(row: dict) -> dict:
+  overrides = {f'set.{f}' if f in RESULTS else f: v for f, v in row['overrides'].items()}
+  return {'point': row['point'], **overrides, **{key: row[key] for key in RESULTS}}
+
+
+def _cell(value: Any) -> str:
+  if isinstance(value, float):
+    return f'{value:.1f}' if abs(value) >= 10 else f'{value:.4g}'
+  return str(value)
+
+
+def markdown(rows: list[dict]) -> str:
+  columns = _columns(rows)
+  lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
+  for row in map(_flat, rows):
+    lines.append('| ' + ' | '.join(_cell(row.get(c, '')) for c in columns) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def write_results(rows: list[dict], root: str | Path) -> None:
+  """root/results.csv (every digit, for programs), root/results.md (rounded, to read) and
+  root/results.png (perplexity per point)."""
+  root = Path(root)
+  root.mkdir(parents=True, exist_ok=True)
+  text = io.StringIO()
+  writer = csv.DictWriter(text, _columns(rows), lineterminator='\n')
+  writer.writeheader()
+  writer.writerows(map(_flat, rows))
+  write_text_atomically(root / 'results.csv', text.getvalue())
+  write_text_atomically(root / 'results.md', markdown(rows))
+  plots.sweep_results(rows, root / 'results.png')

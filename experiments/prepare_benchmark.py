@@ -1,0 +1,161 @@
+r"""Preparing a large corpus: wall time and peak memory, and what the memory is spent on.
+
+  python -m experiments.prepare_benchmark --out=/tmp/prep            # 100M tokens, 300k types
+  python -m experiments.prepare_benchmark --out=/tmp/prep --tokens=1000000 --types=5000
+
+Writes a text:DIR corpus of --tokens tokens (Zipf-distributed over --types word types, lines
+of 1 to 49 words, 98/1/1% of the lines in train/valid/test, as WikiText-103's proportions),
+then, each in a fresh child process so that its peak resident memory is its own:
+  1. prepare: nplm.data.prepared streams the files into the TFDS data dir (array_record);
+  2. load: reads the prepared ids back and builds the corpus (vocabulary, remapped ids),
+     as a training run starts.
+Prints each step's wall time, its peak resident memory (VmHWM), the memory of the
+interpreter with its imports before it started (VmRSS), and the sizes of the structures
+the step must hold. --out keeps the corpus between runs (regenerated only if its size
+differs); the prepared dataset is deleted before each timed preparation.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from absl import app, flags
+
+from experiments.benchmark import machine_info, write_report
+
+FLAGS = flags.FLAGS
+SPLIT_SHARES = {'train': 0.98, 'valid': 0.01, 'test': 0.01}
+
+
+def word_strings(types: int) -> list[str]:
+  """Distinct lowercase words, shortest first (frequent words are short, as in text)."""
+  letters = 'abcdefghijklmnopqrstuvwxyz'
+  words, length = [], 1
+  while len(words) < types:
+    for index in range(26 ** length):
+      word = ''.join(letters[(index // 26 ** k) % 26] for k in range(length))
+      words.append(word)
+      if len(words) == types:
+        break
+    length += 1
+  return words
+
+
+def write_corpus(directory: Path, tokens: int, types: int, seed: int = 0) -> dict:
+  """train/valid/test.txt with `tokens` Zipf(1) tokens in all (line ends not counted)."""
+  rng = np.random.default_rng(seed)
+  words = np.array(word_strings(types), dtype=object)
+  cdf = np.cumsum(1.0 / (np.arange(types) + 2.7))
+  cdf /= cdf[-1]
+  directory.mkdir(parents=True, exist_ok=True)
+  boundaries = np.cumsum([int(tokens * SPLIT_SHARES[s]) for s in ('train', 'valid')])
+  written, files = 0, {}
+  for split, end in zip(('train', 'valid', 'test'), [*boundaries, tokens]):
+    with open(directory / f'{split}.txt', 'w', encoding='utf-8') as f:
+      while written < end:
+        count = min(1 << 20, end - written)
+        ids = np.searchsorted(cdf, rng.random(count))
+        lengths = rng.integers(1, 50, size=count // 25 + 2)
+        cuts = np.cumsum(lengths)
+        cuts = cuts[cuts < count]
+        chunk = words[ids]
+        f.write(''.join(' '.join(line) + '\n' for line in np.split(chunk, cuts)))
+        written += count
+    files[split] = (directory / f'{split}.txt').stat().st_size
+  return files
+
+
+_CHILD = r'''
+import json, sys, time
+def status(key):
+  for line in open('/proc/self/status'):
+    if line.startswith(key):
+      return int(line.split()[1]) * 1024
+from nplm.config import Config
+from nplm.data import datasets
+config = Config(workdir='unused', dataset='text:' + sys.argv[2], data_dir=sys.argv[3]).resolved()
+before = status('VmRSS')
+started = time.perf_counter()
+if sys.argv[1] == 'prepare':
+  prepared = datasets.load_prepared(config)
+  sizes = {'types': len(prepared.types)}
+else:
+  corpus = datasets.load_dataset(config)
+  sizes = {'vocab': corpus.vocab.size,
+           'tokens': {name: len(ids) for name, ids in corpus.splits.items()},
+           'id_bytes': sum(ids.nbytes for ids in corpus.splits.values())}
+seconds = time.perf_counter() - started
+print(json.dumps({'seconds': seconds, 'rss_before': before, 'peak': status('VmHWM'), **sizes}))
+'''
+
+
+def child(step: str, corpus_dir: Path, data_dir: Path) -> dict:
+  result = subprocess.run([sys.executable, '-c', _CHILD, step, str(corpus_dir), str(data_dir)],
+                          capture_output=True, text=True, check=False)
+  if result.returncode != 0:
+    sys.exit(f'error: the {step} step failed:\n{result.stderr[-3000:]}')
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def format_report(report: dict, markdown: bool = False) -> str:
+  mib = 1 << 20
+  rows = [('prepare', report['prepare']), ('load', report['load'])]
+  machine = report['machine']
+  lines = [f'{machine["cpu"]}, {machine["cores"]} cores, {machine["memory_gib"]:.0f} GiB, '
+           f'Python {machine["python"]}',
+           f'corpus: {report["tokens"]:,} words + line ends, {report["types"]:,} types, '
+           f'{report["text_bytes"] / mib:,.0f} MiB of text (generated in '
+           f'{report["generate_seconds"]:.0f} s)', '']
+  header = ('step', 'wall s', 'peak MiB', 'before MiB', 'step MiB')
+  lines.append('| ' + ' | '.join(header) + ' |' if markdown else '  '.join(f'{h:>10}' for h in header))
+  if markdown:
+    lines.append('|' + '---|' * len(header))
+  for name, row in rows:
+    cells = (name, f'{row["seconds"]:.1f}', f'{row["peak"] / mib:,.0f}',
+             f'{row["rss_before"] / mib:,.0f}', f'{(row["peak"] - row["rss_before"]) / mib:,.0f}')
+    lines.append('| ' + ' | '.join(cells) + ' |' if markdown else
+                 '  '.join(f'{c:>10}' for c in cells))
+  load = report['load']
+  lines += ['', f'prepared types: {report["prepare"]["types"]:,}; vocabulary after load: '
+            f'{load["vocab"]:,}; split tokens: {load["tokens"]}',
+            f'load holds the ids of every split: {load["id_bytes"] / mib:,.0f} MiB of int32 '
+            '(read chunk by chunk into one array per split, then remapped to vocabulary ids)']
+  return '\n'.join(lines) + '\n'
+
+
+def main(argv):
+  del argv
+  out = Path(FLAGS.out)
+  corpus_dir, data_dir = out / 'corpus', out / 'tfds'
+  marker = out / 'corpus.json'
+  wanted = {'tokens': FLAGS.tokens, 'types': FLAGS.types}
+  started = time.perf_counter()
+  if not marker.exists() or json.loads(marker.read_text())['wanted'] != wanted:
+    files = write_corpus(corpus_dir, FLAGS.tokens, FLAGS.types)
+    marker.write_text(json.dumps({'wanted': wanted, 'files': files,
+                                  'seconds': time.perf_counter() - started}))
+  generated = json.loads(marker.read_text())
+  shutil.rmtree(data_dir, ignore_errors=True)
+  memory_gib = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / (1 << 30)
+  report = {'machine': {**machine_info(), 'memory_gib': memory_gib}, 'tokens': FLAGS.tokens, 'types': FLAGS.types,
+            'text_bytes': sum(generated['files'].values()),
+            'generate_seconds': generated['seconds'],
+            'prepare': child('prepare', corpus_dir, data_dir),
+            'load': child('load', corpus_dir, data_dir)}
+  print(format_report(report))
+  if FLAGS.report:
+    write_report(report, FLAGS.report, format_report)
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('out', None, 'Directory for the generated corpus and its preparation.')
+  flags.DEFINE_integer('tokens', 100_000_000, 'Words in the generated corpus.')
+  flags.DEFINE_integer('types', 300_000, 'Distinct words it draws from (Zipf).')
+  flags.DEFINE_string('report', '', 'If set, also writes REPORT.json and REPORT.md.')
+  flags.mark_flag_as_required('out')
+  app.run(main)
