@@ -1,6 +1,6 @@
 r"""nplm's modified Kneser-Ney against KenLM's `lmplz` on the same exported token streams.
 
-  python -m nplm.data.export --out=/tmp/nplm_export
+  python -m nplm.cli.export --out=/tmp/nplm_export
   python -m experiments.kenlm_check --export_dir=/tmp/nplm_export \
       --kenlm_bin=/path/to/kenlm/build/bin --out=/tmp/kenlm_check
 
@@ -122,7 +122,7 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_string('export_dir', None, 'Output of `python -m nplm.data.export`.')
+  flags.DEFINE_string('export_dir', None, 'Output of `nplm export` (python -m nplm.cli.export).')
   flags.DEFINE_string('kenlm_bin', None, 'KenLM build/bin directory holding lmplz and query.')
   flags.DEFINE_string('out', '/tmp/kenlm_check', 'Receives the ARPA files and the report.')
   flags.DEFINE_list('orders', ['3', '4', '5'], 'Orders to compare.')

@@ -9,9 +9,10 @@ then, each in a fresh child process so that its peak resident memory is its own:
   1. prepare: nplm.data.prepared streams the files into the TFDS data dir (array_record);
   2. load: reads the prepared ids back and builds the corpus (vocabulary, remapped ids),
      as a training run starts.
-Prints each step's wall time, its peak resident memory (VmHWM), the memory of the
-interpreter with its imports before it started (VmRSS), and the sizes of the structures
-the step must hold. --out keeps the corpus between runs (regenerated only if its size
+Prints each step's median wall time over --repeats runs, its peak resident memory (VmHWM),
+the memory of the interpreter with its imports before it started (VmRSS), and the sizes of
+the structures the step must hold; --trace adds where the Python memory of a preparation
+went (tracemalloc). --out keeps the corpus between runs (regenerated only if its size
 differs); the prepared dataset is deleted before each timed preparation.
 """
 
@@ -71,19 +72,30 @@ def write_corpus(directory: Path, tokens: int, types: int, seed: int = 0) -> dic
 
 
 _CHILD = r'''
-import json, sys, time
+import json, sys, time, tracemalloc
 def status(key):
   for line in open('/proc/self/status'):
     if line.startswith(key):
       return int(line.split()[1]) * 1024
 from nplm.config import Config
-from nplm.data import datasets
+from nplm.data import datasets, prepared
 config = Config(workdir='unused', dataset='text:' + sys.argv[2], data_dir=sys.argv[3]).resolved()
+sites = {}
+if sys.argv[4] == 'trace':  # Python's allocations by line, once the train split is generated.
+  generate = prepared.NplmTokens._generate_examples
+  def traced(self, split):
+    yield from generate(self, split)
+    if split == 'train':
+      stats = tracemalloc.take_snapshot().statistics('lineno')[:6]
+      sites.update({f'{s.traceback[0].filename.split("site-packages/")[-1]}:'
+                    f'{s.traceback[0].lineno}': s.size for s in stats})
+  prepared.NplmTokens._generate_examples = traced
+  tracemalloc.start()
 before = status('VmRSS')
 started = time.perf_counter()
 if sys.argv[1] == 'prepare':
-  prepared = datasets.load_prepared(config)
-  sizes = {'types': len(prepared.types)}
+  tokens = datasets.load_prepared(config)
+  sizes = {'types': len(tokens.types), 'sites_after_train': sites}
 else:
   corpus = datasets.load_dataset(config)
   sizes = {'vocab': corpus.vocab.size,
@@ -94,12 +106,20 @@ print(json.dumps({'seconds': seconds, 'rss_before': before, 'peak': status('VmHW
 '''
 
 
-def child(step: str, corpus_dir: Path, data_dir: Path) -> dict:
-  result = subprocess.run([sys.executable, '-c', _CHILD, step, str(corpus_dir), str(data_dir)],
+def child(step: str, corpus_dir: Path, data_dir: Path, trace: bool = False) -> dict:
+  result = subprocess.run([sys.executable, '-c', _CHILD, step, str(corpus_dir), str(data_dir),
+                           'trace' if trace else 'no'],
                           capture_output=True, text=True, check=False)
   if result.returncode != 0:
     sys.exit(f'error: the {step} step failed:\n{result.stderr[-3000:]}')
   return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def median_run(runs: list[dict]) -> dict:
+  """The run of median wall time, with every run's seconds and peak beside it."""
+  ordered = sorted(runs, key=lambda run: run['seconds'])
+  return {**ordered[len(ordered) // 2], 'all_seconds': [run['seconds'] for run in runs],
+          'all_peaks': [run['peak'] for run in runs]}
 
 
 def format_report(report: dict, markdown: bool = False) -> str:
@@ -110,13 +130,16 @@ def format_report(report: dict, markdown: bool = False) -> str:
            f'Python {machine["python"]}',
            f'corpus: {report["tokens"]:,} words + line ends, {report["types"]:,} types, '
            f'{report["text_bytes"] / mib:,.0f} MiB of text (generated in '
-           f'{report["generate_seconds"]:.0f} s)', '']
-  header = ('step', 'wall s', 'peak MiB', 'before MiB', 'step MiB')
+           f'{report["generate_seconds"]:.0f} s); median of {report["repeats"]} runs of each '
+           'step, each in a fresh process', '']
+  header = ('step', 'wall s', 'range s', 'peak MiB', 'before MiB', 'step MiB')
   lines.append('| ' + ' | '.join(header) + ' |' if markdown else '  '.join(f'{h:>10}' for h in header))
   if markdown:
     lines.append('|' + '---|' * len(header))
   for name, row in rows:
-    cells = (name, f'{row["seconds"]:.1f}', f'{row["peak"] / mib:,.0f}',
+    cells = (name, f'{row["seconds"]:.1f}',
+             f'{min(row["all_seconds"]):.1f}-{max(row["all_seconds"]):.1f}',
+             f'{row["peak"] / mib:,.0f}',
              f'{row["rss_before"] / mib:,.0f}', f'{(row["peak"] - row["rss_before"]) / mib:,.0f}')
     lines.append('| ' + ' | '.join(cells) + ' |' if markdown else
                  '  '.join(f'{c:>10}' for c in cells))
@@ -125,6 +148,11 @@ def format_report(report: dict, markdown: bool = False) -> str:
             f'{load["vocab"]:,}; split tokens: {load["tokens"]}',
             f'load holds the ids of every split: {load["id_bytes"] / mib:,.0f} MiB of int32 '
             '(read chunk by chunk into one array per split, then remapped to vocabulary ids)']
+  if 'traced_prepare' in report:
+    lines += ['', 'Python memory by line of code once the train split is generated '
+              '(tracemalloc, a second preparation):']
+    lines += [f'  {size / mib:8,.0f} MiB  {site}'
+              for site, size in report['traced_prepare']['sites_after_train'].items()]
   return '\n'.join(lines) + '\n'
 
 
@@ -140,13 +168,19 @@ def main(argv):
     marker.write_text(json.dumps({'wanted': wanted, 'files': files,
                                   'seconds': time.perf_counter() - started}))
   generated = json.loads(marker.read_text())
-  shutil.rmtree(data_dir, ignore_errors=True)
+  runs = {'prepare': [], 'load': []}
+  for _ in range(FLAGS.repeats):
+    shutil.rmtree(data_dir, ignore_errors=True)
+    for step in runs:
+      runs[step].append(child(step, corpus_dir, data_dir))
   memory_gib = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / (1 << 30)
-  report = {'machine': {**machine_info(), 'memory_gib': memory_gib}, 'tokens': FLAGS.tokens, 'types': FLAGS.types,
-            'text_bytes': sum(generated['files'].values()),
-            'generate_seconds': generated['seconds'],
-            'prepare': child('prepare', corpus_dir, data_dir),
-            'load': child('load', corpus_dir, data_dir)}
+  report = {'machine': {**machine_info(), 'memory_gib': memory_gib}, 'tokens': FLAGS.tokens,
+            'types': FLAGS.types, 'text_bytes': sum(generated['files'].values()),
+            'generate_seconds': generated['seconds'], 'repeats': FLAGS.repeats,
+            **{step: median_run(step_runs) for step, step_runs in runs.items()}}
+  if FLAGS.trace:  # A second, slower preparation: where its Python memory went.
+    shutil.rmtree(data_dir)
+    report['traced_prepare'] = child('prepare', corpus_dir, data_dir, trace=True)
   print(format_report(report))
   if FLAGS.report:
     write_report(report, FLAGS.report, format_report)
@@ -156,6 +190,9 @@ if __name__ == '__main__':
   flags.DEFINE_string('out', None, 'Directory for the generated corpus and its preparation.')
   flags.DEFINE_integer('tokens', 100_000_000, 'Words in the generated corpus.')
   flags.DEFINE_integer('types', 300_000, 'Distinct words it draws from (Zipf).')
+  flags.DEFINE_integer('repeats', 3, 'Preparations (and loads) timed; the median is reported.')
   flags.DEFINE_string('report', '', 'If set, also writes REPORT.json and REPORT.md.')
+  flags.DEFINE_bool('trace', False, 'Also prepare once under tracemalloc and list where the '
+                    'Python memory went (slower; not timed).')
   flags.mark_flag_as_required('out')
   app.run(main)

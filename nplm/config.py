@@ -115,6 +115,10 @@ class Config:
   # Fields that may differ between a run and its resumption: they bound or observe the run
   # but do not change what one update computes.
   # The devices only change how an update is laid out, not what it computes.
+  # The fields that say which corpus a run reads (nplm.data.datasets.load_dataset).
+  DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count',
+                 'max_vocab_size', 'train_tokens', 'valid_tokens', 'split_fractions',
+                 'tfds_splits')
   RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                       'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
                       'distributed', 'coordinator_address', 'num_processes', 'process_id')

@@ -32,9 +32,6 @@ FINISHED = ('epochs_done', 'early_stopped', 'max_steps')
 # What each row reports of a point's summary, after its overrides.
 RESULTS = ('valid_ppl', 'test_ppl', 'vocab_size', 'epochs', 'wall_seconds',
            'train_examples_per_second', 'status', 'workdir')
-# The fields load_dataset reads: points that share them share one loaded corpus.
-DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count', 'max_vocab_size',
-               'train_tokens', 'valid_tokens', 'split_fractions', 'tfds_splits')
 # Fields that leave a finished run's numbers as they are: a change to them reuses it.
 _OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                      'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
@@ -148,8 +145,8 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
               together: bool = False) -> list[dict]:
   """Trains (or reuses, or resumes) every point in root/<point_name(point)>; one row each.
 
-  `corpus`, if given, is the one base's data fields name; otherwise it is loaded once and
-  shared by every point (a point that overrides a data field gets its own, loaded once).
+  `corpus`, if given, is the one base's Config.DATA_FIELDS name; otherwise it is loaded once
+  and shared by every point (a point that overrides a data field gets its own, loaded once).
   `together`: the points left to train are trained at once, in one program
   (nplm.vmapped_training); they may differ only in its PER_MODEL_FIELDS, and share the
   base's order of batches (--data_seed).
@@ -160,7 +157,7 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
   configs = point_configs(base, points, root)
   corpora = {}
   if corpus is not None:
-    corpora[tuple(getattr(base, key) for key in DATA_FIELDS)] = corpus
+    corpora[tuple(getattr(base, key) for key in Config.DATA_FIELDS)] = corpus
   summaries = [_finished_summary(config) for config in configs]
   for point, config, summary in zip(points, configs, summaries):
     if summary is not None:
@@ -191,7 +188,7 @@ def _finished(point: dict, summary: dict) -> dict:
 
 
 def _corpus_for(config: Config, corpora: dict) -> Corpus:
-  key = tuple(getattr(config, name) for name in DATA_FIELDS)
+  key = tuple(getattr(config, name) for name in Config.DATA_FIELDS)
   if key not in corpora:
     parallel.initialize_processes(config)  # Before any device is touched by the loading.
     corpora[key] = parallel.main_process_first(lambda: load_dataset(config.resolved()))

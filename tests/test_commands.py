@@ -4,6 +4,7 @@ export; tokenization of typed text; the package installed and imported from else
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK
 from nplm.evaluation import file_types
 from nplm.scoring import load_trained
 from nplm.sentences import score_sentences
+from nplm.sweep import grid, run_sweep
 from tests.test_datasets import NplmTestLines, expected_tokens, write_dir
 from tests.test_rnn import numpy_split_log_probs
 
@@ -105,6 +107,28 @@ def test_score_tokenizes_as_the_dataset_and_generate_continues_a_prompt(text_run
   assert 'prompt tokens read as <unk> (not in the vocabulary): zebra' in result.stderr
 
 
+def test_mix_and_neighbours_read_a_text_run(text_run):
+  root, _, workdir = text_run
+  mixed = program('mix', f'--workdir={workdir}', f'--data_dir={root / "tfds"}')
+  summary = json.loads((workdir / 'summary.json').read_text())
+  network_row = next(line for line in mixed.stdout.splitlines() if 'network alone' in line)
+  assert f'{summary["valid_ppl"]:.2f}' in network_row and f'{summary["test_ppl"]:.2f}' in network_row
+  near = program('neighbours', f'--workdir={workdir}', '--words=the,cat', '--k=3')
+  assert near.stdout.splitlines()[1].split()[1] == 'the'  # A word is nearest itself.
+
+
+def test_models_trained_together_on_a_text_dataset(tmp_path):
+  corpus_dir = write_dir(tmp_path / 'ptb')
+  base = Config(workdir='unused', dataset=f'text:{corpus_dir}', data_dir=str(tmp_path / 'tfds'),
+                order=3, feature_size=8, hidden_size=8, batch_size=8, eval_batch_size=16,
+                epochs=1, data_seed=0)
+  rows = run_sweep(base, grid(learning_rate=[1e-3, 1e-2]), tmp_path / 'sweep', together=True)
+  for row in rows:
+    summary = json.loads((Path(row['workdir']) / 'summary.json').read_text())
+    assert summary['dataset'] == f'text:{corpus_dir}' and summary['trained_together'] == 2
+    assert summary['tokens']['test'] == len(expected_tokens((corpus_dir / 'test.txt').read_text()))
+
+
 def test_ngram_command_counts_the_tokens_and_matches_the_library(tmp_path):
   corpus_dir = write_dir(tmp_path / 'ptb')
   out = tmp_path / 'kn'
@@ -179,9 +203,15 @@ def test_file_types_index_every_token_once():
 # --- the package ----------------------------------------------------------------------------
 
 def test_the_package_installs_and_imports_from_outside_the_checkout(tmp_path):
+  # From a copy: setuptools builds in the source tree, and the checkout must stay clean.
+  source = tmp_path / 'source'
+  shutil.copytree(ROOT / 'nplm', source / 'nplm', ignore=shutil.ignore_patterns('__pycache__'))
+  for name in ('pyproject.toml', 'README.md'):
+    shutil.copy(ROOT / name, source / name)
   target = tmp_path / 'site'
   subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-deps',
-                  f'--target={target}', str(ROOT)], check=True, capture_output=True, timeout=600)
+                  f'--target={target}', str(source)], check=True, capture_output=True,
+                 timeout=600)
   assert (target / 'bin' / 'nplm').exists()
   elsewhere = tmp_path / 'elsewhere'
   elsewhere.mkdir()
@@ -193,3 +223,18 @@ def test_the_package_installs_and_imports_from_outside_the_checkout(tmp_path):
   usage = subprocess.run([sys.executable, str(target / 'bin' / 'nplm'), '--help'], cwd=elsewhere,
                          env=env, capture_output=True, text=True, check=True)
   assert 'evaluate' in usage.stdout and 'ngram' in usage.stdout
+
+
+def test_prepare_benchmark_times_a_generated_corpus_it_counts_right(tmp_path):
+  result = program('prepare_benchmark', f'--out={tmp_path}', '--tokens=20000', '--types=500',
+                   '--repeats=1', f'--report={tmp_path / "report"}')
+  report = json.loads((tmp_path / 'report.json').read_text())
+  texts = {split: (tmp_path / 'corpus' / f'{split}.txt').read_text()
+           for split in ('train', 'valid', 'test')}
+  assert sum(len(text.split()) for text in texts.values()) == 20_000
+  assert report['load']['tokens'] == {split: len(expected_tokens(text))
+                                      for split, text in texts.items()}
+  assert report['prepare']['types'] == len({w for t in texts.values() for w in t.split()} |
+                                           {END_OF_SENTENCE})
+  assert report['prepare']['peak'] >= report['prepare']['rss_before'] > 0
+  assert 'prepare' in result.stdout and 'peak MiB' in result.stdout

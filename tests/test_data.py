@@ -343,4 +343,5 @@ def test_real_corpus_smoke(real_data_dir):
   real = corpus.load_corpus(data_dir)
   sizes = [stats['tokens'] for stats in real.stats.values()]
   assert sizes == [800_000, 200_000, 1_161_192 + 15_667 + 500 - 1_000_000]
-  assert 13_000 < real.vocab.size < 18_000  # 14,039 from the training split alone.
+  assert real.vocab.size == 14_039  # From the training split alone: as before --dataset.
+  assert real.boundary_id == real.vocab.id_of(TEXT_END)

@@ -22,8 +22,6 @@ _CLI_DEFAULTS = {'workdir': 'runs/default'}
 # User mistakes print one line, not a traceback.
 USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged,
                NoTrainedModelError)
-DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count', 'max_vocab_size',
-               'train_tokens', 'valid_tokens', 'split_fractions', 'tfds_splits')
 
 
 def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
@@ -62,6 +60,21 @@ def show_progress_lines() -> None:
   logger.addHandler(handler)
   logger.setLevel(logging.INFO)
   logger.propagate = False
+
+
+def split_line(split: str, ppl: float, tokens: int, unk_rate: float,
+               bpc: float | None = None) -> str:
+  """One split's exact perplexity (and bits per character), tokens and <unk> rate."""
+  bits = f'   {bpc:.4f} bits/char' if bpc is not None else ''
+  return (f'{split:>5}: perplexity {ppl:9.2f}{bits}   tokens {tokens:>9,}   '
+          f'<unk> rate {100 * unk_rate:.2f}%')
+
+
+def summary_lines(summary: dict) -> list[str]:
+  """split_line for train, valid and test of a summary (training's, or an n-gram's)."""
+  return [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
+                     summary['unk_rate'][split], summary.get('bpc', {}).get(split))
+          for split in ('train', 'valid', 'test')]
 
 
 def fail(error: Exception) -> None:

@@ -31,9 +31,8 @@ _OTHER_DATA_FIELDS = ('data_dir', 'corpus_dir', 'train_tokens', 'valid_tokens',
 def report(where: str, results: dict) -> str:
   lines = [where]
   for name, result in results.items():
-    bits = f'   {result["bpc"]:.4f} bits/char' if 'bpc' in result else ''
-    lines.append(f'{name:>5}: perplexity {result["ppl"]:9.2f}{bits}   '
-                 f'tokens {result["tokens"]:>9,}   <unk> rate {100 * result["unk_rate"]:.2f}%')
+    lines.append(cli.split_line(name, result['ppl'], result['tokens'], result['unk_rate'],
+                                result.get('bpc')))
     if result['unknown_words']:
       shown = ', '.join(f'{word} ({count})' for word, count in result['unknown_words'])
       lines.append(f'       read as <unk>: {shown}')

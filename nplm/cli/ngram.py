@@ -17,7 +17,7 @@ from pathlib import Path
 from absl import app, flags
 
 from nplm import cli, ngram
-from nplm.config import ConfigError
+from nplm.config import Config, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
@@ -48,7 +48,7 @@ def results(corpus: Corpus, config, model: str, order: int) -> dict:
       'unk_rate': {name: corpus.stats[name]['unk_rate'] for name in corpus.splits},
       **{f'{name}_ppl': math.exp(nll[name] / tokens[name]) for name in corpus.splits},
       'nll': nll, 'data_fingerprint': corpus.fingerprint,
-      'config': {name: getattr(config, name) for name in cli.DATA_FIELDS},
+      'config': {name: getattr(config, name) for name in Config.DATA_FIELDS},
       'wall_seconds': time.perf_counter() - started,
   }
   if config.tokens == 'chars':
@@ -60,12 +60,7 @@ def report(summary: dict) -> str:
   name = f'KN{summary["order"]}' if summary['model'] == 'kn' else 'DelInt3'
   lines = [f'{name} on {summary["dataset"]} ({summary["tokenization"]}), '
            f'|V| = {summary["vocab_size"]:,}']
-  for split in ('train', 'valid', 'test'):
-    bits = f'   {summary["bpc"][split]:.4f} bits/char' if 'bpc' in summary else ''
-    lines.append(f'{split:>5}: perplexity {summary[f"{split}_ppl"]:9.2f}{bits}   '
-                 f'tokens {summary["tokens"][split]:>9,}   '
-                 f'<unk> rate {100 * summary["unk_rate"][split]:.2f}%')
-  return '\n'.join(lines)
+  return '\n'.join(lines + cli.summary_lines(summary))
 
 
 def main(argv):
@@ -93,7 +88,7 @@ def run_program(argv=None) -> None:
                       'interpolated trigram, --order=3).')
   flags.DEFINE_string('out', None, 'Directory that receives ngram.json.')
   flags.mark_flag_as_required('out')
-  cli.define_config_flags(names=cli.DATA_FIELDS)
+  cli.define_config_flags(names=Config.DATA_FIELDS)
   app.run(main, argv=argv)
 
 

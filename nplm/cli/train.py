@@ -24,12 +24,7 @@ def report(summary: dict) -> str:
           f'epochs: {summary["epochs"]} (best {summary["best_epoch"]})   '
           f'{summary["train_examples_per_second"]:.0f} train examples/s   '
           f'{summary["wall_seconds"]:.0f} s']
-  for split in ('train', 'valid', 'test'):
-    bits = f'   {summary["bpc"][split]:.4f} bits/char' if 'bpc' in summary else ''
-    rows.append(f'{split:>5}: perplexity {summary[f"{split}_ppl"]:9.2f}{bits}   '
-                f'tokens {summary["tokens"][split]:>9,}   '
-                f'<unk> rate {100 * summary["unk_rate"][split]:.2f}%')
-  return '\n'.join(rows)
+  return '\n'.join(rows + cli.summary_lines(summary))
 
 
 def main(argv):

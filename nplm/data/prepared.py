@@ -27,7 +27,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 from tqdm import tqdm
 
-from nplm.data.acquire import CorruptCorpusError
+from nplm.data.acquire import CorpusError, CorruptCorpusError
 from nplm.data.text_sources import SPLITS, tokens_of_line
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,12 @@ def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens
     log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
              builder.data_dir)
   builder.download_and_prepare()
-  return read(builder)
+  tokens = read(builder)
+  empty = [split for split, ids in tokens.splits.items() if not len(ids)]
+  if empty:
+    raise CorpusError(f'{source.kind}:{source.name} has no text in its {", ".join(empty)} '
+                      'split; every split needs at least one line')
+  return tokens
 
 
 def read(builder: NplmTokens) -> PreparedTokens:
