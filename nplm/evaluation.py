@@ -10,6 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from nplm.config import Config
+from nplm.data import corpus as corpus_lib
 from nplm.data import datasets
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
@@ -23,7 +24,7 @@ def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray
   if datasets.is_brown(config.dataset):
     return _indexed(datasets.brown_token_splits(config))
   prepared = datasets.load_prepared(config)
-  return prepared.types, prepared.splits
+  return prepared.types, {name: prepared.read(name) for name in corpus_lib.SPLIT_NAMES}
 
 
 def file_types(lines: Iterable[str], config: Config):

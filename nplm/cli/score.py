@@ -22,7 +22,9 @@ from nplm.sentences import SentenceScore, score_sentences
 
 
 def _label(token) -> str:
-  return f'{UNK} ({token.word})' if token.token == UNK and token.word != UNK else token.token
+  if token.token == UNK and token.word != UNK:
+    return f'{UNK} ({token.word})'
+  return '␣' if token.token == ' ' else token.token  # A character model's space, visible.
 
 
 def report(scores: Sequence[SentenceScore]) -> str:

@@ -106,21 +106,16 @@ def corpus_from_prepared(prepared: PreparedTokens, unk_max_count: int, max_vocab
   """A prepared source under a vocabulary from its training counts (a remapping of ids)."""
   vocab = Vocabulary.from_counts(prepared.types, prepared.train_counts, unk_max_count,
                                  max_vocab_size, reserved)
-  return _corpus(vocab, encode_prepared(prepared, vocab),
-                 int(np.count_nonzero(prepared.train_counts)), boundary)
-
-
-def encode_prepared(prepared: PreparedTokens, vocab: Vocabulary) -> dict[str, np.ndarray]:
-  """Every split of a prepared source in `vocab`'s ids (any vocabulary: the model's own)."""
   remap = vocab.encode(prepared.types)
-  return {name: remap[prepared.splits[name]] for name in SPLIT_NAMES}
+  return _corpus(vocab, {name: prepared.read(name, remap) for name in SPLIT_NAMES},
+                 int(np.count_nonzero(prepared.train_counts)), boundary)
 
 
 def _corpus(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: int,
             boundary: str) -> Corpus:
   stats = {}
   for name, ids in splits.items():
-    ids.setflags(write=False)
+    ids.setflags(write=False)  # Shared by every feed and evaluation: never changed.
     stats[name] = {'tokens': len(ids), 'unk_rate': float(np.mean(ids == vocab.unk_id))}
   return Corpus(vocab, dict(splits), stats, train_types, vocab.id_of(boundary))
 

@@ -16,8 +16,10 @@ every split's token count and SHA-256 against the metadata, so a damaged file is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import logging
 import os
 import re
@@ -38,11 +40,37 @@ _LOG_EVERY = 16 * _CHUNK_TOKENS  # A progress line every 16M tokens (logs have n
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PreparedTokens:
-  """A prepared source: every type, its training count, and each split as type indices."""
+  """A prepared source: every type and its training count; `read` gives a split."""
   types: tuple[str, ...]
   train_counts: np.ndarray  # int64 [types]: 0 for a type seen only outside training.
-  splits: dict[str, np.ndarray]  # 'train', 'valid', 'test' -> int32 type indices.
-  name: str  # The TFDS config name: kind, source name, tokenization, fingerprint.
+  builder: 'NplmTokens'
+
+  def read(self, split: str, remap: np.ndarray | None = None) -> np.ndarray:
+    """A split's type indices, or `remap` of them (a vocabulary's ids: remap[type]), read
+    chunk by chunk into one array (only the result is held) and checked against the
+    recorded token count and SHA-256. Read-only."""
+    try:
+      ids = self._read(split, remap)
+    except (KeyError, ValueError, OSError, RuntimeError) as error:  # Riegeli: RuntimeError.
+      raise CorruptCorpusError(f'{self.builder.data_dir} is damaged ({error}); delete it and '
+                               'rerun to prepare it again') from None
+    ids.setflags(write=False)
+    return ids
+
+  def _read(self, split: str, remap: np.ndarray | None) -> np.ndarray:
+    metadata = self.builder.info.metadata
+    source = self.builder.as_data_source(split=split)
+    ids, filled, digest = np.empty(metadata['tokens'][split], np.int32), 0, hashlib.sha256()
+    for index in range(len(source)):
+      chunk = source[index]['ids']
+      digest.update(chunk.tobytes())
+      if filled + len(chunk) > len(ids) or int(chunk.max(initial=0)) >= len(self.types):
+        raise ValueError(f'{split} holds other tokens than recorded')
+      ids[filled:filled + len(chunk)] = chunk if remap is None else remap[chunk]
+      filled += len(chunk)
+    if filled != len(ids) or digest.hexdigest() != metadata['sha256'][split]:
+      raise ValueError(f'{split} does not match its recorded token count and SHA-256')
+    return ids
 
 
 class NplmTokens(tfds.core.GeneratorBasedBuilder):
@@ -145,42 +173,19 @@ def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens
   if not builder.is_prepared():
     log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
              builder.data_dir)
-  builder.download_and_prepare()
-  tokens = read(builder)
-  empty = [split for split, ids in tokens.splits.items() if not len(ids)]
+  with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints what the log lines above say.
+    builder.download_and_prepare()
+  metadata = builder.info.metadata
+  try:
+    tokens = PreparedTokens(tuple(metadata['types']),
+                            np.array(metadata['train_counts'], np.int64), builder)
+    empty = [split for split in SPLITS if not metadata['tokens'][split]]
+  except (KeyError, TypeError) as error:
+    raise CorruptCorpusError(f'{builder.data_dir} is damaged (its metadata lacks {error}); '
+                             'delete it and rerun to prepare it again') from None
+  if len(tokens.train_counts) != len(tokens.types):
+    raise CorruptCorpusError(f'{builder.data_dir} is inconsistent; delete it and rerun')
   if empty:
     raise CorpusError(f'{source.kind}:{source.name} has no text in its {", ".join(empty)} '
                       'split; every split needs at least one line')
   return tokens
-
-
-def read(builder: NplmTokens) -> PreparedTokens:
-  metadata = builder.info.metadata
-  name = builder.builder_config.name
-  try:
-    types, counts = tuple(metadata['types']), np.array(metadata['train_counts'], np.int64)
-    splits = {split: _read_split(builder, split, metadata) for split in SPLITS}
-  except (KeyError, ValueError, OSError, RuntimeError) as error:  # Riegeli: RuntimeError.
-    raise CorruptCorpusError(f'{builder.data_dir} is damaged ({error}); delete it and rerun '
-                             'to prepare it again') from None
-  if len(counts) != len(types) or any(int(ids.max(initial=0)) >= len(types)
-                                      for ids in splits.values()):
-    raise CorruptCorpusError(f'{builder.data_dir} is inconsistent; delete it and rerun')
-  return PreparedTokens(types, counts, splits, name)
-
-
-def _read_split(builder, split: str, metadata) -> np.ndarray:
-  """A split's ids in one preallocated array, checked against its recorded count and hash."""
-  source = builder.as_data_source(split=split)
-  ids, filled, digest = np.empty(metadata['tokens'][split], np.int32), 0, hashlib.sha256()
-  for index in range(len(source)):
-    chunk = source[index]['ids']
-    if filled + len(chunk) > len(ids):
-      raise ValueError(f'{split} holds more tokens than recorded')
-    ids[filled:filled + len(chunk)] = chunk
-    digest.update(chunk.tobytes())
-    filled += len(chunk)
-  if filled != len(ids) or digest.hexdigest() != metadata['sha256'][split]:
-    raise ValueError(f'{split} does not match its recorded token count and SHA-256')
-  ids.setflags(write=False)
-  return ids
