@@ -238,3 +238,11 @@ def test_prepare_benchmark_times_a_generated_corpus_it_counts_right(tmp_path):
                                            {END_OF_SENTENCE})
   assert report['prepare']['peak'] >= report['prepare']['rss_before'] > 0
   assert 'prepare' in result.stdout and 'peak MiB' in result.stdout
+
+
+def test_help_shows_each_programs_own_flags_and_usage():
+  for name, flag in (('train', '--dataset'), ('evaluate', '--text_file'), ('ngram', '--order'),
+                     ('score', '--json')):
+    result = program(name, '--help')
+    assert flag in result.stdout, (name, result.stdout[:500])
+    assert f'nplm {name}' in result.stdout

@@ -6,7 +6,7 @@ import logging
 import sys
 
 import tensorflow_datasets as tfds
-from absl import flags
+from absl import app, flags
 from absl import logging as absl_logging
 
 from nplm.checkpoint import IncompatibleCheckpointError
@@ -75,6 +75,17 @@ def summary_lines(summary: dict) -> list[str]:
   return [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
                      summary['unk_rate'][split], summary.get('bpc', {}).get(split))
           for split in ('train', 'valid', 'test')]
+
+
+def start(main, argv=None) -> None:
+  """app.run(main), with the program's docstring and flags shown by --help (absl shows the
+  main module's, and the programs live in nplm.cli)."""
+  sys.modules['__main__'].__doc__ = sys.modules[main.__module__].__doc__
+  for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
+    if module.startswith('nplm.cli'):
+      for flag in module_flags:
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  app.run(main, argv=argv)
 
 
 def fail(error: Exception) -> None:

@@ -91,7 +91,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_bool('json', False, 'Print the results as JSON.')
   cli.define_config_flags(names=_OTHER_DATA_FIELDS)
   flags.mark_flag_as_required('workdir')
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

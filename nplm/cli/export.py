@@ -93,7 +93,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_string('out', None, 'Directory to write the split files into.')
   flags.mark_flag_as_required('out')
   cli.define_config_flags(names=Config.DATA_FIELDS)
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

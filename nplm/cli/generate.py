@@ -65,7 +65,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_integer('samples', 1, 'How many samples to draw.')
   flags.DEFINE_bool('no_unk', False, 'Never draw <unk> (the class of all rare words).')
   flags.mark_flag_as_required('workdir')
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

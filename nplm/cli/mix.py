@@ -63,7 +63,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train).')
   flags.DEFINE_string('data_dir', '', 'TFDS data dir, if not the one the run recorded.')
   flags.mark_flag_as_required('workdir')
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

@@ -48,7 +48,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_string('plot', '', 'Save a PNG of the 2-D PCA projection here (optional).')
   flags.DEFINE_list('plot_words', [], 'Words to plot; default: --words and their neighbours.')
   flags.mark_flag_as_required('workdir')
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

@@ -89,7 +89,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_string('out', None, 'Directory that receives ngram.json.')
   flags.mark_flag_as_required('out')
   cli.define_config_flags(names=Config.DATA_FIELDS)
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

@@ -60,7 +60,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_bool('json', False, 'Print the scores as JSON: per sentence its text, '
                     'log_prob, perplexity and tokens (word as typed, token read, log_prob).')
   flags.mark_flag_as_required('workdir')
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':

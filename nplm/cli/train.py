@@ -41,7 +41,7 @@ def main(argv):
 
 def run_program(argv=None) -> None:
   cli.define_config_flags()
-  app.run(main, argv=argv)
+  cli.start(main, argv)
 
 
 if __name__ == '__main__':
