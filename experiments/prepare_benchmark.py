@@ -133,7 +133,8 @@ def format_report(report: dict, markdown: bool = False) -> str:
            f'{report["generate_seconds"]:.0f} s); median of {report["repeats"]} runs of each '
            'step, each in a fresh process', '']
   header = ('step', 'wall s', 'range s', 'peak MiB', 'before MiB', 'step MiB')
-  lines.append('| ' + ' | '.join(header) + ' |' if markdown else '  '.join(f'{h:>10}' for h in header))
+  lines.append('| ' + ' | '.join(header) + ' |' if markdown else
+               '  '.join(f'{h:>10}' for h in header))
   if markdown:
     lines.append('|' + '---|' * len(header))
   for name, row in rows:
