@@ -49,7 +49,8 @@ def format_report(report: dict, markdown: bool = False) -> str:
             'test ppl']
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] if markdown else []
   for row in report['rows']:
-    cells = [row['reading'], row['model'], row['tokens'], f'{row["valid"]:,}',
+    scored = row['tokens'].replace('<eos>', '`<eos>`') if markdown else row['tokens']
+    cells = [row['reading'], row['model'], scored, f'{row["valid"]:,}',
              f'{row["ppl"]["valid"]:.2f}', f'{row["test"]:,}', f'{row["ppl"]["test"]:.2f}']
     lines.append('| ' + ' | '.join(cells) + ' |' if markdown else '  '.join(
         f'{c:>14}' for c in cells))
