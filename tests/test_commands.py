@@ -241,6 +241,20 @@ def test_prepare_benchmark_times_a_generated_corpus_it_counts_right(tmp_path):
   assert 'prepare' in result.stdout and 'peak MiB' in result.stdout
 
 
+def test_dataset_mistakes_are_one_line_errors(tmp_path):
+  corpus_dir = write_dir(tmp_path / 'ptb')
+  for flags, phrase in [((f'--dataset=text:{tmp_path / "nowhere"}',), 'no such file or directory'),
+                        ((f'--dataset=text:{corpus_dir}', '--max_vocab_size=1'), 'leaves no room'),
+                        ((f'--dataset=text:{corpus_dir}', '--split_fractions=0.5,0.5,0.5'),
+                         'summing to 1')]:
+    result = subprocess.run([sys.executable, '-m', 'experiments.ngram', '--order=2',
+                             f'--out={tmp_path / "out"}', f'--data_dir={tmp_path / "tfds"}',
+                             *flags], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith('error: ') and phrase in (
+        result.stderr), result.stderr
+
+
 def test_help_shows_each_programs_own_flags_and_usage():
   for name, flag in (('train', '--dataset'), ('evaluate', '--text_file'), ('ngram', '--order'),
                      ('score', '--json')):

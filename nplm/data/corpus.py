@@ -19,6 +19,7 @@ import numpy as np
 from nplm.data import brown, brown_format
 from nplm.data.prepared import PreparedTokens
 from nplm.data.vocab import PARAGRAPH_END, SPECIAL_TOKENS, TEXT_END, Vocabulary
+from nplm.errors import ConfigError
 
 SPLIT_NAMES = ('train', 'valid', 'test')
 
@@ -59,7 +60,7 @@ def split_tokens(tokens: Sequence[str], train_tokens: int,
                  valid_tokens: int) -> dict[str, Sequence[str]]:
   """The first train_tokens train, the next valid_tokens validate, the rest (non-empty) test."""
   if min(train_tokens, valid_tokens) <= 0 or train_tokens + valid_tokens >= len(tokens):
-    raise ValueError(
+    raise ConfigError(
         f'cannot split {len(tokens):,} tokens into {train_tokens:,} train, {valid_tokens:,} '
         'valid and a non-empty test split; all three must be positive')
   valid_end = train_tokens + valid_tokens

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nplm.errors import ConfigError
 from nplm.files import write_text_atomically
 
 UNK = '<unk>'
@@ -76,7 +77,7 @@ class Vocabulary:
     candidates.sort()
     room = len(candidates) if not max_size else max_size - 1 - len(reserved)
     if room < 0:
-      raise ValueError(f'--max_vocab_size={max_size} leaves no room: <unk> and the '
+      raise ConfigError(f'--max_vocab_size={max_size} leaves no room: <unk> and the '
                        f'{len(reserved)} reserved tokens need {len(reserved) + 1} ids')
     kept = {word: -negative for negative, word in candidates[:room]}
     kept.update(reserved)
