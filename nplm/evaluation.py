@@ -15,6 +15,7 @@ from nplm.data import datasets
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.scoring import TrainedModel
+from nplm.train import bits_per_token
 
 
 def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
@@ -61,6 +62,6 @@ def evaluate(trained: TrainedModel, types, splits: dict[str, np.ndarray], top_un
               'unk_rate': float(np.mean(ids == trained.vocab.unk_id)),
               'unknown_words': unknown_words(types, type_ids, trained.vocab, top_unknown)}
     if trained.config.tokens == 'chars':
-      result['bpc'] = nll / len(ids) / math.log(2)
+      result['bpc'] = bits_per_token(result)
     results[name] = result
   return results

@@ -21,6 +21,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
+from nplm.train import bits_per_token
 
 FLAGS = flags.FLAGS
 
@@ -52,7 +53,8 @@ def results(corpus: Corpus, config, model: str, order: int) -> dict:
       'wall_seconds': time.perf_counter() - started,
   }
   if config.tokens == 'chars':
-    summary['bpc'] = {name: nll[name] / tokens[name] / math.log(2) for name in nll}
+    summary['bpc'] = {name: bits_per_token({'nll': nll[name], 'tokens': tokens[name]})
+                      for name in nll}
   return summary
 
 
