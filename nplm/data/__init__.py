@@ -1,4 +1,5 @@
-"""The Brown corpus: acquisition, the TFDS dataset, the vocabulary and the split streams."""
+"""Corpora: Brown (acquisition, its TFDS dataset), text and TFDS sources prepared once, the
+vocabulary and the split streams (nplm.data.datasets picks one by --dataset)."""
 
 from nplm.data.acquire import CorpusError, CorpusNotFoundError, CorruptCorpusError
 from nplm.data.corpus import Corpus, load_corpus
