@@ -1,19 +1,37 @@
-"""Orbax checkpoints of a run: the latest (for resumption) and the best on validation.
+"""Checkpoints of a run: the latest (for resumption) and the best on validation, verified.
 
-Each checkpoint holds the train state and the loop's progress (a small JSON). The run's
-identity (its config and vocabulary) is written once to `run.json` in the workdir, so that a
-rerun with the same workdir resumes and one with an incompatible config is refused before
-anything is overwritten.
+Each checkpoint holds the train state and the loop's progress (a small JSON) with a checksum
+of both (nplm.checksum); every restore verifies it. A checkpoint that cannot be read or fails
+verification is reported in one line and the next good one is used instead: for resuming,
+the newest good one of either directory; for the best parameters, the same step's copy in
+the other directory. The trainer moves a damaged checkpoint it passed over to `damaged/`
+(out of the way of the steps it saves next); if no checkpoint is good, nothing is moved or
+deleted and the error says so. Readers (`saved_params`) only read: they never create,
+clean or move anything in a workdir that may be training.
+
+The run's identity (its config and vocabulary) is written once to `run.json` in the
+workdir, so that a rerun with the same workdir resumes and one with an incompatible config
+is refused before anything is overwritten.
 """
 
 import json
+import logging
+import os
+import shutil
 from pathlib import Path
 
 import jax
+from jax.experimental import multihost_utils
 import orbax.checkpoint as ocp
 
+from nplm.checksum import checkpoint_checksum
 from nplm.config import Config
 from nplm.files import write_json_atomically
+
+log = logging.getLogger(__name__)
+
+LATEST, BEST = 'checkpoints', 'best'
+_KEEP_LATEST = 2  # Checkpoints kept in checkpoints/ besides the best step's.
 
 
 class IncompatibleCheckpointError(RuntimeError):
@@ -24,15 +42,13 @@ def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str,
                   data_fingerprint: str, write: bool = True) -> None:
   """Records the run's identity (if `write`: process 0 of a run): its config, vocabulary and
   data (the ids of every split), or checks it against the one already recorded."""
-  workdir.mkdir(parents=True, exist_ok=True)
-  identity_path = workdir / 'run.json'
-  if not identity_path.exists():
+  saved = read_identity(workdir)
+  if saved is None:
     if write:
-      write_json_atomically(identity_path, {'config': config.to_dict(),
-                                            'vocab_fingerprint': vocab_fingerprint,
-                                            'data_fingerprint': data_fingerprint})
+      write_json_atomically(workdir / 'run.json', {'config': config.to_dict(),
+                                                  'vocab_fingerprint': vocab_fingerprint,
+                                                  'data_fingerprint': data_fingerprint})
     return
-  saved = json.loads(identity_path.read_text())
   problems = config.incompatibilities(saved['config'])
   if saved['vocab_fingerprint'] != vocab_fingerprint:
     problems.append('vocabulary: the corpus or --unk_max_count gives a different vocabulary')
@@ -45,79 +61,206 @@ def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str,
         '\nIts checkpoints are kept. Use another --workdir, or rerun with the settings above.')
 
 
-class Checkpoints:
-  """The latest checkpoints (periodic) and the best on validation, under one workdir."""
+def read_identity(workdir: Path) -> dict | None:
+  """run.json of a workdir (None if it has none); a damaged one is an error, not a new run."""
+  path = workdir / 'run.json'
+  try:
+    return json.loads(path.read_text())
+  except FileNotFoundError:
+    return None
+  except (OSError, ValueError) as error:
+    raise IncompatibleCheckpointError(
+        f'{path} is damaged ({_first_line(error)}); it records which run {workdir} holds. '
+        'Restore it, or move the workdir aside and use another --workdir.') from error
 
-  def __init__(self, workdir: Path):
-    directory = workdir.absolute()  # Orbax wants absolute paths.
-    # A write cut short by a kill stays a temporary directory: never restored, removed here.
-    def manager(name: str, max_to_keep: int):
-      options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep,
-                                             cleanup_tmp_directories=True)
-      # Handlers named up front: a resuming manager can read a checkpoint's metadata.
-      handlers = {'state': ocp.StandardCheckpointHandler(),
-                  'progress': ocp.JsonCheckpointHandler()}
-      return ocp.CheckpointManager(directory / name, options=options, item_handlers=handlers)
-    self._latest, self._best = manager('checkpoints', 2), manager('best', 1)
+
+class CheckpointError(RuntimeError):
+  """No checkpoint of a workdir can be used (each is damaged); nothing was deleted."""
+
+
+class _Unusable(Exception):
+  """One checkpoint cannot be read or fails verification."""
+
+
+class Checkpoints:
+  """The trainer's checkpoints of a workdir: it alone writes, moves and deletes them (it
+  holds the workdir's lock); in a multi-process run, process 0 (`main`) does the moving
+  and deleting and every process reads and saves (a collective)."""
+
+  def __init__(self, workdir: Path, main: bool = True):
+    self.workdir, self.main = workdir.absolute(), main  # Orbax wants absolute paths.
+    if main:  # A save cut short by a kill stays a temporary directory: never restored.
+      for name in (LATEST, BEST):
+        for path in (self.workdir / name).glob('*.orbax-checkpoint-tmp*'):
+          shutil.rmtree(path)
 
   def save_latest(self, step: int, state, progress: dict) -> None:
-    self._save(self._latest, step, state, progress)
+    self._save(LATEST, step, state, progress)
+    best = _steps(self.workdir / BEST)[:1]
+    self._delete(LATEST, _steps(self.workdir / LATEST)[_KEEP_LATEST:], keep=best)
 
   def save_best(self, step: int, state, progress: dict) -> None:
-    self._save(self._best, step, state, progress)
+    self._save(BEST, step, state, progress)
+    self._delete(BEST, _steps(self.workdir / BEST)[1:])
 
   def restore_latest(self, abstract_state):
-    """(state, progress) of the latest checkpoint, or None if there is none."""
-    return self._restore(self._latest, abstract_state)
+    """(state, progress) of the newest good checkpoint, or None if there is none."""
+    candidates = sorted(((step, name) for name in (LATEST, BEST)
+                         for step in _steps(self.workdir / name)),
+                        key=lambda c: (-c[0], c[1] != LATEST))
+    found = self._first_good([self.workdir / name / str(step) for step, name in candidates],
+                             abstract_state)
+    return None if found is None else found[1:]
 
   def restore_best(self, abstract_state):
-    return self._restore(self._best, abstract_state)
-
-  def saved_params(self, which: str = 'best') -> dict | None:
-    """The parameters of the best (or 'latest') checkpoint as saved, with no template.
-
-    For analysis and generation outside a run; a run restores through `restore_*`.
-    """
-    manager = self._best if which == 'best' else self._latest
-    step = manager.latest_step()
-    if step is None:
+    """(state, progress) of the best checkpoint (from the same step in checkpoints/ if
+    best/ is damaged, which is then saved again), or None if no epoch has finished."""
+    best = _steps(self.workdir / BEST)[:1]
+    if not best:
       return None
-    restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
-    return restored.state['params']
+    step = best[0]
+    found = self._first_good([self.workdir / BEST / str(step), self.workdir / LATEST / str(step)],
+                             abstract_state)
+    if found is None:
+      raise CheckpointError(f'{self.workdir}: no good copy of the best checkpoint (step '
+                            f'{step}) is left; nothing was deleted. Its best parameters are '
+                            'lost: train again in a new --workdir.')
+    path, state, progress = found
+    if path.parent.name != BEST:
+      self.save_best(step, state, progress)
+    return state, progress
 
   @property
   def latest_step(self) -> int | None:
-    return self._latest.latest_step()
+    steps = _steps(self.workdir / LATEST)
+    return steps[0] if steps else None
 
-  def close(self) -> None:
-    """Waits for pending writes; a checkpoint only counts once it is finished."""
-    for manager in (self._latest, self._best):
-      manager.wait_until_finished()
-      manager.close()
+  def _first_good(self, paths: list[Path], abstract_state):
+    """(path, state, progress) of the first good checkpoint of `paths`, the bad ones before
+    it moved to damaged/; None if `paths` is empty; CheckpointError if none is good."""
+    rejected, reasons = [], []
+    for path in paths:
+      try:
+        state, progress = read(path, abstract_state)
+      except _Unusable as why:
+        log.warning('Checkpoint %s cannot be used: %s', path, why)
+        rejected.append(path)
+        reasons.append(f'{path.parent.name}/{path.name}: {why}')
+        continue
+      self._set_aside(rejected)
+      return path, state, progress
+    if rejected:
+      raise CheckpointError(
+          f'{self.workdir}: no checkpoint can be restored ({"; ".join(reasons)}); nothing '
+          'was deleted. Move the workdir aside and train again in a new --workdir.')
+    return None
 
-  @staticmethod
-  def _save(manager, step: int, state, progress: dict) -> None:
-    if step in manager.all_steps():  # Saved again after a resume, with newer progress.
-      manager.delete(step)
-    manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                               progress=ocp.args.JsonSave(progress)))
-    manager.wait_until_finished()
+  def _set_aside(self, paths: list[Path]) -> None:
+    """Moves damaged checkpoints to damaged/, kept for inspection, so that the steps they
+    hold can be saved again."""
+    if jax.process_count() > 1:  # Every process has read them before any is moved.
+      multihost_utils.sync_global_devices('nplm: checkpoints read')
+    if not self.main:
+      return
+    for path in paths:
+      target = self.workdir / 'damaged' / f'{path.parent.name}-{path.name}'
+      while target.exists():
+        target = target.with_name(target.name + '+')
+      target.parent.mkdir(exist_ok=True)
+      os.replace(path, target)
+      log.warning('Moved the damaged checkpoint %s to %s.', path, target)
 
-  @staticmethod
-  def _restore(manager, abstract_state):
-    step = manager.latest_step()
-    if step is None:
+  def _save(self, name: str, step: int, state, progress: dict) -> None:
+    path = self.workdir / name / str(step)
+    if path.exists() and self.main:  # Saved again after a resume, with newer progress.
+      shutil.rmtree(path)
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices('nplm: checkpoint step free')
+    progress = {**progress, 'checksum': checkpoint_checksum(state, progress)}
+    with _checkpointer() as checkpointer:  # Written in a temporary directory, then renamed.
+      checkpointer.save(path, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state), progress=ocp.args.JsonSave(progress)))
+
+  def _delete(self, name: str, steps: list[int], keep=()) -> None:
+    if self.main:
+      for step in steps:
+        if step not in keep:
+          shutil.rmtree(self.workdir / name / str(step))
+
+
+def _checkpointer() -> ocp.Checkpointer:
+  """A synchronous Orbax checkpointer of (state, progress): no threads outlive a call."""
+  return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
+      state=ocp.StandardCheckpointHandler(), progress=ocp.JsonCheckpointHandler()))
+
+
+def _steps(directory: Path) -> list[int]:
+  """The steps of the finished checkpoints in `directory`, newest first (unfinished ones
+  are temporary directories with other names)."""
+  try:
+    names = os.listdir(directory)
+  except FileNotFoundError:
+    return []
+  return sorted((int(name) for name in names if name.isdigit()), reverse=True)
+
+
+def read(path: Path, abstract_state=None):
+  """(state, progress) of the checkpoint at `path`, verified against its checksum; restored
+  into `abstract_state`'s shapes and shardings, or as saved (numpy) without one."""
+  try:
+    with _checkpointer() as checkpointer:
+      state_args = ocp.args.StandardRestore()
+      if abstract_state is not None:
+        # Vocabulary-parallel output rows are padded to a multiple of the 'model' shards,
+        # so a run resumed on another mesh may want more or fewer rows than were saved.
+        # The rows past |V| are padding, masked everywhere: Orbax may pad (with zeros) or
+        # cut exactly those. Everything else must match (run.json vouches for the config).
+        saved = checkpointer.metadata(path).item_metadata['state'].tree
+        same_rows = _output_rows(saved) == _output_rows(abstract_state.params)
+        state_args = ocp.args.StandardRestore(abstract_state, strict=same_rows)
+      restored = checkpointer.restore(path, args=ocp.args.Composite(
+          state=state_args, progress=ocp.args.JsonRestore()))
+  except Exception as error:  # Damage surfaces as many types (Orbax, TensorStore, JSON, OS).
+    raise _Unusable(f'it cannot be read ({_first_line(error)})') from error
+  progress = dict(restored.progress)
+  checksum = progress.pop('checksum', None)
+  if checksum is None:
+    log.warning('Checkpoint %s has no checksum (saved by an older nplm): not verified.', path)
+  elif checkpoint_checksum(restored.state, progress) != checksum:
+    raise _Unusable('its contents do not match their checksum (the files were damaged)')
+  return restored.state, progress
+
+
+def saved_params(workdir: Path, latest: bool = False) -> dict | None:
+  """The parameters a run reports, read-only: the best checkpoint's (its copy in
+  checkpoints/ if best/ is damaged), or the newest good one's if no epoch has finished (or
+  if `latest`); None if there is no checkpoint yet. For reading a model outside its run, also while it
+  trains: a checkpoint deleted under the reader (the trainer keeps few) sends it to the
+  next one, and a listing that changed meanwhile is read again."""
+  for _ in range(3):
+    listing = {name: _steps(workdir / name) for name in (LATEST, BEST)}
+    if listing[BEST] and not latest:
+      step = listing[BEST][0]
+      paths = [workdir / BEST / str(step), workdir / LATEST / str(step)]
+    else:
+      paths = [workdir / LATEST / str(step) for step in listing[LATEST]]
+    rejected = []
+    for path in paths:
+      try:
+        return read(path)[0]['params']
+      except _Unusable as why:
+        rejected.append(f'{path.parent.name}/{path.name}: {why}')
+    if not rejected:
       return None
-    # Vocabulary-parallel output rows are padded to a multiple of the 'model' shards, so a
-    # run resumed on another mesh may want more or fewer rows than were saved. The rows past
-    # |V| are padding, masked everywhere: Orbax may pad (with zeros) or cut exactly those.
-    # Everything else must match (run.json vouches for the config), so that is strict.
-    same_rows = (_output_rows(manager.item_metadata(step)['state'].tree)
-                 == _output_rows(abstract_state.params))
-    restored = manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract_state, strict=same_rows),
-        progress=ocp.args.JsonRestore()))
-    return restored.state, restored.progress
+    if listing == {name: _steps(workdir / name) for name in (LATEST, BEST)}:
+      break
+  raise CheckpointError(f'{workdir}: no usable checkpoint of the parameters its run reports '
+                        f'({"; ".join(rejected)}).')
+
+
+def _first_line(error: Exception) -> str:
+  text = str(error).strip().splitlines()
+  return f'{type(error).__name__}: {text[0][:200]}' if text else type(error).__name__
 
 
 def _output_rows(tree) -> int | None:

@@ -14,6 +14,7 @@ from nplm.data import corpus as corpus_lib
 from nplm.data import datasets
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
+from nplm.perplexity import perplexity
 from nplm.scoring import TrainedModel
 from nplm.train import bits_per_token
 
@@ -58,7 +59,7 @@ def evaluate(trained: TrainedModel, types, splits: dict[str, np.ndarray], top_un
   for name, type_ids in splits.items():
     ids = remap[type_ids]
     nll = -math.fsum(trained.split_log_probs(ids).tolist())
-    result = {'tokens': len(ids), 'nll': nll, 'ppl': math.exp(nll / len(ids)),
+    result = {**perplexity(nll, len(ids)),
               'unk_rate': float(np.mean(ids == trained.vocab.unk_id)),
               'unknown_words': unknown_words(types, type_ids, trained.vocab, top_unknown)}
     if trained.config.tokens == 'chars':

@@ -7,7 +7,6 @@ evaluates; they come from the head's exact, normalized `log_prob`, whatever head
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import jax
@@ -15,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nplm import parallel, stream_training
-from nplm.checkpoint import Checkpoints
+from nplm.checkpoint import read_identity, saved_params
 from nplm.config import Config
 from nplm.data import batching, datasets
 from nplm.data.vocab import Vocabulary
@@ -63,23 +62,16 @@ def load_trained(workdir: str | Path) -> TrainedModel:
   """The model of a run's workdir with the parameters its summary reports: the best on
   validation, or the latest where no epoch has finished (a run cut short by --max_steps)."""
   workdir = Path(workdir)
-  identity_path, vocab_path = workdir / 'run.json', workdir / 'vocab.txt'
-  if not identity_path.exists() or not vocab_path.exists():
+  identity, vocab_path = read_identity(workdir), workdir / 'vocab.txt'
+  if identity is None or not vocab_path.exists():
     raise NoTrainedModelError(f'{workdir} holds no training run (no run.json or vocab.txt); '
                               'train one there first')
-  identity = json.loads(identity_path.read_text())
   config = Config.from_saved(identity['config'])
   vocab = Vocabulary.load(vocab_path)
   if vocab.fingerprint() != identity['vocab_fingerprint']:
     raise NoTrainedModelError(f'{vocab_path} does not match the vocabulary recorded in '
-                              f'{identity_path}; the workdir was altered')
-  checkpoints = Checkpoints(workdir)
-  try:
-    params = checkpoints.saved_params('best')
-    if params is None:
-      params = checkpoints.saved_params('latest')
-  finally:
-    checkpoints.close()
+                              f'{workdir / "run.json"}; the workdir was altered')
+  params = saved_params(workdir)
   if params is None:
     raise NoTrainedModelError(f'{workdir} has no checkpoint yet; let training save one')
   # A vocabulary-parallel run saved its output rows padded; read here on one device.

@@ -15,8 +15,6 @@ over the mesh's 'data' axis. Evaluation's one stream is sequential: every data d
 all of it, and only the head's output rows are split (over 'model').
 """
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +22,7 @@ from flax.training import train_state
 
 from nplm import parallel
 from nplm.data import streams
+from nplm.perplexity import perplexity
 
 
 class RecurrentTrainState(train_state.TrainState):
@@ -142,4 +141,4 @@ class StreamFeed:
     """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
     nll = -float(np.sum(self.log_probs(params, split)))
     tokens = len(self.splits[split])
-    return {'nll': nll, 'tokens': tokens, 'ppl': math.exp(nll / tokens)}
+    return perplexity(nll, tokens)

@@ -26,6 +26,8 @@ from tqdm import tqdm
 
 from nplm import parallel, plots
 from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
+from nplm.perplexity import exploded
+from nplm.workdir_lock import WorkdirLock, prepare_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
@@ -75,25 +77,43 @@ def _all_finite(tree) -> bool:
   return all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(tree))
 
 
+class RunInterrupted(Exception):
+  """A stop request during the final evaluation: the checkpoints are all saved."""
+
+
 # --- the loop -------------------------------------------------------------------------
+
+class StopRequests:
+  """Set by the first SIGTERM or Ctrl-C (the loop then saves and stops); a second Ctrl-C,
+  or any during the final evaluation (`at_once`: nothing is lost by abandoning it), stops
+  at once."""
+
+  def __init__(self):
+    self.requested = threading.Event()
+    self.at_once = False
+
+  def is_set(self) -> bool:
+    return self.requested.is_set()
+
+  def handler(self, signum, frame):
+    if self.at_once:
+      raise RunInterrupted(f'signal {signum} during the final evaluation')
+    if self.requested.is_set():
+      raise KeyboardInterrupt
+    log.warning('Signal %d: saving a checkpoint and stopping.', signum)
+    self.requested.set()
+
 
 @contextlib.contextmanager
 def stop_requests():
-  """An event set by the first SIGTERM or Ctrl-C; a second Ctrl-C interrupts at once."""
-  requested = threading.Event()
+  """StopRequests, installed for SIGINT and SIGTERM while the context lasts."""
+  stop = StopRequests()
   if threading.current_thread() is not threading.main_thread():
-    yield requested  # Signals reach only the main thread; nothing to install.
+    yield stop  # Signals reach only the main thread; nothing to install.
     return
-
-  def handler(signum, frame):
-    if requested.is_set():
-      raise KeyboardInterrupt
-    log.warning('Signal %d: saving a checkpoint and stopping.', signum)
-    requested.set()
-
-  previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+  previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
   try:
-    yield requested
+    yield stop
   finally:
     for s, h in previous.items():
       signal.signal(s, h)
@@ -111,7 +131,7 @@ class _Run:
     feed = StreamFeed if self.lm.model.recurrent else WindowFeed
     self.feed = feed(config, self.lm, corpus.splits, corpus.boundary_id, self.mesh)
     self.main = parallel.is_main_process()  # Only process 0 writes the run's own files.
-    self.checkpoints, self.writer = open_workdir(config, corpus, self.main)
+    self.checkpoints, self.writer, self.lock = open_workdir(config, corpus, self.main)
     init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
     self.state = self.feed.create_state(init_rng, make_optimizer(config))
     self.progress = new_progress()
@@ -124,8 +144,8 @@ class _Run:
     self.wall_before = self.progress['wall_seconds']
 
   def close(self) -> None:
-    self.checkpoints.close()
     self.writer.close()
+    self.lock.release()
 
   def evaluate(self, name: str, params=None) -> dict:
     return self.feed.evaluate(self.state.params if params is None else params, name)
@@ -146,7 +166,7 @@ class _Run:
     return TrainingDiverged(f'Training diverged: {what}; {where}. '
                             'Lower --learning_rate (or --lr_decay) and rerun in a new --workdir.')
 
-  def train(self, stop: threading.Event) -> str:
+  def train(self, stop: StopRequests) -> str:
     """Runs epochs until the bound, early stopping, --max_steps or a stop request."""
     config, progress = self.config, self.progress
     steps_per_epoch = self.feed.steps_per_epoch
@@ -161,7 +181,7 @@ class _Run:
       self.end_epoch(epoch)
     return 'early_stopped' if progress['stopped_early'] else 'epochs_done'
 
-  def train_epoch(self, epoch: int, steps_per_epoch: int, stop: threading.Event) -> str:
+  def train_epoch(self, epoch: int, steps_per_epoch: int, stop: StopRequests) -> str:
     config, progress = self.config, self.progress
     step = int(self.state.step)
     start = step - epoch * steps_per_epoch
@@ -181,7 +201,7 @@ class _Run:
       stopping = parallel.agreed_stop(stop.is_set(), at_log or at_checkpoint)
       if at_log or at_checkpoint or out_of_steps or stopping:
         loss = float(loss)  # Waits for the step: the clock below is honest.
-        if not math.isfinite(loss):
+        if exploded(loss, self.corpus.vocab.size):
           raise self.diverged(f'the training loss is {loss} at step {step}')
         seconds = time.perf_counter() - clock
         progress['train_seconds'] += seconds
@@ -209,7 +229,7 @@ class _Run:
   def end_epoch(self, epoch: int) -> None:
     """Validates, keeps the best state, and decides on early stopping."""
     valid = self.evaluate('valid')
-    if not math.isfinite(valid['ppl']):
+    if exploded(valid['nll'] / valid['tokens'], self.corpus.vocab.size):
       raise self.diverged(f'the validation perplexity is {valid["ppl"]} after epoch {epoch + 1}')
     if record_validation(self.progress, valid['ppl'], self.config.patience):
       self.save(best=True)
@@ -217,22 +237,37 @@ class _Run:
     self.save()
 
   def summary(self, status: str) -> dict:
-    """Exact perplexities of every split with the best parameters (or the last, if none)."""
+    """Exact perplexities of every split with the best parameters (or the last, if none),
+    checked like the training loss: a diverged model reports no numbers."""
     best = self.checkpoints.restore_best(abstract_of(self.state))
     params = self.state.params if best is None else best[0].params
+    log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
+             'last' if best is None else f'best (step {int(best[0].step)})')
     results = {name: self.evaluate(name, params) for name in self.corpus.splits}
+    for name, result in results.items():
+      if exploded(result['nll'] / result['tokens'], self.corpus.vocab.size):
+        raise self.diverged(f'the final {name} perplexity is {result["ppl"]}')
     return run_summary(status, self.config, self.corpus, self.mesh, self.progress,
                        self.state, results, self.wall_before + time.perf_counter() - self.started)
 
 
 def open_workdir(config: Config, corpus: Corpus, main: bool):
-  """(checkpoints, metrics writer) of config.workdir, claimed for this run (or checked
-  against the run it holds); process 0 (`main`) alone writes its vocab.txt and metrics."""
+  """(checkpoints, metrics writer, lock) of config.workdir, locked and claimed for this run
+  (or checked against the run it holds); process 0 (`main`) alone locks it and writes its
+  vocab.txt and metrics."""
   workdir = Path(config.workdir)
-  claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
+  prepare_workdir(workdir)
+  lock = WorkdirLock(workdir)
   if main:
-    corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
-  return Checkpoints(workdir), MetricsWriter(workdir if main else None)
+    lock.acquire()
+  try:
+    claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
+    if main:
+      corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
+    return Checkpoints(workdir, main), MetricsWriter(workdir if main else None), lock
+  except BaseException:
+    lock.release()
+    raise
 
 
 def new_progress() -> dict:
@@ -305,9 +340,14 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
   try:
     with stop_requests() as stop:
       status = run.train(stop)
+      if status != 'interrupted':
+        stop.at_once = True
+        try:
+          summary = run.summary(status)
+        except RunInterrupted:
+          status = 'interrupted'
     if status == 'interrupted':
       return {'status': status, 'steps': int(run.state.step), 'workdir': str(run.workdir)}
-    summary = run.summary(status)
     if run.main:
       write_json_atomically(run.workdir / 'summary.json', summary)
       plots.learning_curve(run.workdir)

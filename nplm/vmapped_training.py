@@ -15,8 +15,6 @@ same config trained alone (tests/test_vmapped_training.py).
 
 import functools
 import logging
-import math
-import threading
 import time
 from pathlib import Path
 
@@ -33,7 +31,8 @@ from nplm.data.corpus import Corpus
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.window_training import WindowFeed, batch_loss, batch_nll, create_state, exact_nll
-from nplm.window_training import perplexity
+from nplm.perplexity import exploded, perplexity
+from nplm.train import StopRequests
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +124,7 @@ class _Member:
 
   def __init__(self, config: Config, corpus: Corpus, main: bool):
     self.config, self.workdir = config, Path(config.workdir)
-    self.checkpoints, self.writer = train.open_workdir(config, corpus, main)
+    self.checkpoints, self.writer, self.lock = train.open_workdir(config, corpus, main)
     self.progress = train.new_progress()
     self.diverged = ''  # What went wrong, once its loss or parameters stop being finite.
 
@@ -141,8 +140,8 @@ class _Member:
     return 'early_stopped' if self.progress['stopped_early'] else loop_status
 
   def close(self) -> None:
-    self.checkpoints.close()
     self.writer.close()
+    self.lock.release()
 
 
 class _Together:
@@ -204,7 +203,7 @@ class _Together:
                        f'{member.workdir}. Lower its --learning_rate and train it again.')
     log.warning('%s', member.diverged)
 
-  def train(self, stop: threading.Event) -> str:
+  def train(self, stop: StopRequests) -> str:
     """Runs epochs until every model has stopped, --max_steps, or a stop request."""
     if self.config.max_steps and self.step >= self.config.max_steps:
       return 'max_steps'
@@ -218,7 +217,7 @@ class _Together:
       self.end_epoch(epoch)
     return 'epochs_done'
 
-  def train_epoch(self, epoch: int, stop: threading.Event) -> str:
+  def train_epoch(self, epoch: int, stop: StopRequests) -> str:
     config, steps_per_epoch = self.config, self.feed.steps_per_epoch
     _, batches = self.feed.start_epoch(None, epoch, self.step - epoch * steps_per_epoch)
     bar = tqdm(batches, total=steps_per_epoch, initial=self.step - epoch * steps_per_epoch,
@@ -264,7 +263,7 @@ class _Together:
     rate = examples / max(seconds, 1e-9)
     for k in self.training():
       member, loss = self.members[k], float(losses[k])
-      if not math.isfinite(loss):
+      if exploded(loss, self.corpus.vocab.size):
         self.diverge(k, f'the training loss is {loss} at step {self.step}')
         continue
       member.progress['train_seconds'] += seconds
@@ -283,7 +282,7 @@ class _Together:
                       self.feed.sizes['valid'], self.config.eval_batch_size, self.mesh)
     for k in training:
       member, ppl = self.members[k], perplexity(valid[k], self.feed.sizes['valid'])['ppl']
-      if not math.isfinite(ppl):
+      if exploded(valid[k] / self.feed.sizes['valid'], self.corpus.vocab.size):
         self.diverge(k, f'the validation perplexity is {ppl} after epoch {epoch + 1}')
         continue
       if train.record_validation(member.progress, ppl, member.config.patience):
@@ -312,6 +311,13 @@ class _Together:
                           'workdir': str(member.workdir)})
         continue
       results = {name: perplexity(nll[name][k], self.feed.sizes[name]) for name in nll}
+      failed = [name for name in nll if exploded(nll[name][k] / self.feed.sizes[name],
+                                                 self.corpus.vocab.size)]
+      if failed:
+        self.diverge(k, f'the final {failed[0]} perplexity is {results[failed[0]]["ppl"]}')
+        summaries.append({'status': 'diverged', 'error': member.diverged,
+                          'workdir': str(member.workdir)})
+        continue
       summary = train.run_summary(
           member.status(loop_status), member.config, self.corpus, self.mesh, member.progress,
           saved[k], results,
@@ -335,9 +341,13 @@ def train_together(configs: list[Config], corpus: Corpus) -> list[dict]:
   try:
     with train.stop_requests() as stop:
       status = run.train(stop)
-    if status == 'interrupted':
-      return [{'status': status, 'steps': run.step, 'workdir': str(m.workdir)}
-              for m in run.members]
-    return run.summaries(status)
+      if status != 'interrupted':
+        stop.at_once = True
+        try:
+          return run.summaries(status)
+        except train.RunInterrupted:
+          status = 'interrupted'
+    return [{'status': status, 'steps': run.step, 'workdir': str(m.workdir)}
+            for m in run.members]
   finally:
     run.close()

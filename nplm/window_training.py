@@ -9,14 +9,13 @@ over the mesh's 'data' axis, and the parameters live as `state_shardings` says (
 or output rows split over 'model'); jit sums the gradients across the devices.
 """
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
 from nplm import parallel
+from nplm.perplexity import perplexity
 from nplm.data import batching
 
 
@@ -70,11 +69,6 @@ def exact_nll(eval_step, params, padded_split, num_tokens: int, batch_size: int,
                                     parallel.put(mask, mesh, 'data')))
           for positions, mask in batching.eval_batches(num_tokens, batch_size)]
   return np.sum([parallel.fetch(s) for s in sums], axis=0, dtype=np.float64)
-
-
-def perplexity(nll: float, num_tokens: int) -> dict:
-  """exp(Σ NLL / Σ tokens), beside what it came from."""
-  return {'nll': float(nll), 'tokens': num_tokens, 'ppl': math.exp(nll / num_tokens)}
 
 
 def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh) -> dict:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nplm.checkpoint import Checkpoints
+from nplm.checkpoint import saved_params
 from nplm.config import Config
 from nplm.data import batching
 from nplm.data.vocab import TEXT_END
@@ -392,7 +392,7 @@ def test_sampled_heads_report_the_exact_softmax_perplexity(trained, tiny_corpus,
   """The reported perplexity is the full softmax over the best parameters, summed in numpy,
   not anything sampled."""
   config, summary = trained(head)
-  params = jax.tree.map(np.asarray, Checkpoints(Path(config.workdir)).saved_params('best'))
+  params = jax.tree.map(np.asarray, saved_params(Path(config.workdir)))
   for split in ('valid', 'test'):
     want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
     assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-4)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nplm import stream_training
-from nplm.checkpoint import Checkpoints
+from nplm.checkpoint import saved_params
 from nplm.config import Config, ConfigError
 from nplm.data import streams
 from nplm.data.vocab import TEXT_END
@@ -256,7 +256,7 @@ def test_a_short_run_lowers_validation_perplexity_and_reports_exact_numbers(
   untrained = math.exp(-np.mean(numpy_split_log_probs(
       lm, init_params(lm, seed=config.seed), tiny_corpus.splits['valid'], boundary)))
   assert summary['valid_ppl'] < 0.8 * untrained
-  best = jax.tree.map(np.asarray, Checkpoints(tmp_path / cell).saved_params('best'))
+  best = jax.tree.map(np.asarray, saved_params(tmp_path / cell))
   for split in ('valid', 'test'):
     log_p = numpy_split_log_probs(lm, best, tiny_corpus.splits[split], boundary)
     assert summary[f'{split}_ppl'] == pytest.approx(math.exp(-np.mean(log_p)), rel=1e-5)

@@ -13,7 +13,7 @@ import pytest
 from experiments import table1
 from nplm.cli import mix
 from nplm import ngram
-from nplm.checkpoint import Checkpoints
+from nplm.checkpoint import saved_params
 from nplm.data.vocab import TEXT_END
 from nplm.scoring import NoTrainedModelError, load_trained
 from tests.conftest import TINY_SPLIT
@@ -35,9 +35,7 @@ def numpy_token_log_probs(workdir, ids):
   """log p of every token from the checkpoint's parameters, Eq. 1 written out in numpy."""
   trained = load_trained(workdir)
   config, vocab = trained.config, trained.vocab
-  checkpoints = Checkpoints(workdir)
-  params = checkpoints.saved_params('best')
-  checkpoints.close()
+  params = saved_params(workdir)
   assert params is not None
   boundary = int(vocab.encode([TEXT_END])[0])
   stream = [boundary] * (config.order - 1) + [int(i) for i in ids]

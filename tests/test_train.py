@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.checkpoint import Checkpoints, IncompatibleCheckpointError
+from nplm.checkpoint import IncompatibleCheckpointError, saved_params
 from nplm.config import Config, ConfigError
 from nplm.data.corpus import build_corpus
 from nplm.data.vocab import TEXT_END
@@ -48,7 +48,7 @@ def test_reported_perplexities_are_brute_force_sums_with_the_best_parameters(
     tiny_corpus, tmp_path):
   config = tiny_config(tmp_path / 'run')
   summary = train_and_evaluate(config, tiny_corpus)
-  params = jax.tree.map(np.asarray, Checkpoints(tmp_path / 'run').saved_params('best'))
+  params = jax.tree.map(np.asarray, saved_params(tmp_path / 'run'))
   for split in ('train', 'valid', 'test'):
     want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
     assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-5)
@@ -204,7 +204,7 @@ def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkp
   with pytest.raises(TrainingDiverged, match='Lower --learning_rate') as raised:
     train_and_evaluate(config, tiny_corpus)
   assert 'not finite' in str(raised.value) or 'loss is' in str(raised.value)
-  kept = Checkpoints(workdir).saved_params('latest')
+  kept = saved_params(workdir, latest=True)
   assert kept is not None
   assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(kept))
 

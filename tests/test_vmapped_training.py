@@ -11,7 +11,7 @@ import pytest
 
 from experiments import benchmark, vmapped_benchmark
 from nplm import parallel
-from nplm.checkpoint import Checkpoints
+from nplm import checkpoint
 from nplm.config import ConfigError
 from nplm.train import train_and_evaluate
 from nplm.vmapped_training import check_together, train_together
@@ -32,7 +32,7 @@ def configs(root, name, **changes):
 
 
 def saved_params(workdir, which):
-  return jax.tree.map(np.asarray, Checkpoints(workdir).saved_params(which))
+  return jax.tree.map(np.asarray, checkpoint.saved_params(workdir, latest=which == 'latest'))
 
 
 def assert_params_close(workdir_a, workdir_b, which):

@@ -2,6 +2,7 @@
 checkout) and what they share: flags from Config, progress lines, one-line errors."""
 
 import dataclasses
+import errno
 import logging
 import sys
 
@@ -9,11 +10,12 @@ import tensorflow_datasets as tfds
 from absl import app, flags
 from absl import logging as absl_logging
 
-from nplm.checkpoint import IncompatibleCheckpointError
+from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
 from nplm.data.acquire import CorpusError
 from nplm.scoring import NoTrainedModelError
 from nplm.train import TrainingDiverged
+from nplm.workdir_lock import WorkdirBusyError
 
 _DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
                    float: flags.DEFINE_float, str: flags.DEFINE_string}
@@ -21,7 +23,10 @@ _DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
 _CLI_DEFAULTS = {'workdir': 'runs/default'}
 # User mistakes print one line, not a traceback.
 USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged,
-               NoTrainedModelError)
+               NoTrainedModelError, CheckpointError, WorkdirBusyError)
+# EX_TEMPFAIL: the run stopped before its end and resumes where it stopped when rerun, so a
+# scheduler tells it from a finished run (0) and from a mistake (2).
+INTERRUPTED_EXIT_STATUS = 75
 
 
 def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
@@ -92,3 +97,20 @@ def fail(error: Exception) -> None:
   """Exits with status 2 after one line naming the mistake."""
   print(f'error: {error}', file=sys.stderr)
   sys.exit(2)
+
+
+def stop_interrupted(message: str) -> None:
+  """Exits with INTERRUPTED_EXIT_STATUS after saying how to resume."""
+  print(message, file=sys.stderr)
+  sys.exit(INTERRUPTED_EXIT_STATUS)
+
+
+def disk_full(error: BaseException) -> bool:
+  """Whether `error` (or what caused it: Orbax wraps the OSError) is a full disk."""
+  while error is not None:
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+      return True
+    if 'No space left on device' in str(error):
+      return True
+    error = error.__cause__ or error.__context__
+  return False

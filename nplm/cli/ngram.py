@@ -21,6 +21,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
+from nplm.perplexity import perplexity
 from nplm.train import bits_per_token
 
 FLAGS = flags.FLAGS
@@ -47,7 +48,7 @@ def results(corpus: Corpus, config, model: str, order: int) -> dict:
       'model': model, 'order': order, 'dataset': config.dataset, 'tokenization': config.tokens,
       'vocab_size': corpus.vocab.size, 'tokens': tokens,
       'unk_rate': {name: corpus.stats[name]['unk_rate'] for name in corpus.splits},
-      **{f'{name}_ppl': math.exp(nll[name] / tokens[name]) for name in corpus.splits},
+      **{f'{name}_ppl': perplexity(nll[name], tokens[name])['ppl'] for name in corpus.splits},
       'nll': nll, 'data_fingerprint': corpus.fingerprint,
       'config': {name: getattr(config, name) for name in Config.DATA_FIELDS},
       'wall_seconds': time.perf_counter() - started,

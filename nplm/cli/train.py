@@ -9,6 +9,8 @@ Every field of nplm.config.Config is a flag (see --helpfull); a flagfile sets a 
 and any flag after it overrides it. From Python: `nplm.train.run(Config(...))`.
 """
 
+import sys
+
 from absl import app
 
 from nplm import cli, parallel
@@ -31,12 +33,23 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   cli.show_progress_lines()
+  config = cli.config_from_flags()
   try:
-    summary = run(cli.config_from_flags())
+    summary = run(config)
   except cli.USER_ERRORS as error:
     cli.fail(error)
+  except KeyboardInterrupt:
+    cli.stop_interrupted(f'Interrupted at once; the last checkpoint in {config.workdir} is '
+                         'kept. Rerun the same command to resume from it.')
+  except Exception as error:
+    if not cli.disk_full(error):
+      raise
+    cli.fail(f'no space left on the disk of --workdir={config.workdir}: free some space and '
+             'rerun the same command (it resumes from the last checkpoint)')
   if parallel.is_main_process():  # One report per run, not one per process.
     print(report(summary))
+  if summary['status'] == 'interrupted':
+    sys.exit(cli.INTERRUPTED_EXIT_STATUS)
 
 
 def run_program(argv=None) -> None:

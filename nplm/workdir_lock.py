@@ -1,0 +1,68 @@
+"""One trainer per workdir: a lock the training process holds until it exits.
+
+The lock is the kernel's (fcntl.flock on `train.lock`): it is released when its process
+ends, however it ends, so a crashed or killed trainer never leaves a stale lock. The file
+names the holder (process id, host, start time) for the message a second trainer gets.
+Readers (score, generate, ...) take no lock: they only read.
+"""
+
+import datetime
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+from nplm.errors import ConfigError
+
+LOCK_NAME = 'train.lock'
+
+
+class WorkdirBusyError(RuntimeError):
+  """Another process is training in this workdir."""
+
+
+def prepare_workdir(workdir: Path) -> None:
+  """Creates the workdir, or a ConfigError naming what is in the way."""
+  for path in (workdir, *workdir.parents):
+    if path.exists() and not path.is_dir():
+      where = '' if path == workdir else f' (it lies under {path}, a file)'
+      raise ConfigError(f'--workdir={workdir} cannot be a directory{where}: '
+                        'give a directory path')
+  try:
+    workdir.mkdir(parents=True, exist_ok=True)
+  except PermissionError as error:
+    raise ConfigError(f'--workdir={workdir} cannot be created ({error.strerror}): give a '
+                      'directory you can write to') from error
+
+
+class WorkdirLock:
+  """Held from `acquire()` to `release()` (or the process's end)."""
+
+  def __init__(self, workdir: Path):
+    self.path = workdir / LOCK_NAME
+    self._fd = None
+
+  def acquire(self) -> 'WorkdirLock':
+    try:
+      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError as error:
+      raise ConfigError(f'--workdir={self.path.parent} is not writable ({error.strerror}): '
+                        'give a directory you can write to') from error
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.read(fd, 200).decode(errors='replace').strip() or 'another process'
+      os.close(fd)
+      raise WorkdirBusyError(f'{self.path.parent} is being trained by {holder}: wait for it '
+                             'to finish (or stop it), or use another --workdir') from None
+    started = datetime.datetime.now().isoformat(timespec='seconds')
+    os.ftruncate(fd, 0)
+    os.write(fd, f'process {os.getpid()} on {socket.gethostname()} since {started}\n'.encode())
+    self._fd = fd
+    return self
+
+  def release(self) -> None:
+    if self._fd is not None:
+      fcntl.flock(self._fd, fcntl.LOCK_UN)
+      os.close(self._fd)
+      self._fd = None
