@@ -1,0 +1,292 @@
+"""What a preemptible machine or a careless user does to a run: damaged checkpoints (passed
+over for the next good one), readers while it trains, two trainers, an exploding loss, an
+unusable --workdir, a damaged run.json, a stop during the final evaluation, a full disk."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nplm import checkpoint
+from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
+from nplm.config import ConfigError
+from nplm.perplexity import exploded, perplexity
+from nplm.scoring import load_trained
+from nplm.train import TrainingDiverged, train_and_evaluate
+from nplm.window_training import WindowFeed
+from nplm.workdir_lock import WorkdirBusyError, WorkdirLock
+from tests.test_train import ROOT, tiny_config
+
+REPORTED = ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs',
+            'best_epoch')
+# 30 updates an epoch on the tiny corpus: the interrupted runs stop inside the second.
+CONFIG = dict(epochs=3, patience=3, checkpoint_every=4)
+
+
+@pytest.fixture(scope='module')
+def reference(tiny_corpus, tmp_path_factory):
+  """An undamaged, uninterrupted run: (its workdir, its summary)."""
+  workdir = tmp_path_factory.mktemp('reference') / 'run'
+  return workdir, train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+
+
+def largest_data_file(step_dir: Path) -> Path:
+  return max((p for p in (step_dir / 'state').rglob('*') if p.parent.name == 'd'),
+             key=lambda p: p.stat().st_size)
+
+
+def flip_bytes(step_dir: Path) -> None:
+  path = largest_data_file(step_dir)
+  data = bytearray(path.read_bytes())
+  middle = len(data) // 2
+  data[middle] ^= 0xFF
+  data[middle + 1] ^= 0x0F
+  path.write_bytes(bytes(data))
+
+
+def truncate(step_dir: Path) -> None:
+  path = largest_data_file(step_dir)
+  path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+DAMAGE = {
+    'bytes_flipped': flip_bytes,
+    'data_file_truncated': truncate,
+    'metadata_missing': lambda step_dir: (step_dir / 'state' / '_METADATA').unlink(),
+    'state_missing': lambda step_dir: shutil.rmtree(step_dir / 'state'),
+}
+
+
+def newest(workdir: Path, name: str = 'checkpoints') -> Path:
+  return workdir / name / str(max(int(p.name) for p in (workdir / name).iterdir()))
+
+
+@pytest.mark.parametrize('damage', DAMAGE)
+def test_a_damaged_newest_checkpoint_is_passed_over_and_the_run_ends_as_an_undamaged_one(
+    tiny_corpus, reference, tmp_path, damage):
+  workdir = tmp_path / 'run'
+  train_and_evaluate(tiny_config(workdir, max_steps=46, **CONFIG), tiny_corpus)
+  damaged = newest(workdir)
+  assert damaged.name == '46'
+  DAMAGE[damage](damaged)
+  resumed = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  for key in REPORTED:
+    assert resumed[key] == reference[1][key], key
+  assert os.listdir(workdir / 'damaged') == ['checkpoints-46']
+
+
+def test_a_damaged_best_checkpoint_keeps_the_summary_and_the_model_is_read_exactly(
+    tiny_corpus, reference, tmp_path):
+  workdir = tmp_path / 'run'
+  shutil.copytree(reference[0], workdir)
+  best = newest(workdir, 'best')
+  flip_bytes(best)
+  # A reader takes the same step's copy in checkpoints/; its exact perplexity is the summary's.
+  trained = load_trained(workdir)
+  nll = -np.sum(trained.split_log_probs(tiny_corpus.splits['valid']))
+  assert perplexity(nll, len(tiny_corpus.splits['valid']))['ppl'] == pytest.approx(
+      reference[1]['valid_ppl'], rel=1e-6)
+  rerun = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  for key in REPORTED:
+    assert rerun[key] == reference[1][key], key
+  assert json.loads((workdir / 'summary.json').read_text())['valid_ppl'] == rerun['valid_ppl']
+  assert os.listdir(workdir / 'damaged') == [f'best-{best.name}']
+  assert (best / 'state').is_dir()  # Saved again from the good copy.
+
+
+def test_with_no_good_checkpoint_the_error_names_them_and_nothing_is_deleted(
+    tiny_corpus, reference, tmp_path):
+  workdir = tmp_path / 'run'
+  shutil.copytree(reference[0], workdir)
+  for name in ('checkpoints', 'best'):
+    for step_dir in (workdir / name).iterdir():
+      flip_bytes(step_dir)
+  before = sorted(str(p.relative_to(workdir)) for p in workdir.rglob('*'))
+  with pytest.raises(CheckpointError, match='nothing was deleted'):
+    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  with pytest.raises(CheckpointError, match='no usable checkpoint'):
+    load_trained(workdir)
+  assert set(before) <= {str(p.relative_to(workdir)) for p in workdir.rglob('*')}
+
+
+_TRAINER = """
+import sys
+from nplm.data import load_corpus
+from nplm.train import train_and_evaluate
+from tests.test_train import tiny_config
+from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
+corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,
+                     expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES, **TINY_SPLIT)
+print(train_and_evaluate(tiny_config(sys.argv[1], epochs=4, patience=4, checkpoint_every=1),
+                         corpus)['status'], flush=True)
+"""
+
+
+def test_readers_looping_against_a_trainer_leave_it_alone(tiny_corpus, tiny_data_dir, tmp_path):
+  workdir = tmp_path / 'run'
+  trainer = subprocess.Popen([sys.executable, '-c', _TRAINER, str(workdir), str(tiny_data_dir)],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  reads = 0
+  while trainer.poll() is None:
+    if (workdir / 'vocab.txt').exists():
+      try:
+        trained = load_trained(workdir)
+      except Exception as error:  # Only "nothing saved yet" may stop a read.
+        assert 'no checkpoint yet' in str(error) or 'no training run' in str(error), error
+      else:
+        reads += 1
+        assert np.isfinite(trained.split_log_probs(tiny_corpus.splits['valid'][:20])).all()
+    time.sleep(0.01)
+  out, err = trainer.communicate()
+  assert trainer.returncode == 0, err
+  assert out.split() == ['epochs_done']
+  assert reads >= 3
+  assert not any(p.name.endswith('tmp') for p in workdir.rglob('*'))
+
+
+def test_a_second_trainer_is_refused_while_the_first_holds_the_workdir(tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  workdir.mkdir()
+  lock = WorkdirLock(workdir).acquire()
+  try:
+    with pytest.raises(WorkdirBusyError, match=f'process {os.getpid()} on'):
+      train_and_evaluate(tiny_config(workdir), tiny_corpus)
+  finally:
+    lock.release()
+  assert not (workdir / 'checkpoints').exists()
+
+
+def test_a_lock_left_by_a_killed_trainer_is_stale(tmp_path):
+  holder = subprocess.Popen(
+      [sys.executable, '-c', 'import sys, time; from pathlib import Path; '
+       'from nplm.workdir_lock import WorkdirLock; WorkdirLock(Path(sys.argv[1])).acquire(); '
+       'print("held", flush=True); time.sleep(60)', str(tmp_path)],
+      cwd=ROOT, stdout=subprocess.PIPE, text=True)
+  assert holder.stdout.readline().strip() == 'held'
+  with pytest.raises(WorkdirBusyError, match=f'process {holder.pid} on'):
+    WorkdirLock(tmp_path).acquire()
+  holder.kill()
+  holder.wait()
+  WorkdirLock(tmp_path).acquire().release()
+
+
+@pytest.mark.parametrize('optimizer, learning_rate', [('sgd', 1e9), ('adamw', 1e3)])
+def test_a_huge_finite_loss_stops_as_diverged(tiny_corpus, tmp_path, optimizer, learning_rate):
+  config = tiny_config(tmp_path / 'run', optimizer=optimizer, learning_rate=learning_rate,
+                       log_every=1)
+  with pytest.raises(TrainingDiverged, match='Lower --learning_rate'):
+    train_and_evaluate(config, tiny_corpus)
+
+
+def test_perplexity_overflows_to_infinity_and_counts_as_exploded():
+  assert perplexity(1e6, 10)['ppl'] == float('inf')
+  assert perplexity(np.log(7.0) * 3, 3)['ppl'] == pytest.approx(7.0)
+  assert exploded(float('nan'), 10) and exploded(1e4, 10_000) and not exploded(9.3, 10_000)
+
+
+def test_an_exploded_final_evaluation_leaves_the_summary_alone(
+    tiny_corpus, reference, tmp_path, monkeypatch):
+  workdir = tmp_path / 'run'
+  shutil.copytree(reference[0], workdir)
+  before = (workdir / 'summary.json').read_text()
+  monkeypatch.setattr(WindowFeed, 'evaluate',
+                      lambda self, params, split: perplexity(1e9, self.sizes[split]))
+  with pytest.raises(TrainingDiverged, match='final train perplexity is inf'):
+    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  assert (workdir / 'summary.json').read_text() == before
+
+
+def test_a_stop_during_the_final_evaluation_interrupts_and_the_rerun_finishes(
+    tiny_corpus, reference, tmp_path, monkeypatch):
+  workdir = tmp_path / 'run'
+  evaluate = WindowFeed.evaluate
+
+  def evaluate_then_stop(self, params, split):
+    if split == 'test':  # Only the final evaluation scores the test split.
+      os.kill(os.getpid(), signal.SIGINT)
+    return evaluate(self, params, split)
+
+  monkeypatch.setattr(WindowFeed, 'evaluate', evaluate_then_stop)
+  interrupted = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  assert interrupted['status'] == 'interrupted'
+  assert not (workdir / 'summary.json').exists()
+  monkeypatch.setattr(WindowFeed, 'evaluate', evaluate)
+  finished = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  for key in REPORTED:
+    assert finished[key] == reference[1][key], key
+
+
+def test_an_unusable_workdir_is_a_one_line_error(tiny_corpus, tmp_path, monkeypatch):
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('not a directory')
+  with pytest.raises(ConfigError, match='cannot be a directory: give a directory'):
+    train_and_evaluate(tiny_config(a_file), tiny_corpus)
+  with pytest.raises(ConfigError, match=f'it lies under {a_file}, a file'):
+    train_and_evaluate(tiny_config(a_file / 'run'), tiny_corpus)
+  read_only = tmp_path / 'read_only'
+  read_only.mkdir()
+  read_only.chmod(0o555)
+  if os.access(read_only, os.W_OK):  # Root writes anyway: answer as the kernel would.
+    real_open = os.open
+    def refused(path, *args, **kwargs):
+      if Path(path).parent == read_only:
+        raise PermissionError(errno.EACCES, 'Permission denied', str(path))
+      return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(os, 'open', refused)
+  with pytest.raises(ConfigError, match='is not writable .*give a directory you can write'):
+    train_and_evaluate(tiny_config(read_only), tiny_corpus)
+
+
+def test_a_damaged_run_json_is_named_not_a_traceback(tiny_corpus, reference, tmp_path):
+  workdir = tmp_path / 'run'
+  shutil.copytree(reference[0], workdir)
+  identity = workdir / 'run.json'
+  identity.write_text(identity.read_text()[:100])
+  with pytest.raises(IncompatibleCheckpointError, match='run.json is damaged'):
+    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  with pytest.raises(IncompatibleCheckpointError, match='run.json is damaged'):
+    load_trained(workdir)
+
+
+def test_a_full_disk_and_an_interrupted_run_get_their_exit_statuses(tmp_path):
+  """2 and one line for a full disk (simulated: Orbax's save raises ENOSPC), 75 for a run
+  stopped by SIGTERM, which a scheduler can then tell from a finished one (0)."""
+  corpus = tmp_path / 'corpus'
+  corpus.mkdir()
+  for split, lines in (('train', 400), ('valid', 50), ('test', 50)):
+    (corpus / f'{split}.txt').write_text(''.join(f'w{i % 7} w{i % 5} w{i % 3}\n'
+                                                 for i in range(lines)))
+  flags = [f'--dataset=text:{corpus}', f'--data_dir={tmp_path / "tfds"}', '--order=3',
+           '--feature_size=4', '--hidden_size=4', '--batch_size=4', '--log_every=1',
+           '--checkpoint_every=1000', '--epochs=50']
+  full_disk = ('import errno, sys, orbax.checkpoint as ocp\n'
+               'def save(*args, **kwargs):\n'
+               '  raise ValueError("Save failed") from OSError(errno.ENOSPC, '
+               '"No space left on device")\n'
+               'ocp.Checkpointer.save = save\n'
+               'from nplm.cli.train import run_program\n'
+               'run_program(["nplm train", *sys.argv[1:]])\n')
+  result = subprocess.run([sys.executable, '-c', full_disk, *flags,
+                           f'--workdir={tmp_path / "full"}'], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+  assert result.returncode == 2, result.stderr
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      f'error: no space left on the disk of --workdir={tmp_path / "full"}: free some space')
+  assert 'Traceback' not in result.stderr
+  trainer = subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'train', *flags,
+                              f'--workdir={tmp_path / "stopped"}'], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  while not any('loss' in line for line in iter(trainer.stderr.readline, '')):
+    pass
+  trainer.send_signal(signal.SIGTERM)
+  out, err = trainer.communicate(timeout=120)
+  assert trainer.returncode == 75, err
+  assert 'Rerun the same command to resume' in out
