@@ -15,7 +15,8 @@ from pathlib import Path
 
 from absl import app, flags
 
-from nplm.cli import USER_ERRORS, config_from_flagfile, show_progress_lines
+from nplm.cli import (USER_ERRORS, config_from_flagfile, fail, show_progress_lines,
+                      stop_interrupted)
 from nplm.sweep import SweepInterrupted, grid, markdown, run_sweep, write_results
 
 FLAGS_DIR = Path(__file__).parent / 'flags'
@@ -51,9 +52,10 @@ def main(argv):
   try:
     base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'), **overrides)
     rows = run_sweep(base, points, root, together=options.together)
-  except (*USER_ERRORS, SweepInterrupted) as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+  except SweepInterrupted as stopped:
+    stop_interrupted(str(stopped))
+  except USER_ERRORS as error:
+    fail(error)
   write_results(rows, root)
   print(markdown(rows))
   print(f'Wrote {Path(root) / "results.csv"}, results.md and results.png.')

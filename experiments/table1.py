@@ -19,21 +19,19 @@ import csv
 import dataclasses
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
 from absl import app, flags
 
-from nplm.cli import config_from_flagfile, show_progress_lines
+from nplm.cli import (USER_ERRORS, config_from_flagfile, fail, show_progress_lines,
+                      stop_interrupted)
 from nplm import ngram
-from nplm.checkpoint import IncompatibleCheckpointError
-from nplm.config import Config, ConfigError
-from nplm.data.acquire import CorpusError
+from nplm.config import Config
 from nplm.data.corpus import Corpus, load_corpus
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.scoring import load_trained
-from nplm.train import TrainingDiverged, train_and_evaluate
+from nplm.train import train_and_evaluate
 
 log = logging.getLogger('nplm.table1')
 
@@ -294,10 +292,10 @@ def main(argv):
     corpus = load_corpus(data_dir=options.data_dir or None,
                          corpus_dir=options.corpus_dir or None)
     report = build_table(options.workdir, corpus, options.rows, overrides)
-  except (ValueError, ConfigError, CorpusError, IncompatibleCheckpointError,
-          TrainingDiverged, Interrupted) as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+  except Interrupted as stopped:
+    stop_interrupted(str(stopped))
+  except (ValueError, *USER_ERRORS) as error:
+    fail(error)
   print(markdown(report))
   print(f'Wrote {Path(options.workdir) / "table1.md"} and table1.json '
         f'in {time.perf_counter() - started:.0f} s.')

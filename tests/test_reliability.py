@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm import checkpoint
-from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
+from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
 from nplm.scoring import load_trained
@@ -290,3 +289,22 @@ def test_a_full_disk_and_an_interrupted_run_get_their_exit_statuses(tmp_path):
   out, err = trainer.communicate(timeout=120)
   assert trainer.returncode == 75, err
   assert 'Rerun the same command to resume' in out
+
+
+def test_a_flagfile_line_without_dashes_and_a_workdir_without_checkpoints_are_one_line(
+    reference, tmp_path):
+  flagfile = tmp_path / 'bad.flags'
+  flagfile.write_text('--epochs=2\nepochs=3\n')
+  fresh = tmp_path / 'fresh'
+  fresh.mkdir()
+  for name in ('run.json', 'vocab.txt'):
+    shutil.copy(reference[0] / name, fresh / name)
+  for command, error in (
+      (['train', f'--flagfile={flagfile}'], "error: unexpected arguments 'epochs=3'"),
+      (['score', f'--workdir={fresh}', 'a b'], f'error: {fresh} has no checkpoint yet')):
+    result = subprocess.run([sys.executable, '-m', 'nplm.cli', *command], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith(error)
+  assert sorted(os.listdir(fresh)) == ['run.json', 'vocab.txt']  # The reader made nothing.

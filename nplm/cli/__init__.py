@@ -93,7 +93,15 @@ def start(main, argv=None) -> None:
   app.run(main, argv=argv)
 
 
-def fail(error: Exception) -> None:
+def refuse_arguments(argv: list[str]) -> None:
+  """A program that takes only flags: a stray word (often a flagfile line without its --)
+  is a one-line error rather than the usage text."""
+  if len(argv) > 1:
+    fail(f'unexpected arguments {" ".join(argv[1:])!r}: flags start with -- (in a flagfile '
+         'too); see --help')
+
+
+def fail(error: Exception | str) -> None:
   """Exits with status 2 after one line naming the mistake."""
   print(f'error: {error}', file=sys.stderr)
   sys.exit(2)

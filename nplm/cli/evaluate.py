@@ -15,7 +15,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 from nplm import cli
 from nplm.config import ConfigError
@@ -66,8 +66,7 @@ def _text_and_splits(trained):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
     trained = load_trained(FLAGS.workdir)

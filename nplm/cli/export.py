@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 from nplm import cli
 from nplm.config import Config
@@ -75,8 +75,7 @@ def export_splits(corpus: Corpus, out_dir: str | os.PathLike, dataset: str = 'br
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   config = cli.config_from_flags()
   try:

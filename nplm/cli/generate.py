@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from nplm import cli
 from nplm.data.tokenize import words_of
@@ -33,8 +33,7 @@ def report(vocab, prompt: Sequence[str], samples: Sequence[np.ndarray],
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
     sampling = Sampling(FLAGS.length, FLAGS.temperature, FLAGS.top_k, FLAGS.no_unk,

@@ -9,7 +9,7 @@ paper's "mix"), one λ learned on valid, and one λ per context-frequency bin le
 The corpus is the one the run was trained on (its data settings are read from run.json).
 """
 
-from absl import app, flags
+from absl import flags
 
 from nplm import cli
 from nplm.data.corpus import Corpus
@@ -49,8 +49,7 @@ def mix_report(network: TrainedModel, corpus: Corpus) -> str:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
     network = load_trained(flags.FLAGS.workdir)

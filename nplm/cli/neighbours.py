@@ -8,7 +8,7 @@ Per word: its k nearest words by cosine similarity of C, the word itself first (
 neighbours), each point labelled.
 """
 
-from absl import app, flags
+from absl import flags
 
 from nplm import cli
 from nplm.errors import ConfigError
@@ -19,8 +19,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
     if not FLAGS.words:

@@ -14,7 +14,7 @@ import math
 import time
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 from nplm import cli, ngram
 from nplm.config import Config, ConfigError
@@ -67,8 +67,7 @@ def report(summary: dict) -> str:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
     if FLAGS.model not in ('kn', 'delint'):

@@ -11,7 +11,6 @@ and any flag after it overrides it. From Python: `nplm.train.run(Config(...))`.
 
 import sys
 
-from absl import app
 
 from nplm import cli, parallel
 from nplm.train import run
@@ -30,8 +29,7 @@ def report(summary: dict) -> str:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   config = cli.config_from_flags()
   try:
