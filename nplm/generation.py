@@ -52,10 +52,17 @@ class Sampling:
 def sampling_logits(log_probs: jnp.ndarray, temperature: float, top_k: int = 0,
                     banned: int | None = None) -> jnp.ndarray:
   """Unnormalized log p_T over the allowed words, [..., |V|]: a categorical draw from them
-  gives p(w)^(1/T) renormalized over the top k (ties at the k-th value are all kept)."""
-  logits = log_probs / temperature
+  gives p(w)^(1/T) renormalized over the top k (ties at the k-th value are all kept).
+
+  The ban comes first and the best allowed word is shifted to 0 before dividing by T: a tiny
+  T then sends every other word to -inf (or a huge negative) while the best keeps 0, the
+  greedy limit, where dividing first would turn every word into -inf (or NaN) alike."""
+  logits = log_probs
   if banned is not None:
     logits = logits.at[..., banned].set(-jnp.inf)
+  shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
+  # 0 / T stays 0 even where T underflows to 0 (a subnormal T flushed on the device).
+  logits = jnp.where(shifted < 0, shifted / temperature, 0.0)
   if 0 < top_k < logits.shape[-1]:
     kth_best = jax.lax.top_k(logits, top_k)[0][..., -1:]
     logits = jnp.where(logits < kth_best, -jnp.inf, logits)

@@ -25,7 +25,7 @@ import optax
 from tqdm import tqdm
 
 from nplm import parallel, plots
-from nplm.checkpoint import Checkpoints, abstract_of, claim_workdir
+from nplm.checkpoint import CheckpointError, Checkpoints, abstract_of, claim_workdir
 from nplm.perplexity import exploded
 from nplm.workdir_lock import WorkdirLock, prepare_workdir
 from nplm.config import Config
@@ -240,6 +240,10 @@ class _Run:
     """Exact perplexities of every split with the best parameters (or the last, if none),
     checked like the training loss: a diverged model reports no numbers."""
     best = self.checkpoints.restore_best(abstract_of(self.state))
+    if best is None and self.progress['best_epoch'] is not None:
+      raise CheckpointError(f'{self.workdir}/best holds no checkpoint, though epoch '
+                            f'{self.progress["best_epoch"]} was the best: its parameters are '
+                            'lost; train again in a new --workdir.')
     params = self.state.params if best is None else best[0].params
     log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
              'last' if best is None else f'best (step {int(best[0].step)})')

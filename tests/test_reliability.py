@@ -308,3 +308,14 @@ def test_a_flagfile_line_without_dashes_and_a_workdir_without_checkpoints_are_on
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith(error)
   assert sorted(os.listdir(fresh)) == ['run.json', 'vocab.txt']  # The reader made nothing.
+
+
+def test_a_finished_run_whose_best_was_deleted_keeps_its_summary(
+    tiny_corpus, reference, tmp_path):
+  workdir = tmp_path / 'run'
+  shutil.copytree(reference[0], workdir)
+  before = (workdir / 'summary.json').read_text()
+  shutil.rmtree(workdir / 'best')
+  with pytest.raises(CheckpointError, match=f'epoch {reference[1]["best_epoch"]} was the best'):
+    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  assert (workdir / 'summary.json').read_text() == before

@@ -154,6 +154,21 @@ def test_draws_follow_the_tempered_top_k_distribution_and_no_unk_removes_unk(run
   assert any(unk in ids for ids in free)  # <unk> is the commonest token of the tiny corpus.
   masked = generate(trained, [], Sampling(30, temperature=2.0, samples=8, no_unk=True))
   assert not any(unk in ids for ids in masked)
+  tiny = generate(trained, [], Sampling(12, temperature=1e-39, samples=8, no_unk=True))
+  assert [ids.tolist() for ids in tiny] == [greedy_path(trained, [], 12, no_unk=True)] * 8
+
+
+def test_no_unk_holds_at_any_temperature_and_a_tiny_one_is_greedy():
+  log_p = np.log(np.random.default_rng(0).dirichlet(np.ones(50))).astype(np.float32)
+  unk = 0
+  log_p[[unk, np.argmax(log_p)]] = log_p[[np.argmax(log_p), unk]]  # The ban hits the best word.
+  allowed = np.where(np.arange(len(log_p)) == unk, -np.inf, log_p.astype(np.float64))
+  best = int(np.argmax(allowed))
+  for temperature in (1e-39, 1e-30, 1e-6, 0.5, 3.0):
+    want = np.exp((allowed - allowed[best]) / temperature)  # In float64: no overflow.
+    got = jax.nn.softmax(sampling_logits(jax.numpy.asarray(log_p), temperature, banned=unk))
+    np.testing.assert_allclose(got, want / want.sum(), atol=1e-6)
+    assert got[unk] == 0 and np.argmax(got) == best
 
 
 @pytest.mark.parametrize('changes,message', [({'length': 0}, '--length'),

@@ -61,11 +61,23 @@ def check_corpus(corpus_dir: str | os.PathLike,
         f'{corpus_dir} lacks {len(missing)} of the {len(names)} corpus files: {shown}')
   if expected_words is not None:
     words = sum(len(paragraph) for name in names
-                for paragraph in brown_format.read_paragraphs(corpus_dir / name))
+                for paragraph in read_paragraphs(corpus_dir / name))
     if words != expected_words:
       raise CorruptCorpusError(
           f'{corpus_dir} holds {words:,} words; the corpus has {expected_words:,} '
           '(truncated or altered files?)')
+
+
+def read_paragraphs(path: Path) -> list[list[str]]:
+  """brown_format.read_paragraphs, a file that is not UTF-8 named with its line."""
+  try:
+    return brown_format.read_paragraphs(path)
+  except UnicodeDecodeError as error:
+    line = error.object.count(b'\n', 0, error.start) + 1
+    raise CorruptCorpusError(
+        f'{path} is not UTF-8 text (line {line:,}: {error.reason} at '
+        f'{error.object[error.start:error.end]!r}); convert it to UTF-8, e.g. iconv -f latin1 '
+        '-t utf-8') from None
 
 
 def find_corpus(download_dir: str | os.PathLike,

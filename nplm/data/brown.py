@@ -1,9 +1,9 @@
 """The Brown corpus as a TFDS dataset: one example per text, in corpus order.
 
 Prepared once into the TFDS data dir as array_record files (readable without TensorFlow via
-`as_data_source()`); later loads read the prepared files and never look for the raw corpus.
-TFDS prepares into an `incomplete.*` directory and renames it on success, so an aborted
-prepare leaves nothing that a later load would take for a prepared dataset.
+`as_data_source()`), one process at a time (nplm.data.tfds_dirs); later loads read the
+prepared files, and look at the raw corpus only when one is named (`corpus_dir`): its files
+must then be those the dataset was prepared from, by the SHA-256 recorded in its metadata.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from etils import epath
 import tensorflow_datasets as tfds
 
-from nplm.data import acquire, brown_format
+from nplm.data import acquire, brown_format, tfds_dirs
 
 _CITATION = """@book{francis1979brown,
   title = {Brown Corpus Manual},
@@ -23,7 +23,7 @@ _CITATION = """@book{francis1979brown,
   publisher = {Brown University}, year = {1979}}"""
 
 
-class Brown(tfds.core.GeneratorBasedBuilder):
+class Brown(tfds_dirs.ArrayRecordBuilder):
   """Brown corpus texts: `id` ('ca01'), `category` ('a') and `text`.
 
   `text` holds the words with their tags stripped, case and punctuation kept: words are
@@ -39,7 +39,6 @@ class Brown(tfds.core.GeneratorBasedBuilder):
     self._corpus_dir = corpus_dir
     self._expected_words = expected_words
     self._expected_files = brown_format.corpus_file_names(expected_files)
-    kwargs.setdefault('file_format', 'array_record')  # The format that needs no TensorFlow.
     super().__init__(**kwargs)
 
   # TFDS 4.9.10 finds the file of a builder defined in a package through importlib_resources,
@@ -64,17 +63,21 @@ class Brown(tfds.core.GeneratorBasedBuilder):
         disable_shuffling=True,  # Example order is corpus order: the split is by position.
         homepage='https://www.nltk.org/nltk_data/',
         citation=_CITATION,
+        metadata=tfds.core.MetadataDict(),  # corpus_sha256: the raw files it was made from.
     )
 
   def _split_generators(self, dl_manager):
     corpus_dir = acquire.find_corpus(
         Path(os.fspath(dl_manager.download_dir)), self._corpus_dir,
         self._expected_words, self._expected_files)
+    # TFDS writes the metadata with dataset_info.json, once the split is written.
+    self.info.metadata['corpus_sha256'] = brown_format.fingerprint(corpus_dir,
+                                                                   self._expected_files)
     return {'full': self._generate_examples(corpus_dir)}
 
   def _generate_examples(self, corpus_dir: Path):
     for index, name in enumerate(self._expected_files):
-      paragraphs = brown_format.read_paragraphs(corpus_dir / name)
+      paragraphs = acquire.read_paragraphs(corpus_dir / name)
       yield index, {
           'id': name,
           'category': brown_format.category_of(name),
@@ -90,16 +93,45 @@ def load_texts(data_dir: str | os.PathLike | None = None,
   builder = Brown(data_dir=None if data_dir is None else os.fspath(data_dir),
                   corpus_dir=corpus_dir, expected_words=expected_words,
                   expected_files=expected_files)
-  builder.download_and_prepare()
+  tfds_dirs.prepare(builder)
+  if corpus_dir is not None:
+    _check_source(builder, Path(corpus_dir), brown_format.corpus_file_names(expected_files))
+  with tfds_dirs.damage_reported(builder.data_dir):
+    ids, texts = _read(builder)
+  _check_prepared(builder.data_dir, ids, texts, expected_words, expected_files)
+  return texts
+
+
+def _read(builder: Brown) -> tuple[list[str], list[list[list[str]]]]:
   examples = builder.as_data_source()['full']
   ids, texts = [], []
   for index in range(len(examples)):
     example = examples[index]
+    if not all(isinstance(value, bytes) for value in example.values()):
+      raise ValueError(f'text {index} is unreadable')  # What a truncated file reads as.
     ids.append(example['id'].decode())
     text = example['text'].decode()
     texts.append([paragraph.split(' ') for paragraph in text.split('\n')] if text else [])
-  _check_prepared(builder.data_dir, ids, texts, expected_words, expected_files)
-  return texts
+  return ids, texts
+
+
+def _check_source(builder: Brown, corpus_dir: Path, names: tuple[str, ...]) -> None:
+  """A load that names corpus_dir gets a dataset prepared from exactly its files."""
+  dataset = builder.data_dir
+  fix = (f'delete {dataset} to prepare it again from --corpus_dir, or drop --corpus_dir to use '
+         'the prepared one')
+  recorded = tfds_dirs.metadata(builder).get('corpus_sha256')
+  if recorded is None:
+    raise acquire.CorpusError(
+        f'{dataset} records no fingerprint of the corpus it was prepared from (an older nplm '
+        f'prepared it), so it cannot be checked against --corpus_dir={corpus_dir}; {fix}')
+  try:
+    acquire.check_corpus(corpus_dir, None, names)  # The files are there (words: not read).
+  except acquire.CorpusError as error:
+    raise type(error)(f'{error}; {fix}') from None
+  if brown_format.fingerprint(corpus_dir, names) != recorded:
+    raise acquire.CorpusError(
+        f'{dataset} was prepared from another corpus than --corpus_dir={corpus_dir}; {fix}')
 
 
 def _check_prepared(data_dir, ids, texts, expected_words, expected_files) -> None:

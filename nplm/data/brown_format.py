@@ -6,8 +6,10 @@ paragraph is one sentence of whitespace-separated `word/tag` tokens.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 # Files per category letter, in corpus order (ca01 ... cr09); the letters i, o, q are unused.
 _FILES_PER_CATEGORY = {
@@ -44,8 +46,19 @@ def parse_paragraphs(text: str) -> list[list[str]]:
 
 
 def read_paragraphs(path: str | os.PathLike) -> list[list[str]]:
-  with open(path, encoding='utf-8') as f:
-    return parse_paragraphs(f.read())
+  """A file's paragraphs; the UnicodeDecodeError of a file that is not UTF-8 holds the file's
+  bytes, so its position is a position in the file."""
+  return parse_paragraphs(Path(path).read_bytes().decode('utf-8'))
+
+
+def fingerprint(corpus_dir: str | os.PathLike, names: Sequence[str]) -> str:
+  """SHA-256 of the named files' names and bytes, in order (10 MB to read for Brown)."""
+  digest = hashlib.sha256()
+  for name in names:
+    data = (Path(corpus_dir) / name).read_bytes()
+    digest.update(f'{name}\n{len(data)}\n'.encode())
+    digest.update(data)
+  return digest.hexdigest()
 
 
 def category_of(file_name: str) -> str:

@@ -62,7 +62,8 @@ def split_tokens(tokens: Sequence[str], train_tokens: int,
   if min(train_tokens, valid_tokens) <= 0 or train_tokens + valid_tokens >= len(tokens):
     raise ConfigError(
         f'cannot split {len(tokens):,} tokens into {train_tokens:,} train, {valid_tokens:,} '
-        'valid and a non-empty test split; all three must be positive')
+        'valid and a non-empty test split; give positive --train_tokens and --valid_tokens '
+        f'that sum to less than {len(tokens):,}')
   valid_end = train_tokens + valid_tokens
   return {'train': tokens[:train_tokens], 'valid': tokens[train_tokens:valid_end],
           'test': tokens[valid_end:]}

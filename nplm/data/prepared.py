@@ -9,8 +9,8 @@ at load time, so one preparation serves every vocabulary.
 
 The dataset is `nplm_tokens/<kind>-<name>-<tokens>-<fingerprint>` in the data dir: another
 source, other content or another tokenization is another dataset, never confused with this
-one. TFDS writes into an `incomplete.*` directory and renames it when done, so an
-interrupted preparation leaves nothing that a later load would use; a later load checks
+one. One process prepares at a time, in a directory renamed when done (nplm.data.tfds_dirs),
+so an interrupted preparation leaves nothing that a later load would use; a later load checks
 every split's token count and SHA-256 against the metadata, so a damaged file is refused.
 """
 
@@ -29,7 +29,8 @@ import tensorflow_datasets as tfds
 from etils import epath
 from tqdm import tqdm
 
-from nplm.data.acquire import CorpusError, CorruptCorpusError
+from nplm.data import tfds_dirs
+from nplm.data.acquire import CorpusError
 from nplm.data.text_sources import SPLITS, tokens_of_line
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,8 @@ class PreparedTokens:
     """A split's type indices, or `remap` of them (a vocabulary's ids: remap[type]), read
     chunk by chunk into one array (only the result is held) and checked against the
     recorded token count and SHA-256. Read-only."""
-    try:
+    with tfds_dirs.damage_reported(self.builder.data_dir):
       ids = self._read(split, remap)
-    except (KeyError, ValueError, OSError, RuntimeError) as error:  # Riegeli: RuntimeError.
-      raise CorruptCorpusError(f'{self.builder.data_dir} is damaged ({error}); delete it and '
-                               'rerun to prepare it again') from None
     ids.setflags(write=False)
     return ids
 
@@ -73,7 +71,7 @@ class PreparedTokens:
     return ids
 
 
-class NplmTokens(tfds.core.GeneratorBasedBuilder):
+class NplmTokens(tfds_dirs.ArrayRecordBuilder):
   """Token ids of one text source (nplm.data.text_sources), one config per source."""
 
   VERSION = tfds.core.Version('1.0.0')
@@ -81,7 +79,6 @@ class NplmTokens(tfds.core.GeneratorBasedBuilder):
 
   def __init__(self, *, source, **kwargs):
     self._source = source
-    kwargs.setdefault('file_format', 'array_record')  # The format that needs no TensorFlow.
     config = tfds.core.BuilderConfig(name=config_name(source),
                                      description=f'{source.kind}:{source.name}, {source.tokens}')
     super().__init__(config=config, **kwargs)
@@ -170,21 +167,20 @@ def config_name(source) -> str:
 def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens:
   """The source's prepared tokens, prepared into data_dir first if they are not there."""
   builder = NplmTokens(source=source, data_dir=None if data_dir is None else os.fspath(data_dir))
-  if not builder.is_prepared():
+  if not builder.data_path.exists():
     log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
              builder.data_dir)
   with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints what the log lines above say.
-    builder.download_and_prepare()
-  metadata = builder.info.metadata
+    tfds_dirs.prepare(builder)
+  metadata = tfds_dirs.metadata(builder)
   try:
     tokens = PreparedTokens(tuple(metadata['types']),
                             np.array(metadata['train_counts'], np.int64), builder)
     empty = [split for split in SPLITS if not metadata['tokens'][split]]
   except (KeyError, TypeError) as error:
-    raise CorruptCorpusError(f'{builder.data_dir} is damaged (its metadata lacks {error}); '
-                             'delete it and rerun to prepare it again') from None
+    raise tfds_dirs.damaged(builder.data_dir, f'its metadata lacks {error}') from None
   if len(tokens.train_counts) != len(tokens.types):
-    raise CorruptCorpusError(f'{builder.data_dir} is inconsistent; delete it and rerun')
+    raise tfds_dirs.damaged(builder.data_dir, 'its metadata is inconsistent')
   if empty:
     raise CorpusError(f'{source.kind}:{source.name} has no text in its {", ".join(empty)} '
                       'split; every split needs at least one line')

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.vocab import END_OF_SENTENCE
+from nplm.errors import ConfigError
 
 SPLITS = ('train', 'valid', 'test')
 TOKENIZATIONS = ('words', 'chars')
@@ -97,31 +98,38 @@ class TextFile:
 
   def _cut(self) -> dict[str, tuple[int, int]]:
     if self.plan.train_tokens:
-      train_end, valid_end, total = self._token_boundaries()
+      train_end, valid_end, total, tokens = self._token_boundaries()
     else:
       total = sum(1 for _ in read_lines(self.path))
       train_end = round(total * self.plan.fractions[0])
       valid_end = train_end + round(total * self.plan.fractions[1])
     bounds = {'train': (0, train_end), 'valid': (train_end, valid_end),
               'test': (valid_end, total)}
-    empty = [split for split, (start, stop) in bounds.items() if stop <= start]
+    empty = ', '.join(split for split, (start, stop) in bounds.items() if stop <= start)
+    if empty and self.plan.train_tokens:
+      raise ConfigError(
+          f'--train_tokens={self.plan.train_tokens:,} and --valid_tokens='
+          f'{self.plan.valid_tokens:,} leave the {empty} split of {self.path} empty: it has '
+          f'{tokens:,} tokens in {total:,} lines (a split ends at a line end); give smaller '
+          'counts')
     if empty:
       raise CorpusError(f'{self.path} has {total:,} lines: cut by {self.plan.describe()}, '
-                        f'the {", ".join(empty)} split would be empty; give other '
-                        '--split_fractions (or --train_tokens, --valid_tokens)')
+                        f'the {empty} split would be empty; give other --split_fractions (or '
+                        '--train_tokens, --valid_tokens)')
     return bounds
 
-  def _token_boundaries(self) -> tuple[int, int, int]:
-    """Lines until train_tokens tokens train, until valid_tokens more validate."""
-    limits, ends, seen, count = [self.plan.train_tokens, self.plan.valid_tokens], [], 0, 0
+  def _token_boundaries(self) -> tuple[int, int, int, int]:
+    """The lines until train_tokens tokens (train) and until valid_tokens more (valid); the
+    file's lines and tokens."""
+    limits, ends = [self.plan.train_tokens, self.plan.valid_tokens], []
+    count = tokens = split_start = 0
     for count, line in enumerate(read_lines(self.path), 1):
-      seen += len(tokens_of_line(line, self.tokens))
-      if len(ends) < 2 and seen >= limits[len(ends)]:
+      tokens += len(tokens_of_line(line, self.tokens))
+      if len(ends) < 2 and tokens - split_start >= limits[len(ends)]:
         ends.append(count)
-        seen = 0
-    while len(ends) < 2:
-      ends.append(count)
-    return ends[0], ends[1], count
+        split_start = tokens
+    ends += [count] * (2 - len(ends))
+    return ends[0], ends[1], count, tokens
 
 
 class TfdsText:
@@ -210,18 +218,28 @@ def _hash_file(digest, path: Path) -> None:
 
 def read_lines(path: Path) -> Iterator[str]:
   """The file's lines without their line breaks ('\\n', '\\r\\n' or '\\r'), strict UTF-8 (an
-  error names the file)."""
-  line_number = 0
+  error names the file and the line)."""
   try:
     with open(path, encoding='utf-8', newline=None) as f:
       while lines := f.readlines(_READ_LINES):
         for line in lines:
-          line_number += 1
           yield line.removesuffix('\n')
   except UnicodeDecodeError as error:
-    raise CorpusError(f'{path} is not UTF-8 text (after line {line_number:,}: {error.reason} '
-                      f'at {error.object[error.start:error.end]!r}); convert it to UTF-8, '
-                      'e.g. iconv -f latin1 -t utf-8') from None
+    raise CorpusError(f'{path} is not UTF-8 text (line {_undecodable_line(path):,}: '
+                      f'{error.reason} at {error.object[error.start:error.end]!r}); convert it '
+                      'to UTF-8, e.g. iconv -f latin1 -t utf-8') from None
+
+
+def _undecodable_line(path: Path) -> int:
+  """The number of the first line (ended by '\\n') that is not UTF-8: the decoder read a
+  chunk of lines at a time, so its error cannot say which."""
+  with open(path, 'rb') as f:
+    for number, line in enumerate(f, 1):
+      try:
+        line.decode('utf-8')
+      except UnicodeDecodeError:
+        return number
+  return 0  # The file changed since: no line is undecodable now.
 
 
 _TFDS_SPEC = re.compile(r'^(?P<name>[\w.-]+(?:/[\w.-]+)?)(?::(?P<feature>[\w./-]+))?$')
@@ -238,6 +256,9 @@ def parse_tfds(spec: str) -> tuple[str, str]:
 def text_source(path: str, tokens: str, plan: SplitPlan):
   """text:PATH: TextFiles for a directory, TextFile for a file."""
   resolved = Path(os.path.expanduser(path))
+  if resolved.is_dir() and plan.train_tokens:
+    raise ConfigError(f'--train_tokens and --valid_tokens cut one file (text:FILE); {path} is a '
+                      'directory, whose train, valid and test files are the splits: drop them')
   if resolved.is_dir():
     return TextFiles(resolved, tokens)
   if resolved.is_file():
