@@ -14,10 +14,12 @@ workdir, so that a rerun with the same workdir resumes and one with an incompati
 is refused before anything is overwritten.
 """
 
+import gc
 import json
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import jax
@@ -221,7 +223,12 @@ def read(path: Path, abstract_state=None):
       restored = checkpointer.restore(path, args=ocp.args.Composite(
           state=state_args, progress=ocp.args.JsonRestore()))
   except Exception as error:  # Damage surfaces as many types (Orbax, TensorStore, JSON, OS).
-    raise _Unusable(f'it cannot be read ({_first_line(error)})') from error
+    why = _first_line(error)
+  else:
+    why = None
+  if why is not None:
+    _drop_abandoned_reads()
+    raise _Unusable(f'it cannot be read ({why})')
   progress = dict(restored.progress)
   checksum = progress.pop('checksum', None)
   if checksum is None:
@@ -258,9 +265,22 @@ def saved_params(workdir: Path, latest: bool = False) -> dict | None:
                         f'({"; ".join(rejected)}).')
 
 
+def _drop_abandoned_reads() -> None:
+  """Orbax reads a checkpoint's arrays in concurrent coroutines; when one fails, the others
+  are dropped unfinished and Python would print each one's traceback when it collects them.
+  The failure has its one line already: collect them now, quietly."""
+  hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
+  try:
+    gc.collect()
+  finally:
+    sys.unraisablehook = hook
+
+
 def _first_line(error: Exception) -> str:
   text = str(error).strip().splitlines()
-  return f'{type(error).__name__}: {text[0][:200]}' if text else type(error).__name__
+  # TensorStore appends its whole spec after "See full TensorStore details".
+  first = text[0].split(' See full ')[0][:200] if text else ''
+  return f'{type(error).__name__}: {first}' if first else type(error).__name__
 
 
 def _output_rows(tree) -> int | None:

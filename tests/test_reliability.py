@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.fault_harness import flip_bytes, newest, truncate
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
@@ -37,35 +38,12 @@ def reference(tiny_corpus, tmp_path_factory):
   return workdir, train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
 
 
-def largest_data_file(step_dir: Path) -> Path:
-  return max((p for p in (step_dir / 'state').rglob('*') if p.parent.name == 'd'),
-             key=lambda p: p.stat().st_size)
-
-
-def flip_bytes(step_dir: Path) -> None:
-  path = largest_data_file(step_dir)
-  data = bytearray(path.read_bytes())
-  middle = len(data) // 2
-  data[middle] ^= 0xFF
-  data[middle + 1] ^= 0x0F
-  path.write_bytes(bytes(data))
-
-
-def truncate(step_dir: Path) -> None:
-  path = largest_data_file(step_dir)
-  path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
-
-
 DAMAGE = {
     'bytes_flipped': flip_bytes,
     'data_file_truncated': truncate,
     'metadata_missing': lambda step_dir: (step_dir / 'state' / '_METADATA').unlink(),
     'state_missing': lambda step_dir: shutil.rmtree(step_dir / 'state'),
 }
-
-
-def newest(workdir: Path, name: str = 'checkpoints') -> Path:
-  return workdir / name / str(max(int(p.name) for p in (workdir / name).iterdir()))
 
 
 @pytest.mark.parametrize('damage', DAMAGE)
@@ -124,7 +102,7 @@ from tests.test_train import tiny_config
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,
                      expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES, **TINY_SPLIT)
-print(train_and_evaluate(tiny_config(sys.argv[1], epochs=4, patience=4, checkpoint_every=1),
+print(train_and_evaluate(tiny_config(sys.argv[1], epochs=3, patience=3, checkpoint_every=1),
                          corpus)['status'], flush=True)
 """
 
