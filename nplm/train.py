@@ -132,16 +132,24 @@ class _Run:
     self.feed = feed(config, self.lm, corpus.splits, corpus.boundary_id, self.mesh)
     self.main = parallel.is_main_process()  # Only process 0 writes the run's own files.
     self.checkpoints, self.writer, self.lock = open_workdir(config, corpus, self.main)
-    init_rng, self.step_rng = jax.random.split(jax.random.key(config.seed))
-    self.state = self.feed.create_state(init_rng, make_optimizer(config))
-    self.progress = new_progress()
-    restored = self.checkpoints.restore_latest(abstract_of(self.state))
-    if restored is not None:
-      self.state, self.progress = restored
-      log.info('Resumed from %s at step %d.', self.workdir, int(self.state.step))
+    try:  # A refused checkpoint must not keep the workdir locked in this process.
+      self.state, self.progress = self.start_or_resume()
+    except BaseException:
+      self.close()
+      raise
     self.started = time.perf_counter()
     self.compiled = False
     self.wall_before = self.progress['wall_seconds']
+
+  def start_or_resume(self):
+    """(state, progress): the newest good checkpoint's, or a new run's."""
+    init_rng, self.step_rng = jax.random.split(jax.random.key(self.config.seed))
+    state = self.feed.create_state(init_rng, make_optimizer(self.config))
+    restored = self.checkpoints.restore_latest(abstract_of(state))
+    if restored is None:
+      return state, new_progress()
+    log.info('Resumed from %s at step %d.', self.workdir, int(restored[0].step))
+    return restored
 
   def close(self) -> None:
     self.writer.close()

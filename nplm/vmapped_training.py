@@ -156,18 +156,29 @@ class _Together:
     self.lm = build_language_model(self.config, corpus.vocab.counts, self.mesh)
     self.feed = WindowFeed(self.config, self.lm, corpus.splits, corpus.boundary_id, self.mesh)
     self.main = parallel.is_main_process()
-    self.members = [_Member(config, corpus, self.main) for config in configs]
+    self.members = []
+    try:  # A refused workdir or checkpoint must not keep the others locked in this process.
+      for config in configs:
+        self.members.append(_Member(config, corpus, self.main))
+      states = self._start_or_resume(configs)
+    except BaseException:
+      self.close()
+      raise
+    self.template = states[0]
+    self.states = stack(states)
+    self.train_step, self.eval_step = make_steps(self.lm, self.config, self.mesh)
+    self.started, self.compiled = time.perf_counter(), False
+    self.wall_before = [member.progress['wall_seconds'] for member in self.members]
+
+  def _start_or_resume(self, configs: list[Config]) -> list:
+    """Each model's state (its newest good checkpoint's, or a new one); sets the step."""
     states, self.run_rngs, self.hyperparameters = initial_states(configs, self.lm, self.mesh)
     for k, member in enumerate(self.members):
       restored = member.checkpoints.restore_latest(abstract_of(states[k]))
       if restored is not None:
         states[k], member.progress = restored
-    self.template = states[0]
     self.step = self._common_step(states)
-    self.states = stack(states)
-    self.train_step, self.eval_step = make_steps(self.lm, self.config, self.mesh)
-    self.started, self.compiled = time.perf_counter(), False
-    self.wall_before = [member.progress['wall_seconds'] for member in self.members]
+    return states
 
   def _common_step(self, states) -> int:
     """The step every model still training is at: they train in lockstep."""

@@ -89,6 +89,7 @@ def test_with_no_good_checkpoint_the_error_names_them_and_nothing_is_deleted(
   before = sorted(str(p.relative_to(workdir)) for p in workdir.rglob('*'))
   with pytest.raises(CheckpointError, match='nothing was deleted'):
     train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  WorkdirLock(workdir).acquire().release()  # The refused run let go of the workdir.
   with pytest.raises(CheckpointError, match='no usable checkpoint'):
     load_trained(workdir)
   assert set(before) <= {str(p.relative_to(workdir)) for p in workdir.rglob('*')}

@@ -90,7 +90,17 @@ def start(main, argv=None) -> None:
     if module.startswith('nplm.cli'):
       for flag in module_flags:
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  app.run(main, argv=argv)
+  app.run(main, argv=argv, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl's parsing, with a bad flag (or flagfile line) a one-line error and status 2 like
+  every other mistake (absl prints two lines and exits 1)."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as error:
+    message = ' '.join(str(error).split())
+    fail(f'{message} (see --help)')
 
 
 def refuse_arguments(argv: list[str]) -> None:
