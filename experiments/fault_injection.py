@@ -43,7 +43,7 @@ from absl import app, flags, logging
 
 from experiments.fault_cases import cases_mode
 from experiments.fault_harness import (KEYS, STEP_LINE, VALID_LINE, Child, compare,
-                                       differing_leaves, markdown, newest, nplm, save,
+                                       differing_leaves, label, markdown, newest, nplm, save,
                                        summary_of, tail)
 
 FLAGS = flags.FLAGS

@@ -12,7 +12,7 @@ and is tokenized as the model's dataset was (nplm.data.tokenize: Brown's punctua
 import json
 from collections.abc import Sequence
 
-from absl import app, flags
+from absl import flags
 
 from nplm import cli
 from nplm.data.vocab import UNK
