@@ -185,16 +185,18 @@ def _example_lines(value) -> list[str]:
 def _tfds_builder(name: str, data_dir: str | None):
   """The prepared TFDS dataset `name` (NAME or NAME/CONFIG), prepared first if need be."""
   import tensorflow_datasets as tfds  # Only tfds: sources need it at this point.
+  from nplm.data import tfds_dirs
   try:
-    builder = tfds.builder(name, data_dir=data_dir)
+    builder = tfds.builder(name, data_dir=data_dir, file_format='array_record')
   except Exception as error:  # TFDS raises several types for an unknown or unreadable name.
     raise CorpusNotFoundError(f'tfds:{name}: {error}') from None
-  if not builder.is_prepared():
-    try:
-      builder.download_and_prepare(file_format='array_record')
-    except Exception as error:
-      raise CorpusError(f'tfds:{name} is not prepared in {builder.data_dir} and preparing it '
-                        f'failed: {error}') from error
+  try:
+    tfds_dirs.prepare(builder)  # One preparer at a time; killed preparations cleaned.
+  except CorpusError:
+    raise
+  except Exception as error:
+    raise CorpusError(f'tfds:{name} is not prepared in {builder.data_dir} and preparing it '
+                      f'failed: {error}') from error
   return builder
 
 
