@@ -14,6 +14,7 @@ workdir, so that a rerun with the same workdir resumes and one with an incompati
 is refused before anything is overwritten.
 """
 
+import errno
 import gc
 import json
 import logging
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 LATEST, BEST = 'checkpoints', 'best'
 _KEEP_LATEST = 2  # Checkpoints kept in checkpoints/ besides the best step's.
+_METADATA_BYTES = 64 * 2**10  # What a checkpoint holds besides its arrays (uncompressed).
 
 
 class IncompatibleCheckpointError(RuntimeError):
@@ -173,6 +175,7 @@ class Checkpoints:
       log.warning('Moved the damaged checkpoint %s to %s.', path, target)
 
   def _save(self, name: str, step: int, state, progress: dict) -> None:
+    self._check_space(state)
     path = self.workdir / name / str(step)
     if path.exists() and self.main:  # Saved again after a resume, with newer progress.
       shutil.rmtree(path)
@@ -182,6 +185,15 @@ class Checkpoints:
     with _checkpointer() as checkpointer:  # Written in a temporary directory, then renamed.
       checkpointer.save(path, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), progress=ocp.args.JsonSave(progress)))
+
+  def _check_space(self, state) -> None:
+    """A full disk is found before Orbax writes: its threads, failing mid-write, print
+    pages of tracebacks (the error itself comes after them)."""
+    needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state)) + _METADATA_BYTES
+    free = shutil.disk_usage(self.workdir).free
+    if free < needed:
+      raise OSError(errno.ENOSPC, f'No space left on device: a checkpoint needs up to '
+                    f'{needed / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free', str(self.workdir))
 
   def _delete(self, name: str, steps: list[int], keep=()) -> None:
     if self.main:

@@ -12,11 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 from experiments.fault_harness import flip_bytes, newest, truncate
-from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
+from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
 from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
 from nplm.scoring import load_trained
@@ -298,3 +299,16 @@ def test_a_finished_run_whose_best_was_deleted_keeps_its_summary(
   with pytest.raises(CheckpointError, match=f'epoch {reference[1]["best_epoch"]} was the best'):
     train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert (workdir / 'summary.json').read_text() == before
+
+
+def test_a_disk_too_full_for_a_checkpoint_is_found_before_writing(
+    tiny_corpus, tmp_path, monkeypatch):
+  workdir = tmp_path / 'run'
+  train_and_evaluate(tiny_config(workdir, max_steps=5, **CONFIG), tiny_corpus)
+  state_bytes = sum(x.nbytes for x in jax.tree.leaves(saved_params(workdir, latest=True)))
+  usage = shutil.disk_usage(tmp_path)
+  monkeypatch.setattr(shutil, 'disk_usage', lambda path: usage._replace(free=state_bytes))
+  with pytest.raises(OSError, match='No space left on device: a checkpoint needs') as raised:
+    train_and_evaluate(tiny_config(workdir, max_steps=9, **CONFIG), tiny_corpus)
+  assert raised.value.errno == errno.ENOSPC
+  assert sorted(os.listdir(workdir / 'checkpoints')) == ['4', '5']  # Nothing half-written.
