@@ -30,7 +30,7 @@ def prepare_workdir(workdir: Path) -> None:
                         'give a directory path')
   try:
     workdir.mkdir(parents=True, exist_ok=True)
-  except PermissionError as error:
+  except OSError as error:  # No permission, a read-only file system, ...
     raise ConfigError(f'--workdir={workdir} cannot be created ({error.strerror}): give a '
                       'directory you can write to') from error
 
@@ -45,7 +45,7 @@ class WorkdirLock:
   def acquire(self) -> 'WorkdirLock':
     try:
       fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-    except PermissionError as error:
+    except OSError as error:  # No permission, a read-only file system, ...
       raise ConfigError(f'--workdir={self.path.parent} is not writable ({error.strerror}): '
                         'give a directory you can write to') from error
     try:
