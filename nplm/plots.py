@@ -5,19 +5,29 @@ PNG written whole or not at all (nplm.files.save_figure_atomically).
 """
 
 import json
+import logging
 import math
 from pathlib import Path
 
 from nplm.files import save_figure_atomically
 
+log = logging.getLogger(__name__)
+
 
 def read_metrics(workdir: str | Path) -> dict[str, list[dict]]:
   """metrics.jsonl by kind ('train', 'valid'), in step order. A resumed run may have written
-  a step twice (nplm.metrics): its last record counts."""
-  records = {}
-  for line in (Path(workdir) / 'metrics.jsonl').read_text().splitlines():
-    record = json.loads(line)
-    records[record['kind'], record['step']] = record
+  a step twice (nplm.metrics): its last record counts. A line cut short (a kill or a full
+  disk mid-write, the next record appended to it) is skipped: the picture misses a point,
+  and the numbers that matter are in summary.json."""
+  records, skipped = {}, 0
+  for line in (Path(workdir) / 'metrics.jsonl').read_text(errors='replace').splitlines():
+    try:
+      record = json.loads(line)
+      records[record['kind'], record['step']] = record
+    except (ValueError, KeyError, TypeError):
+      skipped += 1
+  if skipped:
+    log.warning('%s/metrics.jsonl: skipped %d damaged line(s).', workdir, skipped)
   by_kind = {}
   for (kind, _), record in sorted(records.items()):
     by_kind.setdefault(kind, []).append(record)

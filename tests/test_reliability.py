@@ -20,6 +20,7 @@ from experiments.fault_harness import flip_bytes, newest, truncate
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
 from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
+from nplm.plots import read_metrics
 from nplm.scoring import load_trained
 from nplm.train import TrainingDiverged, train_and_evaluate
 from nplm.window_training import WindowFeed
@@ -312,3 +313,18 @@ def test_a_disk_too_full_for_a_checkpoint_is_found_before_writing(
     train_and_evaluate(tiny_config(workdir, max_steps=9, **CONFIG), tiny_corpus)
   assert raised.value.errno == errno.ENOSPC
   assert sorted(os.listdir(workdir / 'checkpoints')) == ['4', '5']  # Nothing half-written.
+
+
+def test_a_metrics_line_cut_short_costs_a_point_of_the_picture_not_the_run(
+    tiny_corpus, reference, tmp_path):
+  workdir = tmp_path / 'run'
+  shutil.copytree(reference[0], workdir)
+  metrics = workdir / 'metrics.jsonl'
+  lines = metrics.read_text().splitlines()
+  metrics.write_text('\n'.join(lines[:3] + [lines[3][:10] + lines[4]] + lines[5:]) + '\n')
+  (workdir / 'learning_curve.png').unlink()
+  rerun = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  assert rerun['valid_ppl'] == reference[1]['valid_ppl']
+  assert (workdir / 'learning_curve.png').stat().st_size > 0
+  kept = read_metrics(workdir)
+  assert sum(len(records) for records in kept.values()) == len(lines) - 2
