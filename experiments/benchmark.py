@@ -31,7 +31,7 @@ from nplm.data.vocab import TEXT_END
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.models.nnlm import NNLM
-from nplm.train import make_optimizer
+from nplm.optimizer import make_optimizer
 from nplm.window_training import create_state, make_steps
 
 # Table 1 rows of Bengio et al. (2003), as in experiments/flags/mlp{1,9}.flags.

@@ -30,7 +30,7 @@ from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
-from nplm.train import make_optimizer
+from nplm.optimizer import make_optimizer
 
 FLAGS_DIR = Path(__file__).parent / 'flags'
 SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embeddings',

@@ -22,15 +22,15 @@ import logging
 import time
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
-from nplm.cli import (USER_ERRORS, config_from_flagfile, fail, show_progress_lines,
-                      stop_interrupted)
-from nplm import ngram
+from nplm import cli, ngram
 from nplm.config import Config
 from nplm.data.corpus import Corpus, load_corpus
 from nplm.files import write_json_atomically, write_text_atomically
+from nplm.models import MODELS
 from nplm.scoring import load_trained
+from nplm.summary import RunStatus, finished_summary
 from nplm.train import train_and_evaluate
 
 log = logging.getLogger('nplm.table1')
@@ -64,10 +64,6 @@ ROWS = {row.name: row for row in [
 ]}
 ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), *RECURRENT_ROWS, 'DelInt3', 'KN3', 'KN4',
              'KN5']
-FINISHED = ('early_stopped', 'epochs_done', 'max_steps')
-# Config fields that do not change a trained network's numbers.
-_OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
-                     'checkpoint_every')
 
 
 def paper_rows(path: Path = PAPER_TABLE) -> dict[str, dict]:
@@ -148,21 +144,18 @@ class Table:
 
   def network_config(self, name: str) -> Config:
     flagfile = FLAGS_DIR / f'{ROWS[name].flagfile}.flags'
-    config = config_from_flagfile(str(flagfile), workdir=str(self.workdir / name))
+    config = cli.config_from_flagfile(str(flagfile), workdir=str(self.workdir / name))
     return config.replace(**self.overrides).validate()
 
   def network_summary(self, name: str) -> dict:
     """The finished run of a network row in <workdir>/<name>, trained or resumed if need be."""
     config = self.network_config(name)
-    summary_path = Path(config.workdir) / 'summary.json'
-    if summary_path.exists():
-      summary = json.loads(summary_path.read_text())
-      if (config.same_run(summary['config'], _OBSERVING_FIELDS)
-          and summary['status'] in FINISHED):
-        return summary
+    summary = finished_summary(config)
+    if summary is not None:
+      return summary
     log.info('%s: training in %s', name, config.workdir)
     summary = train_and_evaluate(config, self.corpus)
-    if summary['status'] not in FINISHED:
+    if not RunStatus(summary['status']).finished:
       raise Interrupted(f'{name} was interrupted at step {summary["steps"]}; '
                         'rerun the same command to resume it')
     return summary
@@ -189,7 +182,7 @@ class Table:
     if row.ngram:
       return {'model': row.name, 'n': row.order, 'mix': False}
     config = self.network_config(row.mixes or row.name)
-    recurrent = config.model != 'nnlm'
+    recurrent = MODELS[config.model].recurrent
     return {'model': row.name, 'n': None if recurrent else config.order,
             'h': config.hidden_size,
             'm': config.feature_size, 'direct': config.direct, 'mix': bool(row.mixes),
@@ -281,21 +274,21 @@ def markdown(report: dict) -> str:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  show_progress_lines()
+  cli.refuse_arguments(argv)
+  cli.show_progress_lines()
   options = flags.FLAGS
   overrides = {key: getattr(options, key) for key in ('epochs', 'max_steps')
                if getattr(options, key)}
   started = time.perf_counter()
   try:
+    needed_rows(options.rows)  # A typo is refused before the corpus is read.
     corpus = load_corpus(data_dir=options.data_dir or None,
                          corpus_dir=options.corpus_dir or None)
     report = build_table(options.workdir, corpus, options.rows, overrides)
   except Interrupted as stopped:
-    stop_interrupted(str(stopped))
-  except (ValueError, *USER_ERRORS) as error:
-    fail(error)
+    cli.stop_interrupted(str(stopped))
+  except (ValueError, *cli.USER_ERRORS) as error:
+    cli.fail(error)
   print(markdown(report))
   print(f'Wrote {Path(options.workdir) / "table1.md"} and table1.json '
         f'in {time.perf_counter() - started:.0f} s.')
@@ -308,4 +301,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('corpus_dir', '', 'Raw Brown corpus directory (as brown.py).')
   flags.DEFINE_integer('epochs', 0, 'Caps every network\'s epochs (0: its flagfile\'s).')
   flags.DEFINE_integer('max_steps', 0, 'Caps every network\'s updates (0: no cap); smoke runs.')
-  app.run(main)
+  cli.start(main)

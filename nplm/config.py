@@ -1,7 +1,9 @@
-"""The configuration of one run: every knob, its default and what it means.
+"""The configuration of one run: every knob, its group, its default and what it means.
 
 The trainer's flags (`nplm train`, nplm/cli) are generated from this dataclass, so a field
-added here is a command-line flag there, with its help text.
+added here is a command-line flag there, with its help text, under its group. The lists of
+fields that play a part (which resume, which are per model, which name the data) are all
+derived from the groups, below the class.
 """
 
 import dataclasses
@@ -14,114 +16,143 @@ from nplm.errors import ConfigError
 __all__ = ['Config', 'ConfigError']
 
 
-def _knob(default: Any, help_text: str) -> Any:
-  """A config field with its help text: the flag `--<name>` shows it under --helpfull."""
-  return dataclasses.field(default=default, metadata={'help': help_text})
+# The groups of fields, in the order --help shows them. What a group is for decides what a
+# change to one of its fields means: a run resumes, and a finished run is reused, across
+# changes to run bounds, observation and devices (and to where the data lies); models trained
+# together (nplm.train.train_together) differ only in their per-model hyperparameters.
+DATA = 'data'
+MODEL = 'model'
+HEAD = 'head'
+OPTIMIZER = 'optimizer'
+RUN_BOUNDS = 'run bounds'
+OBSERVATION = 'observation'
+DEVICES = 'devices'
+PER_MODEL = 'per-model hyperparameters'
+GROUPS = (DATA, MODEL, HEAD, OPTIMIZER, RUN_BOUNDS, OBSERVATION, DEVICES, PER_MODEL)
+GROUP_HELP = {
+    DATA: 'which text, how it is cut into tokens and splits, and the vocabulary',
+    MODEL: 'context -> hidden (Bengio et al. 2003 Eq. 1 up to its output layer; RNNs)',
+    HEAD: 'hidden -> training loss | exact log p',
+    OPTIMIZER: 'how the updates are computed',
+    RUN_BOUNDS: 'when training stops (a run resumes with other values)',
+    OBSERVATION: 'what is recorded, and where (no effect on the numbers)',
+    DEVICES: 'where the run computes (no effect on the numbers)',
+    PER_MODEL: 'may differ between models trained together',
+}
+# Roles of some data fields: where the data lies (no effect on the numbers), how the text
+# is cut into splits.
+LOCATION = 'location'
+SPLITS = 'splits'
+
+
+def _knob(group: str, default: Any, help_text: str, role: str = '') -> Any:
+  """A config field with its group and help text (the flag `--<name>` shows them)."""
+  return dataclasses.field(default=default,
+                           metadata={'help': help_text, 'group': group, 'role': role})
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  # --- data -------------------------------------------------------------------------
-  dataset: str = _knob('brown', 'The corpus: brown (the paper\'s), text:DIR (train.txt, '
+  # The groups' fields in the order --help shows them; a flagfile sets any of them.
+  dataset: str = _knob(DATA, 'brown', "The corpus: brown (the paper's), text:DIR (train.txt, "
                        'valid.txt, test.txt), text:FILE (cut by lines) or '
                        'tfds:NAME[/CONFIG][:FEATURE] (a TFDS text dataset).')
-  tokens: str = _knob('words', 'words (whitespace-separated; Brown\'s words) or chars (every '
-                      'character a token, the space too; reports bits per character).')
-  data_dir: str = _knob('', 'TFDS data dir for the prepared corpus (empty: TFDS default).')
-  corpus_dir: str = _knob('', 'Directory of the 500 Brown files ca01 … cr09 (empty: search).')
-  unk_max_count: int = _knob(-1, 'Training-split tokens seen at most this often become <unk> '
-                             '(-1: the dataset\'s default, 3 for brown as the paper, 0 = keep '
-                             'every training type for text: and tfds:).')
-  max_vocab_size: int = _knob(0, 'Keep at most this many ids, <unk> and the special tokens '
-                              'included: the most frequent (ties by the token); 0 = no bound.')
-  train_tokens: int = _knob(0, 'brown: the first this-many tokens train (0: the paper\'s '
-                            '800,000); text:FILE: the lines of the first this-many.')
-  valid_tokens: int = _knob(0, 'The next this-many validate (0: brown 200,000; text:FILE '
-                            'by --split_fractions); the rest is the test split.')
-  split_fractions: str = _knob('0.8,0.1,0.1', 'text:FILE: the train, valid, test shares of '
-                               'its lines (unless --train_tokens).')
-  tfds_splits: str = _knob('train,validation,test', 'tfds: the TFDS splits read as train, '
-                           'valid and test (slices allowed: train[:95%],train[95%:],test).')
+  tokens: str = _knob(DATA, 'words', "words (whitespace-separated; Brown's words) or chars "
+                      '(every character a token, the space too; reports bits per character).')
+  data_dir: str = _knob(DATA, '', 'TFDS data dir for the prepared corpus (empty: TFDS '
+                        'default).', role=LOCATION)
+  corpus_dir: str = _knob(DATA, '', 'Directory of the 500 Brown files ca01 … cr09 (empty: '
+                          'search).', role=LOCATION)
+  unk_max_count: int = _knob(DATA, -1, 'Training-split tokens seen at most this often become '
+                             "<unk> (-1: the dataset's default, 3 for brown as the paper, 0 = "
+                             'keep every training type for text: and tfds:).')
+  max_vocab_size: int = _knob(DATA, 0, 'Keep at most this many ids, <unk> and the special '
+                              'tokens included: the most frequent (ties by the token); 0 = '
+                              'no bound.')
+  train_tokens: int = _knob(DATA, 0, "brown: the first this-many tokens train (0: the paper's "
+                            '800,000); text:FILE: the lines of the first this-many.',
+                            role=SPLITS)
+  valid_tokens: int = _knob(DATA, 0, 'The next this-many validate (0: brown 200,000; '
+                            'text:FILE by --split_fractions); the rest is the test split.',
+                            role=SPLITS)
+  split_fractions: str = _knob(DATA, '0.8,0.1,0.1', 'text:FILE: the train, valid, test shares '
+                               'of its lines (unless --train_tokens).', role=SPLITS)
+  tfds_splits: str = _knob(DATA, 'train,validation,test', 'tfds: the TFDS splits read as '
+                           'train, valid and test (slices allowed: '
+                           'train[:95%],train[95%:],test).', role=SPLITS)
 
-  # --- model: context -> hidden (Eq. 1 without its output layer) -----------------------
-  model: str = _knob('nnlm', 'nnlm (Bengio et al. 2003), or a recurrent model: rnn (Elman), '
-                     'lstm, gru.')
-  order: int = _knob(5, 'nnlm: n, the model predicts w_t from the n-1 previous words.')
-  feature_size: int = _knob(30, 'm: size of each word feature vector C(w) (the embedding).')
-  hidden_size: int = _knob(100, 'h: hidden units (nnlm: tanh units, 0 = none, needs --direct; '
-                           'recurrent: the state of each layer).')
-  direct: bool = _knob(False, 'nnlm: direct connections W x from the word features to the '
-                       'output.')
-  num_layers: int = _knob(1, 'Recurrent models: stacked recurrent layers.')
-  dropout: float = _knob(0.0, 'Recurrent models: dropout rate on the embeddings, between '
-                         'layers and on the last layer (Zaremba et al. 2014).')
-  tie_embeddings: bool = _knob(False, "The output rows are the input embedding C (needs "
-                               "--hidden_size's output as wide as --feature_size).")
+  model: str = _knob(MODEL, 'nnlm', 'nnlm (Bengio et al. 2003), or a recurrent model: rnn '
+                     '(Elman), lstm, gru.')
+  order: int = _knob(MODEL, 5, 'nnlm: n, the model predicts w_t from the n-1 previous words.')
+  feature_size: int = _knob(MODEL, 30, 'm: size of each word feature vector C(w) (the '
+                            'embedding).')
+  hidden_size: int = _knob(MODEL, 100, 'h: hidden units (nnlm: tanh units, 0 = none, needs '
+                           '--direct; recurrent: the state of each layer).')
+  direct: bool = _knob(MODEL, False, 'nnlm: direct connections W x from the word features to '
+                       'the output.')
+  num_layers: int = _knob(MODEL, 1, 'Recurrent models: stacked recurrent layers.')
+  dropout: float = _knob(MODEL, 0.0, 'Recurrent models: dropout rate on the embeddings, '
+                         'between layers and on the last layer (Zaremba et al. 2014).')
+  tie_embeddings: bool = _knob(MODEL, False, 'The output rows are the input embedding C '
+                               "(needs --hidden_size's output as wide as --feature_size).")
 
-  # --- head: hidden -> loss | exact log p -----------------------------------------------
-  head: str = _knob('softmax', 'Output head name in nplm.heads.HEADS: softmax, class, tree, '
-                    'is, nce, negative_sampling, adaptive.')
-  num_classes: int = _knob(0, 'class head: number of frequency-binned classes (0 = √|V|).')
-  tree: str = _knob('huffman', 'tree head: huffman (from training counts) or balanced.')
-  num_samples: int = _knob(
-      100, 'k: words sampled per update by the is, nce and negative_sampling heads, '
-      'shared by the minibatch.')
-  proposal_power: float = _knob(
-      1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = the unigram, 0 = uniform).')
-  adaptive_cutoffs: str = _knob(
-      '', 'adaptive head: comma-separated ids where the tail clusters start '
-      '(empty = where the words cover 80% and 95% of the training tokens).')
+  head: str = _knob(HEAD, 'softmax', 'Output head name in nplm.heads.HEADS: softmax, class, '
+                    'tree, is, nce, negative_sampling, adaptive.')
+  num_classes: int = _knob(HEAD, 0, 'class head: number of frequency-binned classes (0 = '
+                           '√|V|).')
+  tree: str = _knob(HEAD, 'huffman', 'tree head: huffman (from training counts) or balanced.')
+  num_samples: int = _knob(HEAD, 100, 'k: words sampled per update by the is, nce and '
+                           'negative_sampling heads, shared by the minibatch.')
+  proposal_power: float = _knob(HEAD, 1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = '
+                                'the unigram, 0 = uniform).')
+  adaptive_cutoffs: str = _knob(HEAD, '', 'adaptive head: comma-separated ids where the tail '
+                                'clusters start (empty = where the words cover 80% and 95% '
+                                'of the training tokens).')
 
-  # --- optimization ---------------------------------------------------------------------
-  optimizer: str = _knob('adamw', 'sgd (the paper) or adamw (faster).')
-  learning_rate: float = _knob(1e-3, 'ε0: the initial learning rate.')
-  lr_decay: float = _knob(0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates (paper: 1e-8).')
-  weight_decay: float = _knob(0.0, 'On weights and C, never on biases (paper: 1e-4 with SGD).')
-  batch_size: int = _knob(256, 'Training examples per update, over all devices (recurrent '
-                          'models: parallel streams B, each giving --bptt_length words).')
-  bptt_length: int = _knob(35, 'Recurrent models: T, words per segment of truncated BPTT.')
-  clip_norm: float = _knob(0.0, 'Clip the gradient to this global norm before the update '
-                           '(0 = no clipping).')
-  epochs: int = _knob(20, 'Upper bound on passes over the training split.')
-  patience: int = _knob(
-      2, 'Stop after this many epochs without a better validation perplexity.')
-  max_steps: int = _knob(
-      0, 'Stop after this many updates in all (0 = no bound); for smoke runs.')
-  seed: int = _knob(0, 'Seeds initialization, sampling and (unless --data_seed) the per-epoch '
-                   'shuffles.')
-  data_seed: int = _knob(-1, 'Seeds the per-epoch shuffles of the training windows (-1: '
-                         '--seed). Models trained together share one.')
+  optimizer: str = _knob(OPTIMIZER, 'adamw', 'sgd (the paper) or adamw (faster).')
+  batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
+                          '(recurrent models: parallel streams B, each giving --bptt_length '
+                          'words).')
+  bptt_length: int = _knob(OPTIMIZER, 35, 'Recurrent models: T, words per segment of '
+                           'truncated BPTT.')
+  clip_norm: float = _knob(OPTIMIZER, 0.0, 'Clip the gradient to this global norm before the '
+                           'update (0 = no clipping).')
+  data_seed: int = _knob(OPTIMIZER, -1, 'Seeds the per-epoch shuffles of the training windows '
+                         '(-1: --seed). Models trained together share one.')
 
-  # --- evaluation, logging, checkpoints --------------------------------------------------
-  eval_batch_size: int = _knob(2048, 'Examples per evaluation batch (the last one is padded); '
-                               'recurrent models: words per segment of the one stream.')
-  log_every: int = _knob(200, 'Updates between progress lines / metrics records.')
-  checkpoint_every: int = _knob(
-      2000, 'Updates between periodic checkpoints (also at each epoch).')
-  workdir: str = _knob(
-      '', 'Receives checkpoints, metrics.jsonl, TensorBoard events, summary.json.')
+  epochs: int = _knob(RUN_BOUNDS, 20, 'Upper bound on passes over the training split.')
+  patience: int = _knob(RUN_BOUNDS, 2, 'Stop after this many epochs without a better '
+                        'validation perplexity.')
+  max_steps: int = _knob(RUN_BOUNDS, 0, 'Stop after this many updates in all (0 = no bound); '
+                         'for smoke runs.')
 
-  # --- devices and processes (nplm.parallel) --------------------------------------------
-  mesh: str = _knob('', "Device mesh, e.g. data:8 or data:2,model:4 ('model' splits the "
-                    'output rows over the vocabulary); an axis left out takes the devices '
+  eval_batch_size: int = _knob(OBSERVATION, 2048, 'Examples per evaluation batch (the last '
+                               'one is padded); recurrent models: words per segment of the '
+                               'one stream.')
+  log_every: int = _knob(OBSERVATION, 200, 'Updates between progress lines / metrics records.')
+  checkpoint_every: int = _knob(OBSERVATION, 2000, 'Updates between periodic checkpoints '
+                                '(also at each epoch).')
+  workdir: str = _knob(OBSERVATION, '', 'Receives checkpoints, metrics.jsonl, TensorBoard '
+                       'events, summary.json.')
+
+  mesh: str = _knob(DEVICES, '', "Device mesh, e.g. data:8 or data:2,model:4 ('model' splits "
+                    'the output rows over the vocabulary); an axis left out takes the devices '
                     'that remain (empty: every device on data).')
-  distributed: bool = _knob(False, 'Join a multi-process run whose coordinator JAX finds '
-                            'itself (Cloud TPU VMs, Slurm).')
-  coordinator_address: str = _knob('', 'host:port of process 0, for a multi-process run '
-                                   'started by hand (with --num_processes, --process_id).')
-  num_processes: int = _knob(1, 'Processes in a multi-process run started by hand.')
-  process_id: int = _knob(0, "This process's index in a multi-process run started by hand.")
+  distributed: bool = _knob(DEVICES, False, 'Join a multi-process run whose coordinator JAX '
+                            'finds itself (Cloud TPU VMs, Slurm).')
+  coordinator_address: str = _knob(DEVICES, '', 'host:port of process 0, for a multi-process '
+                                   'run started by hand (with --num_processes, --process_id).')
+  num_processes: int = _knob(DEVICES, 1, 'Processes in a multi-process run started by hand.')
+  process_id: int = _knob(DEVICES, 0, "This process's index in a multi-process run started by "
+                          'hand.')
 
-  # Fields that may differ between a run and its resumption: they bound or observe the run
-  # but do not change what one update computes.
-  # The devices only change how an update is laid out, not what it computes.
-  # The fields that say which corpus a run reads (nplm.data.datasets.load_dataset).
-  DATA_FIELDS = ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count',
-                 'max_vocab_size', 'train_tokens', 'valid_tokens', 'split_fractions',
-                 'tfds_splits')
-  RESUMABLE_FIELDS = ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
-                      'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
-                      'distributed', 'coordinator_address', 'num_processes', 'process_id')
+  seed: int = _knob(PER_MODEL, 0, 'Seeds initialization, sampling and (unless --data_seed) the '
+                    'per-epoch shuffles.')
+  learning_rate: float = _knob(PER_MODEL, 1e-3, 'ε0: the initial learning rate.')
+  lr_decay: float = _knob(PER_MODEL, 0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates '
+                          '(paper: 1e-8).')
+  weight_decay: float = _knob(PER_MODEL, 0.0, 'On weights and C, never on biases (paper: 1e-4 '
+                              'with SGD).')
 
   @property
   def batch_order_seed(self) -> int:
@@ -151,33 +182,12 @@ class Config:
     return dataclasses.asdict(self)
 
   def validate(self) -> 'Config':
-    """Returns self, or raises ConfigError naming the first value that cannot work."""
+    """Returns self, or raises ConfigError naming the first value that cannot work. The
+    models and heads check their own knobs (nplm.models, nplm.heads)."""
     checks = [
-        (self.order >= 2, f'--order must be at least 2 (one word of context), got {self.order}'),
-        (self.feature_size >= 1, f'--feature_size must be positive, got {self.feature_size}'),
-        (self.hidden_size >= 0, f'--hidden_size must be 0 or more, got {self.hidden_size}'),
-        (self.model not in models.RECURRENT_MODELS or self.hidden_size > 0,
-         f'--model={self.model} needs --hidden_size of at least 1'),
-        (self.hidden_size > 0 or self.direct,
-         '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
-        (self.model in models.MODELS,
-         f'unknown --model={self.model!r}; known: {", ".join(sorted(models.MODELS))}'),
-        (self.model not in models.RECURRENT_MODELS or not self.direct,
-         f'--direct is the NNLM\'s; --model={self.model} has no direct connections'),
-        (self.model in models.RECURRENT_MODELS or (self.num_layers == 1 and self.dropout == 0),
-         '--num_layers and --dropout are for recurrent models (--model=rnn, lstm or gru)'),
-        (self.num_layers >= 1, f'--num_layers must be positive, got {self.num_layers}'),
-        (0 <= self.dropout < 1, f'--dropout must be within [0, 1), got {self.dropout}'),
+        *[(False, error) for error in models.config_errors(self) + heads.config_errors(self)],
         (self.bptt_length >= 1, f'--bptt_length must be positive, got {self.bptt_length}'),
         (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
-        (self.head in heads.HEADS,
-         f'unknown --head={self.head!r}; known: {", ".join(sorted(heads.HEADS))}'),
-        (self.num_classes >= 0, f'--num_classes must be 0 (√|V|) or more, got {self.num_classes}'),
-        (self.tree in heads.TREES,
-         f'unknown --tree={self.tree!r}; known: {", ".join(sorted(heads.TREES))}'),
-        (self.num_samples >= 1, f'--num_samples must be positive, got {self.num_samples}'),
-        (0 <= self.proposal_power <= 1,
-         f'--proposal_power must be within [0, 1], got {self.proposal_power}'),
         (self.optimizer in ('sgd', 'adamw'),
          f'unknown --optimizer={self.optimizer!r}; known: adamw, sgd'),
         (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
@@ -251,11 +261,38 @@ class Config:
     saved = Config.from_saved(saved).resolved().to_dict()
     return [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
             for name, value in self.resolved().to_dict().items()
-            if name not in self.RESUMABLE_FIELDS and saved[name] != value]
+            if name not in RESUMABLE_FIELDS and saved[name] != value]
 
-  def same_run(self, saved: dict[str, Any], observing: tuple[str, ...]) -> bool:
+  def same_run(self, saved: dict[str, Any]) -> bool:
     """Whether a finished run recorded with config `saved` is this config's run: equal in
-    every field but `observing` (fields that leave its numbers as they are)."""
+    every field but OBSERVING_FIELDS (those leave its numbers as they are)."""
     saved = Config.from_saved(saved).resolved().to_dict()
     return all(saved[name] == value for name, value in self.resolved().to_dict().items()
-               if name not in observing)
+               if name not in OBSERVING_FIELDS)
+
+
+def _fields(groups=GROUPS, role=None) -> tuple[str, ...]:
+  return tuple(field.name for field in dataclasses.fields(Config)
+               if field.metadata['group'] in groups
+               and role in (None, field.metadata['role']))
+
+
+def group_of(name: str) -> str:
+  return Config.__dataclass_fields__[name].metadata['group']
+
+
+# Which corpus a run reads (nplm.data.datasets.load_dataset).
+DATA_FIELDS = _fields([DATA])
+# Where another dataset lies and how it is cut (the model's tokens and vocabulary stay).
+LOCATION_AND_SPLIT_FIELDS = _fields([DATA], LOCATION) + _fields([DATA], SPLITS)
+# A run resumes with other values of these: they bound or observe the run, or lay it out
+# over devices, but do not change what one update computes.
+RESUMABLE_FIELDS = (_fields([RUN_BOUNDS, OBSERVATION, DEVICES])
+                    + _fields([DATA], LOCATION))
+# A finished run is reused across changes to these: they leave its numbers as they are.
+OBSERVING_FIELDS = _fields([OBSERVATION, DEVICES]) + _fields([DATA], LOCATION)
+# Models trained together differ only in these (each has a workdir of its own).
+PER_MODEL_FIELDS = _fields([PER_MODEL]) + ('workdir',)
+# The per-model values that enter the train step as traced arrays (nplm.optimizer).
+HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(Config)
+                        if field.metadata['group'] == PER_MODEL and field.type is float)

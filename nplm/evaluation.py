@@ -16,7 +16,7 @@ from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
 from nplm.scoring import TrainedModel
-from nplm.train import bits_per_token
+from nplm.summary import bits_per_token
 
 
 def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:

@@ -1,9 +1,13 @@
-"""Where a run's numbers go: metrics.jsonl (one JSON object a line) and TensorBoard events."""
+"""Where a run's numbers go: metrics.jsonl (one JSON object a line) and TensorBoard events
+(the same scalars; at the end, the final perplexities, the hyperparameters and the config)."""
 
 import json
+import math
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
+
+from nplm.config import HEAD, MODEL, OPTIMIZER, PER_MODEL, group_of
 
 
 class MetricsWriter:
@@ -27,6 +31,24 @@ class MetricsWriter:
     self._jsonl.flush()
     for name, value in values.items():
       self._tensorboard.add_scalar(f'{kind}/{name}', value, step)
+
+  def final(self, summary: dict) -> None:
+    """The finished run in TensorBoard: final/<split>_ppl scalars, its config as text, and
+    its model, head and optimizer knobs beside its final perplexities in the HParams tab
+    (which compares runs)."""
+    if not self._enabled:
+      return
+    step = summary['steps']
+    finals = {f'final/{key}': summary[key] for key in summary if key.endswith('_ppl')
+              and math.isfinite(summary[key])}
+    for name, value in finals.items():
+      self._tensorboard.add_scalar(name, value, step)
+    config = summary['config']
+    self._tensorboard.add_text('config', '\n'.join(
+        f'    --{name}={value}' for name, value in config.items()), step)
+    hyperparameters = {name: value for name, value in config.items()
+                       if group_of(name) in (MODEL, HEAD, OPTIMIZER, PER_MODEL)}
+    self._tensorboard.add_hparams(hyperparameters, finals, name='hparams', global_step=step)
 
   def close(self) -> None:
     if not self._enabled:

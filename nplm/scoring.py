@@ -1,7 +1,9 @@
 """A trained model read back from its workdir, and the exact log-probability of each token.
 
-Mixtures and analyses need per-token log-probabilities rather than the sums that training
-evaluates; they come from the head's exact, normalized `log_prob`, whatever head trained it.
+Perplexities, mixtures, sentence scores and the evaluate command all come from
+`split_log_probs`: the same per-token function the trainer's feeds evaluate with
+(nplm.window_training, nplm.stream_training), compiled once per model, from the head's exact,
+normalized `log_prob` whatever head trained it.
 """
 
 from __future__ import annotations
@@ -10,10 +12,9 @@ import dataclasses
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from nplm import parallel, stream_training
+from nplm import parallel, stream_training, window_training
 from nplm.checkpoint import read_identity, saved_params
 from nplm.config import Config
 from nplm.data import batching, datasets
@@ -31,6 +32,8 @@ class TrainedModel:
   vocab: Vocabulary
   lm: LanguageModel
   params: dict
+  # Compiled log-prob steps by segment length (recurrent) or one for windows: built once.
+  _log_prob_steps: dict = dataclasses.field(default_factory=dict, repr=False)
 
   @property
   def boundary_id(self) -> int:
@@ -43,19 +46,22 @@ class TrainedModel:
     recurrent one (one stream, `batch_size` words per segment)."""
     order, boundary = self.config.order, self.boundary_id
     batch_size = batch_size or self.config.eval_batch_size
+    mesh = parallel.make_mesh('', devices=jax.devices()[:1])  # Any batch size divides it.
     if self.lm.model.recurrent:
-      return stream_training.split_log_probs(self.lm, self.params, ids, boundary, batch_size)
-    padded = jnp.asarray(batching.pad_split(np.asarray(ids), order, boundary))
+      step = self._log_prob_step(batch_size, lambda: stream_training.make_log_prob_step(
+          self.lm, batch_size, mesh))
+      return stream_training.split_log_probs(self.lm, self.params, ids, boundary, batch_size,
+                                             step, mesh)
+    step = self._log_prob_step('windows', lambda: window_training.make_log_prob_step(
+        self.lm, order, mesh))
+    padded = parallel.put(batching.pad_split(np.asarray(ids), order, boundary), mesh)
+    return window_training.split_log_probs(step, self.params, padded, len(ids), batch_size,
+                                           mesh)
 
-    @jax.jit
-    def batch_log_probs(params, positions):
-      context, targets = batching.windows(padded, positions, order)
-      return self.lm.apply(self.lm.variables_of(params), context, targets,
-                           method=self.lm.log_prob)
-
-    pieces = [np.asarray(batch_log_probs(self.params, positions))[mask > 0]
-              for positions, mask in batching.eval_batches(len(ids), batch_size)]
-    return np.concatenate(pieces).astype(np.float64)
+  def _log_prob_step(self, key, make):
+    if key not in self._log_prob_steps:
+      self._log_prob_steps[key] = make()
+    return self._log_prob_steps[key]
 
 
 def load_trained(workdir: str | Path) -> TrainedModel:

@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
+from tqdm import tqdm
 
-from nplm import parallel
+from nplm import optimizer, parallel
 from nplm.data import streams
 from nplm.perplexity import perplexity
 
@@ -33,10 +34,11 @@ def _segment(array, index, length: int):
   return jax.lax.dynamic_slice_in_dim(array, index * length, length, axis=1)
 
 
-def make_train_step(lm, segment_length: int, mesh, state_sharding):
+def make_train_step(lm, config, mesh, state_sharding):
   """The jitted update on segment `index` of the streams (state donated)."""
+  segment_length = config.bptt_length
 
-  def train_step(state, words, targets, mask, index, run_rng):
+  def train_step(state, hyperparameters, words, targets, mask, index, run_rng):
     words, targets, mask = (_segment(a, index, segment_length) for a in (words, targets, mask))
     head_rng, dropout_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
 
@@ -47,11 +49,13 @@ def make_train_step(lm, segment_length: int, mesh, state_sharding):
       return mean, carry
 
     (loss, carry), grads = jax.value_and_grad(mean_loss, has_aux=True)(state.params)
-    return state.apply_gradients(grads=grads).replace(carry=carry), loss
+    state = optimizer.apply_gradients(config, state, grads, hyperparameters)
+    return state.replace(carry=carry), loss
 
   replicated, streams_sharding = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
   return jax.jit(train_step, donate_argnums=0,
-                 in_shardings=(state_sharding, *[streams_sharding] * 3, replicated, replicated),
+                 in_shardings=(state_sharding, replicated, *[streams_sharding] * 3, replicated,
+                               replicated),
                  out_shardings=(state_sharding, replicated))
 
 
@@ -67,30 +71,37 @@ def make_log_prob_step(lm, segment_length: int, mesh):
   return jax.jit(log_prob_step, out_shardings=parallel.sharding(mesh))
 
 
-def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int,
-                    segment_length: int, log_prob_step=None, mesh=None) -> np.ndarray:
+def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int, segment_length: int,
+                    log_prob_step=None, mesh=None, progress: str = '') -> np.ndarray:
   """log p(w_t | w_0 … w_{t-1}) for every token of a split, in order (float64): one stream
-  from h_0 = 0, the state carried across every segment."""
+  from h_0 = 0, the state carried across every segment. `progress` names a progress bar
+  (shown on a terminal)."""
   mesh = mesh or parallel.make_mesh()
   log_prob_step = log_prob_step or make_log_prob_step(lm, segment_length, mesh)
   words, targets, mask = streams.streams(ids, 1, segment_length, boundary_id)
   words, targets = parallel.put(words, mesh), parallel.put(targets, mesh)
   carry = parallel.put(lm.model.initial_state(1), mesh)
   pieces = []
-  for index in range(streams.num_segments(len(ids), 1, segment_length)):
+  for index in tqdm(range(streams.num_segments(len(ids), 1, segment_length)), desc=progress,
+                    unit='segment', leave=False, disable=None if progress else True):
     log_p, carry = parallel.settle(log_prob_step(params, words, targets, index, carry))
     pieces.append(log_p)
   return np.concatenate([parallel.fetch(p) for p in pieces], axis=1)[mask > 0].astype(np.float64)
 
 
 class StreamFeed:
-  """What the loop needs for a recurrent model: its state, segments, step and evaluation."""
+  """What the loop needs for a recurrent model: its state, segments, step, exact log-probs."""
 
-  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None):
+  recurrent = True
+
+  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
+               num_models: int = 1):
+    if num_models > 1:  # nplm.train.check_together refuses it first, by name.
+      raise ValueError('a StreamFeed trains one model')
     mesh = mesh or parallel.make_mesh()
     parallel.check_divides('--batch_size', config.batch_size, mesh)
     self.config, self.lm, self.boundary_id, self.mesh = config, lm, boundary_id, mesh
-    self.splits = splits
+    self.splits, self.num_models = splits, 1
     num_streams, length = config.batch_size, config.bptt_length
     words, targets, mask = streams.streams(splits['train'], num_streams, length, boundary_id)
     self.train_arrays = tuple(parallel.put(a, mesh, 'data') for a in (words, targets, mask))
@@ -117,7 +128,7 @@ class StreamFeed:
     # The carry [layers, parts, B, H] is split over 'data' along its streams B.
     state, sharding = parallel.create_state(make_state, rng, self.mesh, self.lm.vocab_parallel,
                                             batch_axes={'carry': 2})
-    self.train_step = make_train_step(self.lm, self.config.bptt_length, self.mesh, sharding)
+    self.train_step = make_train_step(self.lm, self.config, self.mesh, sharding)
     return state
 
   def start_epoch(self, state, epoch: int, start: int):
@@ -129,16 +140,20 @@ class StreamFeed:
     return state, (((index,), int(self.tokens_per_segment[index]))
                    for index in range(start, self.steps_per_epoch))
 
-  def step(self, state, batch, run_rng):
+  def step(self, state, batch, run_rng, hyperparameters=None):
+    """(state, loss) after the update on segment `batch`, with `hyperparameters`
+    (nplm.optimizer.hyperparameters_of; default: the config's)."""
     (index,) = batch
-    return parallel.settle(self.train_step(state, *self.train_arrays, index, run_rng))
+    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config])
+    return parallel.settle(self.train_step(state, hyperparameters, *self.train_arrays, index,
+                                           run_rng))
 
-  def log_probs(self, params, split: str) -> np.ndarray:
+  def log_probs(self, params, split: str, progress: str = '') -> np.ndarray:
+    """Exact log p of every token of the split, in order (float64) [N]."""
     return split_log_probs(self.lm, params, self.splits[split], self.boundary_id,
-                           self.config.eval_batch_size, self.log_prob_step, self.mesh)
+                           self.config.eval_batch_size, self.log_prob_step, self.mesh,
+                           progress)
 
   def evaluate(self, params, split: str) -> dict:
     """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
-    nll = -float(np.sum(self.log_probs(params, split)))
-    tokens = len(self.splits[split])
-    return perplexity(nll, tokens)
+    return perplexity(-np.sum(self.log_probs(params, split)), len(self.splits[split]))

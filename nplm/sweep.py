@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import io
 import itertools
-import json
 import logging
 import math
 import random
@@ -20,22 +19,18 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from nplm import parallel, plots, train, vmapped_training
-from nplm.config import Config, ConfigError
+from nplm import parallel, plots, train
+from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_text_atomically
+from nplm.summary import RunStatus, finished_summary
 
 log = logging.getLogger(__name__)
 
-FINISHED = ('epochs_done', 'early_stopped', 'max_steps')
 # What each row reports of a point's summary, after its overrides.
 RESULTS = ('valid_ppl', 'test_ppl', 'vocab_size', 'epochs', 'wall_seconds',
            'train_examples_per_second', 'status', 'workdir')
-# Fields that leave a finished run's numbers as they are: a change to them reuses it.
-_OBSERVING_FIELDS = ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
-                     'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
-                     'num_processes', 'process_id')
 _FIELDS = tuple(field.name for field in dataclasses.fields(Config))
 _MAX_NAME = 200  # Bytes, well under the 255 most filesystems allow for one name.
 
@@ -129,26 +124,16 @@ def point_configs(base: Config, points: list[dict], root: str | Path) -> list[Co
   return configs
 
 
-def _finished_summary(config: Config) -> dict | None:
-  """The summary a finished run of this config left in its workdir, if any."""
-  path = Path(config.workdir) / 'summary.json'
-  if not path.exists():
-    return None
-  summary = json.loads(path.read_text())
-  same = config.same_run(summary['config'], _OBSERVING_FIELDS)
-  return summary if same and summary['status'] in FINISHED else None
-
-
 def run_sweep(base: Config, points: list[dict], root: str | Path,
               corpus: Corpus | None = None,
               run: Callable[[Config, Corpus], dict] = train.run,
               together: bool = False) -> list[dict]:
   """Trains (or reuses, or resumes) every point in root/<point_name(point)>; one row each.
 
-  `corpus`, if given, is the one base's Config.DATA_FIELDS name; otherwise it is loaded once
+  `corpus`, if given, is the one base's DATA_FIELDS name; otherwise it is loaded once
   and shared by every point (a point that overrides a data field gets its own, loaded once).
   `together`: the points left to train are trained at once, in one program
-  (nplm.vmapped_training); they may differ only in its PER_MODEL_FIELDS, and share the
+  (nplm.train.train_together); they may differ only in PER_MODEL_FIELDS, and share the
   base's order of batches (--data_seed).
   """
   root = Path(root)
@@ -157,15 +142,15 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
   configs = point_configs(base, points, root)
   corpora = {}
   if corpus is not None:
-    corpora[tuple(getattr(base, key) for key in Config.DATA_FIELDS)] = corpus
-  summaries = [_finished_summary(config) for config in configs]
+    corpora[tuple(getattr(base, key) for key in DATA_FIELDS)] = corpus
+  summaries = [finished_summary(config) for config in configs]
   for point, config, summary in zip(points, configs, summaries):
     if summary is not None:
       log.info('%s: reused from %s', point_name(point), config.workdir)
   left = [k for k, summary in enumerate(summaries) if summary is None]
   if together and left:
     log.info('training %d points together', len(left))
-    trained = vmapped_training.train_together([configs[k] for k in left],
+    trained = train.train_together([configs[k] for k in left],
                                               _corpus_for(base, corpora))
     for k, summary in zip(left, trained):
       summaries[k] = _finished(points[k], summary)
@@ -181,14 +166,14 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
 
 def _finished(point: dict, summary: dict) -> dict:
   """The summary of a point's training, unless a stop request interrupted it."""
-  if summary['status'] == 'interrupted':
+  if summary['status'] == RunStatus.INTERRUPTED:
     raise SweepInterrupted(f'point {point_name(point)} was interrupted at step '
                            f'{summary["steps"]}; rerun the same sweep to resume it')
   return summary
 
 
 def _corpus_for(config: Config, corpora: dict) -> Corpus:
-  key = tuple(getattr(config, name) for name in Config.DATA_FIELDS)
+  key = tuple(getattr(config, name) for name in DATA_FIELDS)
   if key not in corpora:
     parallel.initialize_processes(config)  # Before any device is touched by the loading.
     corpora[key] = parallel.main_process_first(lambda: load_dataset(config.resolved()))

@@ -1,19 +1,20 @@
-"""The trainer: the optimizer, the loop and `run(config)`, for every model.
+"""The trainer: one loop for K >= 1 models, and `run(config)`.
 
 What one update reads and how a split is scored differ by model family: n-gram windows for
 feed-forward models (nplm.window_training), BPTT streams for recurrent ones
-(nplm.stream_training); the loop drives either through the same small interface.
+(nplm.stream_training); the loop drives either through the same small interface. A lone
+run is K = 1; models trained together (K > 1, feed-forward, one compiled vmapped step)
+differ only in their per-model hyperparameters and workdirs, and each validates, stops
+early, diverges and is saved on its own (nplm.model_run).
 
-Loop discipline (after big_vision): the state is created or resumed, every update is
+Loop discipline (after big_vision): the states are created or resumed, every update is
 rebuilt from its number (so a rerun resumes exactly), losses are checked on logged steps,
-nothing NaN is ever checkpointed, and the reported perplexities all come from exact,
-normalized log-probabilities summed over every token of a split.
+nothing non-finite is ever checkpointed, and the reported perplexities all come from exact,
+normalized log-probabilities of every token of a split (the feed's `log_probs`).
 """
 
 import contextlib
-import functools
 import logging
-import math
 import signal
 import threading
 import time
@@ -21,67 +22,31 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import optax
+import numpy as np
 from tqdm import tqdm
 
-from nplm import parallel, plots
-from nplm.checkpoint import CheckpointError, Checkpoints, abstract_of, claim_workdir
-from nplm.perplexity import exploded
-from nplm.workdir_lock import WorkdirLock, prepare_workdir
-from nplm.config import Config
+from nplm import models, optimizer, parallel, plots
+from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
+from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
-from nplm.metrics import MetricsWriter
+from nplm.model_run import ModelRun, TrainingDiverged
+from nplm.perplexity import exploded, perplexity
 from nplm.stream_training import StreamFeed
+from nplm.summary import RunStatus, parameter_count, run_summary
 from nplm.window_training import WindowFeed
 
+__all__ = ['RunInterrupted', 'TrainingDiverged', 'check_together', 'run', 'train_and_evaluate',
+           'train_together']
 
 log = logging.getLogger(__name__)
-
-
-class TrainingDiverged(RuntimeError):
-  """The loss or the parameters stopped being finite."""
-
-
-# --- optimizer and state --------------------------------------------------------------
-
-def _decay_mask(params):
-  """True for the weights and the features C, False for biases: the paper decays no bias."""
-  return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key != 'bias', params)
-
-
-def learning_rate_at(config: Config, t):
-  """ε_t = ε0 / (1 + r·t), the rate of update t + 1 (t updates before it)."""
-  return config.learning_rate / (1.0 + config.lr_decay * t)
-
-
-def make_optimizer(config: Config, **hyperparameters) -> optax.GradientTransformation:
-  """The config's optimizer; `hyperparameters` (learning_rate, lr_decay, weight_decay) may
-  replace its values with arrays: models trained together each trace their own
-  (nplm.vmapped_training)."""
-  config = config.replace(**hyperparameters)
-  learning_rate = functools.partial(learning_rate_at, config)
-  if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
-    update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
-                         optax.sgd(learning_rate))
-  else:
-    update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
-  if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (seed 004).
-    return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
-  return update
-
-
-def _all_finite(tree) -> bool:
-  return all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(tree))
 
 
 class RunInterrupted(Exception):
   """A stop request during the final evaluation: the checkpoints are all saved."""
 
-
-# --- the loop -------------------------------------------------------------------------
 
 class StopRequests:
   """Set by the first SIGTERM or Ctrl-C (the loop then saves and stops); a second Ctrl-C,
@@ -119,255 +84,367 @@ def stop_requests():
       signal.signal(s, h)
 
 
-class _Run:
-  """One invocation of the loop over a workdir: trains, evaluates, checkpoints."""
+def check_together(configs: list[Config]) -> list[Config]:
+  """The configs, validated; ConfigError if they cannot be trained as one program."""
+  if not configs:
+    raise ConfigError('no models to train')
+  configs = [config.validate() for config in configs]
+  for name in configs[0].to_dict():
+    values = sorted({repr(getattr(config, name)) for config in configs})
+    if name not in PER_MODEL_FIELDS and len(values) > 1:
+      raise ConfigError(f'models trained together differ only in {", ".join(PER_MODEL_FIELDS)}; '
+                        f'their --{name} differ: {", ".join(values)}')
+  if len({config.batch_order_seed for config in configs}) > 1:
+    raise ConfigError('models trained together read the same batches: give them one '
+                      '--data_seed (their --seed differ)')
+  if len(configs) > 1 and models.MODELS[configs[0].model].recurrent:
+    raise ConfigError(f'training together is for feed-forward models (--model=nnlm), not '
+                      f'--model={configs[0].model}; train recurrent models one by one')
+  workdirs = {Path(config.workdir).resolve() for config in configs}
+  if len(workdirs) < len(configs):
+    raise ConfigError('each model trained together needs a --workdir of its own')
+  return configs
 
-  def __init__(self, config: Config, corpus: Corpus):
-    self.config, self.corpus = config, corpus
-    self.workdir = Path(config.workdir)
-    self.mesh = parallel.make_mesh(config.mesh)
-    # Built before the workdir is claimed: a head or the mesh may still refuse the config.
-    self.lm = build_language_model(config, corpus.vocab.counts, self.mesh)
+
+class _Interval:
+  """The updates, examples and seconds since the last progress record."""
+
+  def __init__(self):
+    self.restart()
+
+  def restart(self) -> None:
+    self.clock, self.steps, self.examples = time.perf_counter(), 0, 0
+
+  def take(self) -> tuple[float, int, int]:
+    taken = time.perf_counter() - self.clock, self.steps, self.examples
+    self.restart()
+    return taken
+
+
+class _Loop:
+  """One invocation of the loop over K >= 1 models' workdirs: trains, evaluates, saves."""
+
+  def __init__(self, configs: list[Config], corpus: Corpus):
+    self.config, self.corpus, self.count = configs[0], corpus, len(configs)
+    self.mesh = parallel.make_mesh(self.config.mesh)
+    # Built before any workdir is claimed: a head or the mesh may still refuse the config.
+    self.lm = build_language_model(self.config, corpus.vocab.counts, self.mesh)
     feed = StreamFeed if self.lm.model.recurrent else WindowFeed
-    self.feed = feed(config, self.lm, corpus.splits, corpus.boundary_id, self.mesh)
-    self.main = parallel.is_main_process()  # Only process 0 writes the run's own files.
-    self.checkpoints, self.writer, self.lock = open_workdir(config, corpus, self.main)
-    try:  # A refused checkpoint must not keep the workdir locked in this process.
-      self.state, self.progress = self.start_or_resume()
+    self.feed = feed(self.config, self.lm, corpus.splits, corpus.boundary_id, self.mesh,
+                     self.count)
+    self.main = parallel.is_main_process()  # Only process 0 writes the runs' own files.
+    self.models = []
+    try:  # A refused workdir or checkpoint must not keep the others locked in this process.
+      for k, config in enumerate(configs):
+        name = f'[{k}] ' if self.count > 1 else ''
+        self.models.append(ModelRun(config, corpus, self.main, name))
+      self.states = self.start_or_resume(configs)
     except BaseException:
       self.close()
       raise
-    self.started = time.perf_counter()
     self.compiled = False
-    self.wall_before = self.progress['wall_seconds']
+    log.info('%s', self.startup_line())
 
-  def start_or_resume(self):
-    """(state, progress): the newest good checkpoint's, or a new run's."""
-    init_rng, self.step_rng = jax.random.split(jax.random.key(self.config.seed))
-    state = self.feed.create_state(init_rng, make_optimizer(self.config))
-    restored = self.checkpoints.restore_latest(abstract_of(state))
-    if restored is None:
-      return state, new_progress()
-    log.info('Resumed from %s at step %d.', self.workdir, int(restored[0].step))
-    return restored
+  # --- the states of the K models ---------------------------------------------------
+
+  def join(self, trees):
+    """One model's tree as it is; K models' stacked along a new leading axis."""
+    if self.count == 1:
+      return trees[0]
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+  def member(self, tree, k: int):
+    return tree if self.count == 1 else jax.tree.map(lambda leaf: leaf[k], tree)
+
+  def start_or_resume(self, configs: list[Config]):
+    """The models' states (each its newest good checkpoint's, or a new one's), joined; sets
+    the step they are all at, their step keys and hyperparameters."""
+    tx = optimizer.make_optimizer(self.config)  # The structure; values come per model.
+    states, run_rngs = [], []
+    for model in self.models:
+      init_rng, run_rng = jax.random.split(jax.random.key(model.config.seed))
+      state = self.feed.create_state(init_rng, tx)
+      restored = model.checkpoints.restore_latest(abstract_of(state))
+      model.resume(restored)
+      if restored is not None:
+        state = restored[0]
+        log.info('%sResumed from %s at step %d.', model.name, model.workdir, int(state.step))
+      states.append(state)
+      run_rngs.append(run_rng)
+    self.template, self.run_rngs = states[0], self.join(run_rngs)
+    self.hyperparameters = optimizer.hyperparameters_of(configs)
+    self.step = self.common_step(states)
+    return self.join(states)
+
+  def common_step(self, states) -> int:
+    """The step every model still training is at: they train in lockstep."""
+    steps = {int(s.step) for model, s in zip(self.models, states) if model.training}
+    if len(steps) > 1:
+      behind = [str(m.workdir) for m, s in zip(self.models, states)
+                if m.training and int(s.step) < max(steps)]
+      raise IncompatibleCheckpointError(
+          f'the models to train together were saved at different steps ({sorted(steps)}); '
+          f'finish {", ".join(behind)} alone (nplm train with its config and '
+          'workdir), or delete those workdirs to train them from the start')
+    return steps.pop() if steps else int(states[0].step)
+
+  def training(self) -> list[int]:
+    return [k for k, model in enumerate(self.models) if model.training]
+
+  def save(self, k: int, best: bool = False) -> None:
+    self.models[k].save(self.member(self.states, k), best)
 
   def close(self) -> None:
-    self.writer.close()
-    self.lock.release()
+    for model in self.models:
+      model.close()
 
-  def evaluate(self, name: str, params=None) -> dict:
-    return self.feed.evaluate(self.state.params if params is None else params, name)
+  # --- training -----------------------------------------------------------------------
 
-  def save(self, best: bool = False) -> None:
-    """Checkpoints the current state, which must be finite: the last good one is kept."""
-    step = int(self.state.step)
-    if not _all_finite(self.state.params):
-      raise self.diverged(f'the parameters are not finite at step {step}')
-    self.progress['wall_seconds'] = self.wall_before + time.perf_counter() - self.started
-    (self.checkpoints.save_best if best else self.checkpoints.save_latest)(
-        step, self.state, self.progress)
-
-  def diverged(self, what: str) -> TrainingDiverged:
-    kept = self.checkpoints.latest_step
-    where = (f'the last good checkpoint (step {kept}) is kept in {self.workdir}'
-             if kept is not None else 'no checkpoint had been saved yet')
-    return TrainingDiverged(f'Training diverged: {what}; {where}. '
-                            'Lower --learning_rate (or --lr_decay) and rerun in a new --workdir.')
-
-  def train(self, stop: StopRequests) -> str:
-    """Runs epochs until the bound, early stopping, --max_steps or a stop request."""
-    config, progress = self.config, self.progress
-    steps_per_epoch = self.feed.steps_per_epoch
-    if config.max_steps and int(self.state.step) >= config.max_steps:
-      return 'max_steps'  # Resumed from a run that had already taken them all.
-    while progress['epochs_done'] < config.epochs and not progress['stopped_early']:
-      epoch = progress['epochs_done']
-      status = self.train_epoch(epoch, steps_per_epoch, stop)
-      if status != 'epoch_done':
-        self.save()
+  def train(self, stop: StopRequests) -> RunStatus:
+    """Runs epochs until every model has stopped, --max_steps, or a stop request."""
+    if self.config.max_steps and self.step >= self.config.max_steps:
+      return RunStatus.MAX_STEPS  # Resumed from a run that had already taken them all.
+    while self.training():
+      epoch = self.models[self.training()[0]].progress['epochs_done']
+      status = self.train_epoch(epoch, stop)
+      if status is not None:
+        for k in self.training():
+          self.save(k)
         return status
       self.end_epoch(epoch)
-    return 'early_stopped' if progress['stopped_early'] else 'epochs_done'
+    return RunStatus.EPOCHS_DONE
 
-  def train_epoch(self, epoch: int, steps_per_epoch: int, stop: StopRequests) -> str:
-    config, progress = self.config, self.progress
-    step = int(self.state.step)
-    start = step - epoch * steps_per_epoch
-    self.state, batches = self.feed.start_epoch(self.state, epoch, start)
+  def train_epoch(self, epoch: int, stop: StopRequests) -> RunStatus | None:
+    """An epoch's updates from the current step; the status if the run stops within it."""
+    config, steps_per_epoch = self.config, self.feed.steps_per_epoch
+    start = self.step - epoch * steps_per_epoch
+    self.states, batches = self.feed.start_epoch(self.states, epoch, start)
     bar = tqdm(batches, total=steps_per_epoch, initial=start, desc=f'epoch {epoch + 1}',
                unit='step', disable=None, leave=False)
-    clock, examples = time.perf_counter(), 0
+    interval = _Interval()
     for batch, batch_examples in bar:
-      self.state, loss = self.feed.step(self.state, batch, self.step_rng)
-      step, examples = step + 1, examples + batch_examples
+      self.states, losses = self.feed.step(self.states, batch, self.run_rngs,
+                                           self.hyperparameters)
+      self.step += 1
+      interval.steps, interval.examples = interval.steps + 1, interval.examples + batch_examples
       if not self.compiled:  # Throughput counts updates, not the compilation before them.
-        jax.block_until_ready(loss)
-        self.compiled, clock, examples = True, time.perf_counter(), 0
-      at_log = step % config.log_every == 0
-      at_checkpoint = step % config.checkpoint_every == 0 and step % steps_per_epoch != 0
-      out_of_steps = config.max_steps and step >= config.max_steps
+        jax.block_until_ready(losses)
+        self.compiled = True
+        interval.restart()
+      at_log = self.step % config.log_every == 0
+      at_checkpoint = (self.step % config.checkpoint_every == 0
+                       and self.step % steps_per_epoch != 0)  # Epochs end with a save.
+      out_of_steps = config.max_steps and self.step >= config.max_steps
       stopping = parallel.agreed_stop(stop.is_set(), at_log or at_checkpoint)
       if at_log or at_checkpoint or out_of_steps or stopping:
-        loss = float(loss)  # Waits for the step: the clock below is honest.
-        if exploded(loss, self.corpus.vocab.size):
-          raise self.diverged(f'the training loss is {loss} at step {step}')
-        seconds = time.perf_counter() - clock
-        progress['train_seconds'] += seconds
-        progress['train_examples'] += examples
-        rate = examples / max(seconds, 1e-9)
-        clock, examples = time.perf_counter(), 0
-        bar.set_postfix(loss=f'{loss:.3f}', examples_per_s=f'{rate:.0f}')
-        if at_log:
-          log.info('step %d  epoch %d  loss %.4f  %.0f examples/s', step, epoch + 1, loss,
-                   rate)
-          self.writer.write('train', step, loss=loss, examples_per_second=rate,
-                            learning_rate=learning_rate_at(config, step - 1))
+        losses = np.reshape(parallel.fetch(losses), self.count)  # Waits: honest clocks.
+        rate = self.record(losses, *interval.take(), at_log, epoch)
+        bar.set_postfix(loss=f'{np.min(losses):.3f}', examples_per_s=f'{rate:.0f}')
         if stopping:
-          return 'interrupted'
+          return RunStatus.INTERRUPTED
         if out_of_steps:
-          return 'max_steps'
+          return RunStatus.MAX_STEPS
         if at_checkpoint:
-          self.save()
-          clock = time.perf_counter()
-    jax.block_until_ready(self.state)
-    progress['train_seconds'] += time.perf_counter() - clock
-    progress['train_examples'] += examples
-    return 'epoch_done'
+          for k in self.training():
+            self.save(k)
+          interval.restart()
+        if not self.training():
+          return None
+    jax.block_until_ready(self.states)
+    seconds, _, examples = interval.take()
+    for k in self.training():
+      self.models[k].progress['train_seconds'] += seconds
+      self.models[k].progress['train_examples'] += examples
+    return None
+
+  def record(self, losses: np.ndarray, seconds: float, steps: int, examples: int,
+             at_log: bool, epoch: int) -> float:
+    """Each training model's progress and metrics; a model whose loss has exploded stops
+    (its state of this step is not saved). Returns examples/s per model."""
+    rate = examples / max(seconds, 1e-9)
+    for k in self.training():
+      model, loss = self.models[k], float(losses[k])
+      if exploded(loss, self.corpus.vocab.size):
+        model.diverge(f'the training loss is {loss} at step {self.step}')
+        continue
+      model.progress['train_seconds'] += seconds
+      model.progress['train_examples'] += examples
+      if at_log:
+        model.writer.write('train', self.step, loss=loss, examples_per_second=rate,
+                           learning_rate=optimizer.learning_rate_at(model.config,
+                                                                    self.step - 1))
+    if at_log and self.training():
+      log.info('%s', self.progress_line(losses, rate, steps / max(seconds, 1e-9), epoch))
+    return rate
+
+  def progress_line(self, losses: np.ndarray, rate: float, steps_per_second: float,
+                    epoch: int) -> str:
+    """step, where in the epoch, the loss(es), speed and the time left in the epoch."""
+    per_epoch = self.feed.steps_per_epoch
+    in_epoch = self.step - epoch * per_epoch
+    left = (per_epoch - in_epoch) / max(steps_per_second, 1e-9)
+    if self.count == 1:
+      loss = f'loss {losses[0]:.4f}'
+    else:
+      loss = 'losses ' + ' '.join(f'{k}:{losses[k]:.3f}' for k in self.training())
+    per_model = ' per model' if self.count > 1 else ''
+    return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
+            f'({100 * in_epoch / per_epoch:.0f}%, {_duration(left)} left)  {loss}  '
+            f'{rate:.0f} examples/s{per_model}')
+
+  def split_nll(self, split: str, params, progress: str) -> np.ndarray:
+    """Σ -log p over every token of the split, per model [K], from the exact log-probs."""
+    log_probs = self.feed.log_probs(params, split, progress)
+    return -np.sum(np.reshape(log_probs, (self.count, -1)), axis=1)
 
   def end_epoch(self, epoch: int) -> None:
-    """Validates, keeps the best state, and decides on early stopping."""
-    valid = self.evaluate('valid')
-    if exploded(valid['nll'] / valid['tokens'], self.corpus.vocab.size):
-      raise self.diverged(f'the validation perplexity is {valid["ppl"]} after epoch {epoch + 1}')
-    if record_validation(self.progress, valid['ppl'], self.config.patience):
-      self.save(best=True)
-    self.writer.write('valid', int(self.state.step), ppl=valid['ppl'], epoch=epoch + 1)
-    self.save()
+    """Validates every model still training; each keeps its best and decides its stop."""
+    training = self.training()
+    if not training:
+      return
+    tokens = len(self.corpus.splits['valid'])
+    nll = self.split_nll('valid', self.states.params, f'validating after epoch {epoch + 1}')
+    for k in training:
+      model, ppl = self.models[k], perplexity(nll[k], tokens)['ppl']
+      if exploded(nll[k] / tokens, self.corpus.vocab.size):
+        model.diverge(f'the validation perplexity is {ppl} after epoch {epoch + 1}')
+        continue
+      if model.record_validation(ppl):
+        self.save(k, best=True)
+      model.writer.write('valid', self.step, ppl=ppl, epoch=epoch + 1)
+      self.save(k)
 
-  def summary(self, status: str) -> dict:
-    """Exact perplexities of every split with the best parameters (or the last, if none),
-    checked like the training loss: a diverged model reports no numbers."""
-    best = self.checkpoints.restore_best(abstract_of(self.state))
-    if best is None and self.progress['best_epoch'] is not None:
-      raise CheckpointError(f'{self.workdir}/best holds no checkpoint, though epoch '
-                            f'{self.progress["best_epoch"]} was the best: its parameters are '
-                            'lost; train again in a new --workdir.')
-    params = self.state.params if best is None else best[0].params
-    log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
-             'last' if best is None else f'best (step {int(best[0].step)})')
-    results = {name: self.evaluate(name, params) for name in self.corpus.splits}
-    for name, result in results.items():
-      if exploded(result['nll'] / result['tokens'], self.corpus.vocab.size):
-        raise self.diverged(f'the final {name} perplexity is {result["ppl"]}')
-    return run_summary(status, self.config, self.corpus, self.mesh, self.progress,
-                       self.state, results, self.wall_before + time.perf_counter() - self.started)
+  # --- the end --------------------------------------------------------------------------
+
+  def final_params(self) -> list:
+    """Each model's parameters to report: its best (on validation), or where no epoch
+    finished, its last; a diverged model's are whatever it holds (not reported)."""
+    abstract, params = abstract_of(self.template), []
+    for k, model in enumerate(self.models):
+      best = None if model.diverged else model.checkpoints.restore_best(abstract)
+      if best is None and model.progress['best_epoch'] is not None and not model.diverged:
+        raise CheckpointError(f'{model.workdir}/best holds no checkpoint, though epoch '
+                              f'{model.progress["best_epoch"]} was the best: its parameters '
+                              'are lost; train again in a new --workdir.')
+      params.append(self.member(self.states, k).params if best is None else best[0].params)
+      if self.count == 1 and not model.diverged:
+        log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
+                 'last' if best is None else f'best (step {int(best[0].step)})')
+    return params
+
+  def summaries(self, loop_status: RunStatus) -> list[dict]:
+    """Each model's summary (also its summary.json): exact perplexities of every split;
+    a diverged model's is its error and no file."""
+    if all(model.diverged for model in self.models):
+      return [self.diverged_summary(model) for model in self.models]
+    params = self.final_params()
+    if self.count > 1:
+      log.info('final evaluation of %d models: %s', self.count, ', '.join(self.corpus.splits))
+    nll = {}
+    for name, ids in self.corpus.splits.items():
+      started = time.perf_counter()
+      nll[name] = self.split_nll(name, self.join(params), f'final evaluation: {name}')
+      ppl = ', '.join(f'{perplexity(n, len(ids))["ppl"]:.2f}' for n in nll[name])
+      log.info('final evaluation: %s perplexity %s (%s tokens, %s)', name, ppl,
+               f'{len(ids):,}', _duration(time.perf_counter() - started))
+    return [self.summary(k, loop_status, {name: nll[name][k] for name in nll}, params[k])
+            for k in range(self.count)]
+
+  def summary(self, k: int, loop_status: RunStatus, nll: dict, params) -> dict:
+    model, splits = self.models[k], self.corpus.splits
+    results = {name: perplexity(nll[name], len(splits[name])) for name in nll}
+    exploded_splits = [name for name in nll
+                       if exploded(nll[name] / len(splits[name]), self.corpus.vocab.size)]
+    if exploded_splits and not model.diverged:
+      name = exploded_splits[0]
+      model.diverge(f'the final {name} perplexity is {results[name]["ppl"]}')
+    if model.diverged:
+      return self.diverged_summary(model)
+    steps = model.saved_step if model.saved_step is not None else self.step
+    summary = run_summary(model.status(loop_status), model.config, self.corpus, self.mesh,
+                          model.progress, steps, params, results, model.wall_seconds())
+    if self.count > 1:
+      summary['trained_together'] = self.count
+    if self.main:
+      write_json_atomically(model.workdir / 'summary.json', summary)
+      model.writer.final(summary)
+      plots.learning_curve(model.workdir)
+    return summary
+
+  @staticmethod
+  def diverged_summary(model: ModelRun) -> dict:
+    return {'status': RunStatus.DIVERGED, 'error': model.diverged,
+            'workdir': str(model.workdir)}
+
+  def startup_line(self) -> str:
+    """What the run is: data, model, head, size, devices, workdir(s)."""
+    config, corpus = self.config, self.corpus
+    tokens = ', '.join(f'{name} {len(ids):,}' for name, ids in corpus.splits.items())
+    mesh = ','.join(f'{axis}:{size}' for axis, size in self.mesh.shape.items())
+    workdirs = (f'workdir {self.models[0].workdir}' if self.count == 1
+                else f'{self.count} models trained together, workdirs '
+                     f'{self.models[0].workdir} … {self.models[-1].workdir}')
+    state = (f'resumed at step {self.step}' if self.step else 'new')
+    return (f'{config.dataset} ({config.tokens}): |V| = {corpus.vocab.size:,}, tokens '
+            f'{tokens} · model {models.MODELS[config.model].describe(config)} · head '
+            f'{config.head} · {parameter_count(self.template.params, corpus.vocab.size):,} '
+            f'parameters · {self.feed.steps_per_epoch:,} steps per epoch · '
+            f'{jax.device_count()} {jax.devices()[0].platform} device(s), mesh {mesh} · '
+            f'{workdirs} ({state})')
 
 
-def open_workdir(config: Config, corpus: Corpus, main: bool):
-  """(checkpoints, metrics writer, lock) of config.workdir, locked and claimed for this run
-  (or checked against the run it holds); process 0 (`main`) alone locks it and writes its
-  vocab.txt and metrics."""
-  workdir = Path(config.workdir)
-  prepare_workdir(workdir)
-  lock = WorkdirLock(workdir)
-  if main:
-    lock.acquire()
+def _duration(seconds: float) -> str:
+  seconds = round(seconds)
+  if seconds < 60:
+    return f'{seconds}s'
+  if seconds < 3600:
+    return f'{seconds // 60}m{seconds % 60:02d}s'
+  return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
+
+
+def train_models(configs: list[Config], corpus: Corpus) -> list[dict]:
+  """Trains (or resumes) K >= 1 models in one program; one summary per model, in order.
+
+  Stopped by SIGTERM/Ctrl-C, every model still training saves a checkpoint and each
+  summary is {'status': 'interrupted', ...}; rerunning the same configs continues them.
+  """
+  loop = _Loop(check_together(configs), corpus)
   try:
-    claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
-    if main:
-      corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
-    return Checkpoints(workdir, main), MetricsWriter(workdir if main else None), lock
-  except BaseException:
-    lock.release()
-    raise
+    with stop_requests() as stop:
+      status = loop.train(stop)
+      if status != RunStatus.INTERRUPTED:
+        stop.at_once = True
+        try:
+          return loop.summaries(status)
+        except RunInterrupted:
+          status = RunStatus.INTERRUPTED
+    return [loop.diverged_summary(model) if model.diverged else
+            {'status': status, 'steps': loop.step, 'workdir': str(model.workdir)}
+            for model in loop.models]
+  finally:
+    loop.close()
 
 
-def new_progress() -> dict:
-  """The loop's record of a run, checkpointed with its state (JSON)."""
-  return {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
-          'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
-          'train_seconds': 0.0, 'wall_seconds': 0.0}
-
-
-def record_validation(progress: dict, ppl: float, patience: int) -> bool:
-  """Records an epoch's validation perplexity in `progress` and whether it stops the run
-  early; returns whether it is the best so far (the caller saves the best state)."""
-  progress['epochs_done'] += 1
-  progress['valid_ppl_history'].append(ppl)
-  improved = progress['best_valid_ppl'] is None or ppl < progress['best_valid_ppl']
-  if improved:
-    progress['best_valid_ppl'], progress['best_epoch'] = ppl, progress['epochs_done']
-  since_best = progress['epochs_done'] - progress['best_epoch']
-  progress['stopped_early'] = since_best >= patience
-  log.info('epoch %d  valid perplexity %.2f%s', progress['epochs_done'], ppl,
-           '  (best)' if improved else f'  ({since_best} epochs since the best)')
-  return improved
-
-
-def run_summary(status: str, config: Config, corpus: Corpus, mesh, progress: dict, state,
-                results: dict, wall_seconds: float) -> dict:
-  """summary.json of a run: its exact perplexities (`results`, per split), how it went, and
-  on what."""
-  stats, train_seconds = corpus.stats, progress['train_seconds']
-  return {
-      'status': status,
-      'dataset': config.dataset,
-      'data_fingerprint': corpus.fingerprint,
-      'vocab_size': corpus.vocab.size,
-      'tokens': {name: stats[name]['tokens'] for name in results},
-      'unk_rate': {name: stats[name]['unk_rate'] for name in results},
-      **{f'{name}_ppl': results[name]['ppl'] for name in results},
-      **({'bpc': {name: bits_per_token(results[name]) for name in results}}
-         if config.tokens == 'chars' else {}),
-      'nll': {name: results[name]['nll'] for name in results},
-      'epochs': progress['epochs_done'],
-      'best_epoch': progress['best_epoch'],
-      'valid_ppl_history': progress['valid_ppl_history'],
-      'steps': int(state.step),
-      'parameters': sum(x.size for x in jax.tree.leaves(  # Padding rows are not the model's.
-          parallel.unpadded_output_rows(state.params, corpus.vocab.size))),
-      'wall_seconds': wall_seconds,
-      'train_seconds': train_seconds,
-      'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
-      'device': str(jax.devices()[0].device_kind),
-      'devices': {'count': jax.device_count(), 'processes': jax.process_count(),
-                  'mesh': dict(mesh.shape)},
-      'config': config.to_dict(),
-  }
-
-
-def bits_per_token(result: dict) -> float:
-  """Σ -log2 p / tokens: bits per character for a character-level model."""
-  return result['nll'] / result['tokens'] / math.log(2)
+def train_together(configs: list[Config], corpus: Corpus) -> list[dict]:
+  """K feed-forward models of one shape trained in one program (one vmapped step): they
+  differ only in PER_MODEL_FIELDS and share one --data_seed."""
+  return train_models([config.resolved() for config in configs], corpus)
 
 
 def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
   """Trains (or resumes) in `config.workdir` and returns the summary (also summary.json).
 
   A run stopped by SIGTERM/Ctrl-C returns {'status': 'interrupted', ...} after saving a
-  checkpoint; rerunning with the same workdir continues it to the same final numbers.
+  checkpoint; rerunning with the same workdir continues it to the same final numbers. A
+  run whose loss explodes raises TrainingDiverged, its last good checkpoint kept.
   """
-  config.validate()
-  run = _Run(config, corpus)
-  try:
-    with stop_requests() as stop:
-      status = run.train(stop)
-      if status != 'interrupted':
-        stop.at_once = True
-        try:
-          summary = run.summary(status)
-        except RunInterrupted:
-          status = 'interrupted'
-    if status == 'interrupted':
-      return {'status': status, 'steps': int(run.state.step), 'workdir': str(run.workdir)}
-    if run.main:
-      write_json_atomically(run.workdir / 'summary.json', summary)
-      plots.learning_curve(run.workdir)
+  (summary,) = train_models([config], corpus)
+  if summary['status'] == RunStatus.DIVERGED:
+    raise TrainingDiverged(summary['error'])
+  if summary['status'] != RunStatus.INTERRUPTED:
     log.info('valid perplexity %.2f  test perplexity %.2f  (|V| = %d)',
-                 summary['valid_ppl'], summary['test_ppl'], summary['vocab_size'])
-    return summary
-  finally:
-    run.close()
+             summary['valid_ppl'], summary['test_ppl'], summary['vocab_size'])
+  return summary
 
 
 def run(config: Config, corpus: Corpus | None = None) -> dict:

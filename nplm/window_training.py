@@ -1,25 +1,33 @@
-"""Feed-forward models on n-gram windows: the state, the jitted steps, exact evaluation.
+"""Feed-forward models on n-gram windows: the state, the jitted steps, exact log-probs.
 
-A split lives on the device once, left-padded with n-1 `</text>` (nplm.data.batching); an
-update sends B positions and the step gathers their windows. Every epoch visits every
+A split lives on the device once, left-padded with n-1 boundary tokens (nplm.data.batching);
+an update sends B positions and the step gathers their windows. Every epoch visits every
 training window once, in a shuffle derived from (seed, epoch).
 
+K models of one shape may be trained together (nplm.train): their states are stacked along
+a leading axis and one compiled step updates all of them with `jax.vmap`, every model reading
+the same batch with its own hyperparameters (nplm.optimizer). Small models leave an
+accelerator mostly idle; K of them in one step do not.
+
 Data-parallel (nplm.parallel): the split is replicated, each update's B positions are split
-over the mesh's 'data' axis, and the parameters live as `state_shardings` says (replicated,
-or output rows split over 'model'); jit sums the gradients across the devices.
+over the mesh's 'data' axis, and one model's parameters live as `state_shardings` says
+(replicated, or output rows split over 'model'); jit sums the gradients across the devices.
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
+from tqdm import tqdm
 
-from nplm import parallel
-from nplm.perplexity import perplexity
+from nplm import optimizer, parallel
 from nplm.data import batching
+from nplm.errors import ConfigError
+from nplm.perplexity import perplexity
 
 
-def create_state(config, lm, rng, tx) -> train_state.TrainState:
+def init_state(config, lm, rng, tx) -> train_state.TrainState:
+  """One model's initial state, on the default device (WindowFeed.create_state lays it out)."""
   context, target = jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
   # Through log_prob, which every head computes from all its parameters: the heads' full
   # log_probs can be slow op by op (the tree walks its levels).
@@ -34,68 +42,84 @@ def batch_loss(lm, params, context, targets, mask, rng):
   return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
-def batch_nll(lm, params, context, targets, mask):
-  """Σ -log P(w_t | context) over the batch's real examples, from the exact log-probs."""
-  log_p = lm.apply(lm.variables_of(params), context, targets, method=lm.log_prob)
-  return -jnp.sum(jnp.where(mask > 0, log_p, 0.0))
+def make_train_step(lm, config, mesh, state_sharding, num_models: int = 1):
+  """The jitted update (states donated): (states, hyperparameters, padded split, positions,
+  mask, run keys) -> (states, losses); over K stacked models when num_models > 1."""
 
-
-def make_steps(lm, order: int, mesh, state_sharding):
-  """The jitted train step (state donated) and the eval step (a sum of exact NLLs)."""
-
-  def train_step(state, padded_split, positions, mask, run_rng):
-    context, targets = batching.windows(padded_split, positions, order)
+  def update(state, hyperparameters, padded_split, positions, mask, run_rng):
+    context, targets = batching.windows(padded_split, positions, config.order)
     rng = jax.random.fold_in(run_rng, state.step)  # Each update's samples from its number.
     loss, grads = jax.value_and_grad(
         lambda params: batch_loss(lm, params, context, targets, mask, rng))(state.params)
-    return state.apply_gradients(grads=grads), loss
+    return optimizer.apply_gradients(config, state, grads, hyperparameters), loss
 
-  def eval_step(params, padded_split, positions, mask):
-    context, targets = batching.windows(padded_split, positions, order)
-    return batch_nll(lm, params, context, targets, mask)
-
+  step = update if num_models == 1 else jax.vmap(update, in_axes=(0, 0, None, None, None, 0))
   replicated, batch = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
-  return (jax.jit(train_step, donate_argnums=0,
-                  in_shardings=(state_sharding, replicated, batch, batch, replicated),
-                  out_shardings=(state_sharding, replicated)),
-          jax.jit(eval_step, in_shardings=(state_sharding.params, replicated, batch, batch),
-                  out_shardings=replicated))
+  return jax.jit(step, donate_argnums=0,
+                 in_shardings=(state_sharding, replicated, replicated, batch, batch,
+                               replicated),
+                 out_shardings=(state_sharding, replicated))
 
 
-def exact_nll(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh):
-  """Σ NLL over every token of the split, in float64: a number, or one per model when the
-  eval step scores several (nplm.vmapped_training)."""
-  sums = [parallel.settle(eval_step(params, padded_split, parallel.put(positions, mesh, 'data'),
-                                    parallel.put(mask, mesh, 'data')))
-          for positions, mask in batching.eval_batches(num_tokens, batch_size)]
-  return np.sum([parallel.fetch(s) for s in sums], axis=0, dtype=np.float64)
+def make_log_prob_step(lm, order: int, mesh, params_sharding=None, num_models: int = 1):
+  """The jitted exact log p of each position's target given its window: [B], or [K, B]."""
+
+  def log_probs(params, padded_split, positions):
+    context, targets = batching.windows(padded_split, positions, order)
+    return lm.apply(lm.variables_of(params), context, targets, method=lm.log_prob)
+
+  step = log_probs if num_models == 1 else jax.vmap(log_probs, in_axes=(0, None, None))
+  replicated = parallel.sharding(mesh)
+  return jax.jit(step, in_shardings=(params_sharding or replicated, replicated,
+                                     parallel.sharding(mesh, 'data')),
+                 out_shardings=replicated)
 
 
-def evaluate(eval_step, params, padded_split, num_tokens: int, batch_size: int, mesh) -> dict:
-  """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split."""
-  return perplexity(exact_nll(eval_step, params, padded_split, num_tokens, batch_size, mesh),
-                    num_tokens)
+def split_log_probs(log_prob_step, params, padded_split, num_tokens: int, batch_size: int,
+                    mesh, progress: str = '') -> np.ndarray:
+  """log p(w_t | its n-1 previous words) for every token of a split, in order (float64):
+  [N], or [K, N] for K models. `progress` names a progress bar (shown on a terminal)."""
+  batches = tqdm(batching.eval_batches(num_tokens, batch_size), desc=progress, unit='batch',
+                 total=batching.num_batches(num_tokens, batch_size), leave=False,
+                 disable=None if progress else True)
+  pieces = [(parallel.settle(log_prob_step(params, padded_split,
+                                           parallel.put(positions, mesh, 'data'))), mask)
+            for positions, mask in batches]
+  return np.concatenate([parallel.fetch(log_p)[..., mask > 0] for log_p, mask in pieces],
+                        axis=-1).astype(np.float64)
 
 
 class WindowFeed:
-  """What the loop needs for a feed-forward model: its state, batches, step and evaluation."""
+  """What the loop needs for feed-forward models: states, batches, steps, exact log-probs."""
 
-  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None):
+  recurrent = False
+
+  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
+               num_models: int = 1):
     mesh = mesh or parallel.make_mesh()
     parallel.check_divides('--batch_size', config.batch_size, mesh)
     parallel.check_divides('--eval_batch_size', config.eval_batch_size, mesh)
-    self.config, self.lm, self.mesh = config, lm, mesh
+    if num_models > 1 and lm.vocab_parallel:
+      raise ConfigError('models trained together keep their output rows whole: use a mesh '
+                        'with data only (e.g. --mesh=data:8)')
+    self.config, self.lm, self.mesh, self.num_models = config, lm, mesh, num_models
     self.splits = {name: parallel.put(batching.pad_split(ids, config.order, boundary_id), mesh)
                    for name, ids in splits.items()}
     self.sizes = {name: len(ids) for name, ids in splits.items()}
     self.steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
 
   def create_state(self, rng, tx):
-    """The initial state, laid out over the mesh; the steps are compiled for that layout."""
+    """One model's initial state, laid out over the mesh; the steps are compiled for that
+    layout (K models together: replicated, stacked)."""
     state, sharding = parallel.create_state(
-        lambda rng: create_state(self.config, self.lm, rng, tx), rng, self.mesh,
+        lambda rng: init_state(self.config, self.lm, rng, tx), rng, self.mesh,
         self.lm.vocab_parallel)
-    self.train_step, self.eval_step = make_steps(self.lm, self.config.order, self.mesh, sharding)
+    if self.num_models > 1:
+      sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
+    self.train_step = make_train_step(self.lm, self.config, self.mesh, sharding,
+                                      self.num_models)
+    self.log_prob_step = make_log_prob_step(self.lm, self.config.order, self.mesh,
+                                            sharding.params, self.num_models)
     return state
 
   def start_epoch(self, state, epoch: int, start: int):
@@ -105,11 +129,20 @@ class WindowFeed:
                                      self.config.batch_order_seed, epoch, start)
     return state, (((positions, mask), int(mask.sum())) for positions, mask in batches)
 
-  def step(self, state, batch, run_rng):
+  def step(self, state, batch, run_rng, hyperparameters=None):
+    """(state, loss) after one update: K stacked states and K losses for K models, each
+    with its own `hyperparameters` (nplm.optimizer.hyperparameters_of; default: the
+    config's)."""
+    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config])
     positions, mask = (parallel.put(array, self.mesh, 'data') for array in batch)
-    return parallel.settle(
-        self.train_step(state, self.splits['train'], positions, mask, run_rng))
+    return parallel.settle(self.train_step(state, hyperparameters, self.splits['train'],
+                                           positions, mask, run_rng))
+
+  def log_probs(self, params, split: str, progress: str = '') -> np.ndarray:
+    """Exact log p of every token of the split, in order: [N], or [K, N] for K models."""
+    return split_log_probs(self.log_prob_step, params, self.splits[split], self.sizes[split],
+                           self.config.eval_batch_size, self.mesh, progress)
 
   def evaluate(self, params, split: str) -> dict:
-    return evaluate(self.eval_step, params, self.splits[split], self.sizes[split],
-                    self.config.eval_batch_size, self.mesh)
+    """Exact perplexity exp(Σ NLL / Σ tokens) over every token of the split (one model)."""
+    return perplexity(-np.sum(self.log_probs(params, split)), self.sizes[split])

@@ -21,8 +21,9 @@ from nplm.heads import build_head
 from nplm.heads.binary_tree import balanced_tree, huffman_tree
 from nplm.heads.class_softmax import WordClasses
 from nplm.lm import build_language_model
-from nplm.train import make_optimizer, run
-from nplm.window_training import create_state
+from nplm.optimizer import make_optimizer
+from nplm.train import run
+from nplm.window_training import init_state
 from tests.test_train import brute_force_perplexity, tiny_config
 
 V, D, B = 37, 8, 5  # Not a power of 2; D = 8 gives the adaptive tails 2 and 1 dimensions.
@@ -368,7 +369,7 @@ def initial_valid_perplexity(config, corpus) -> float:
   """The exact validation perplexity of the parameters the run starts from."""
   lm = build_language_model(config, corpus.vocab.counts)
   init_rng, _ = jax.random.split(jax.random.key(config.seed))
-  params = create_state(config, lm, init_rng, make_optimizer(config)).params
+  params = init_state(config, lm, init_rng, make_optimizer(config)).params
   ids = corpus.splits['valid']
   padded = batching.pad_split(ids, config.order, int(corpus.vocab.encode([TEXT_END])[0]))
   context, targets = batching.windows(padded, np.arange(len(ids)), config.order)

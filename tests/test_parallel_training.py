@@ -19,8 +19,9 @@ from nplm import parallel
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
-from nplm.train import make_optimizer, train_and_evaluate
-from nplm.vmapped_training import train_together
+from nplm.optimizer import make_optimizer
+from nplm.train import train_and_evaluate
+from nplm.train import train_together
 from nplm.window_training import WindowFeed
 from tests import multidevice
 from tests.conftest import TINY_SPLIT, load_tiny_corpus

@@ -177,8 +177,9 @@ def test_an_exploded_final_evaluation_leaves_the_summary_alone(
   workdir = tmp_path / 'run'
   shutil.copytree(reference[0], workdir)
   before = (workdir / 'summary.json').read_text()
-  monkeypatch.setattr(WindowFeed, 'evaluate',
-                      lambda self, params, split: perplexity(1e9, self.sizes[split]))
+  monkeypatch.setattr(WindowFeed, 'log_probs',  # Σ NLL = 1e9 over every split.
+                      lambda self, params, split, progress='': np.full(
+                          self.sizes[split], -1e9 / self.sizes[split]))
   with pytest.raises(TrainingDiverged, match='final train perplexity is inf'):
     train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert (workdir / 'summary.json').read_text() == before
@@ -187,18 +188,18 @@ def test_an_exploded_final_evaluation_leaves_the_summary_alone(
 def test_a_stop_during_the_final_evaluation_interrupts_and_the_rerun_finishes(
     tiny_corpus, reference, tmp_path, monkeypatch):
   workdir = tmp_path / 'run'
-  evaluate = WindowFeed.evaluate
+  log_probs = WindowFeed.log_probs
 
-  def evaluate_then_stop(self, params, split):
+  def log_probs_then_stop(self, params, split, progress=''):
     if split == 'test':  # Only the final evaluation scores the test split.
       os.kill(os.getpid(), signal.SIGINT)
-    return evaluate(self, params, split)
+    return log_probs(self, params, split, progress)
 
-  monkeypatch.setattr(WindowFeed, 'evaluate', evaluate_then_stop)
+  monkeypatch.setattr(WindowFeed, 'log_probs', log_probs_then_stop)
   interrupted = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert interrupted['status'] == 'interrupted'
   assert not (workdir / 'summary.json').exists()
-  monkeypatch.setattr(WindowFeed, 'evaluate', evaluate)
+  monkeypatch.setattr(WindowFeed, 'log_probs', log_probs)
   finished = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
   for key in REPORTED:
     assert finished[key] == reference[1][key], key

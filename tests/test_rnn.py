@@ -16,7 +16,8 @@ from nplm.data.vocab import TEXT_END
 from nplm.heads import HEADS
 from nplm.lm import build_language_model
 from nplm.scoring import load_trained
-from nplm.train import make_optimizer, train_and_evaluate
+from nplm.optimizer import make_optimizer
+from nplm.train import train_and_evaluate
 from tests.conftest import TINY_SPLIT
 
 CELLS = ('rnn', 'lstm', 'gru')

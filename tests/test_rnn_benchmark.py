@@ -11,7 +11,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.vocab import TEXT_END
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
-from nplm.train import make_optimizer
+from nplm.optimizer import make_optimizer
 
 TINY_LSTM = Config(workdir='unused', model='lstm', feature_size=8, hidden_size=8,
                    tie_embeddings=True, dropout=0.3, batch_size=2, bptt_length=5,

@@ -11,7 +11,7 @@ import pytest
 
 from nplm.cli import config_from_flagfile
 from experiments.sweep import FLAGS_DIR, SWEEPS
-from nplm import train, vmapped_training
+from nplm import train
 from nplm.config import ConfigError
 from nplm.sweep import (grid, point_configs, point_name, random_search, run_sweep,
                         write_results, zipped)
@@ -141,7 +141,7 @@ def test_every_named_sweep_is_valid_on_its_flagfile(tmp_path):
   flagfile, points = SWEEPS['mlp9_lr_seed']  # Meant to be trained --together.
   base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'))
   shared_order = base.replace(data_seed=base.batch_order_seed)
-  assert len(vmapped_training.check_together(point_configs(shared_order, points, tmp_path))) == 16
+  assert len(train.check_together(point_configs(shared_order, points, tmp_path))) == 16
 
 
 def test_a_sweep_trained_together_equals_it_trained_point_by_point(tiny_corpus, tmp_path,
@@ -159,7 +159,7 @@ def test_a_sweep_trained_together_equals_it_trained_point_by_point(tiny_corpus, 
       assert mine[key] == pytest.approx(theirs[key], rel=1e-5)
 
   calls = []
-  monkeypatch.setattr(vmapped_training, 'train_together',
+  monkeypatch.setattr(train, 'train_together',
                       lambda *args: calls.append(args) or [])
   assert run_sweep(base, points, tmp_path / 'together', tiny_corpus, together=True) == together
   assert calls == []  # Every point reused.

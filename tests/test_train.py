@@ -18,7 +18,8 @@ from nplm.checkpoint import IncompatibleCheckpointError, saved_params
 from nplm.config import Config, ConfigError
 from nplm.data.corpus import build_corpus
 from nplm.data.vocab import TEXT_END
-from nplm.train import TrainingDiverged, make_optimizer, train_and_evaluate
+from nplm.optimizer import make_optimizer
+from nplm.train import TrainingDiverged, train_and_evaluate
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
 

@@ -13,8 +13,7 @@ from experiments import benchmark, vmapped_benchmark
 from nplm import parallel
 from nplm import checkpoint
 from nplm.config import ConfigError
-from nplm.train import train_and_evaluate
-from nplm.vmapped_training import check_together, train_together
+from nplm.train import check_together, train_and_evaluate, train_together
 from nplm.data import batching
 from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB
 from tests.test_train import tiny_config

@@ -5,13 +5,14 @@ import dataclasses
 import errno
 import logging
 import sys
+import textwrap
 
 import tensorflow_datasets as tfds
 from absl import app, flags
 from absl import logging as absl_logging
 
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
-from nplm.config import Config, ConfigError
+from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
 from nplm.data.acquire import CorpusError
 from nplm.scoring import NoTrainedModelError
 from nplm.train import TrainingDiverged
@@ -24,6 +25,9 @@ _CLI_DEFAULTS = {'workdir': 'runs/default'}
 # User mistakes print one line, not a traceback.
 USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged,
                NoTrainedModelError, CheckpointError, WorkdirBusyError)
+# The module the Config flags are registered under: --help lists them by group.
+_CONFIG_FLAGS_MODULE = 'nplm.config'
+_HELP_FLAGS = ('--help', '-h', '-?', '--helpshort')
 # EX_TEMPFAIL: the run stopped before its end and resumes where it stopped when rerun, so a
 # scheduler tells it from a finished run (0) and from a mistake (2).
 INTERRUPTED_EXIT_STATUS = 75
@@ -35,7 +39,8 @@ def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
   for field in dataclasses.fields(Config):
     if names is None or field.name in names:
       _DEFINE_BY_TYPE[field.type](field.name, _CLI_DEFAULTS.get(field.name, field.default),
-                                  field.metadata['help'], flag_values=flag_values)
+                                  field.metadata['help'], flag_values=flag_values,
+                                  module_name=_CONFIG_FLAGS_MODULE)
 
 
 def config_from_flags(**overrides) -> Config:
@@ -83,14 +88,45 @@ def summary_lines(summary: dict) -> list[str]:
 
 
 def start(main, argv=None) -> None:
-  """app.run(main), with the program's docstring and flags shown by --help (absl shows the
-  main module's, and the programs live in nplm.cli)."""
-  sys.modules['__main__'].__doc__ = sys.modules[main.__module__].__doc__
-  for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
-    if module.startswith('nplm.cli'):
-      for flag in module_flags:
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  app.run(main, argv=argv, flags_parser=_parse_flags)
+  """app.run(main): --help shows the program's docstring, its own flags, then the Config
+  flags by group in Config's order (absl's --helpfull shows every flag)."""
+  command = main.__module__
+
+  def parse(argv: list[str]) -> list[str]:
+    if any(arg in _HELP_FLAGS for arg in argv[1:]):
+      print(grouped_help(sys.modules[command].__doc__ or '', command))
+      sys.exit(0)
+    return _parse_flags(argv)
+
+  app.run(main, argv=argv, flags_parser=parse)
+
+
+def grouped_help(doc: str, command: str) -> str:
+  """The program's docstring, its own flags, and the Config flags it takes, by group."""
+  by_module = flags.FLAGS.flags_by_module_dict()
+  config_flags = {flag.name for flag in by_module.get(_CONFIG_FLAGS_MODULE, [])}
+  lines = [doc.strip(), '']
+  own = sorted(by_module.get(command, []), key=lambda flag: flag.name)
+  if own:
+    lines += ['This command:', *(line for flag in own for line in _flag_help(flag)), '']
+  for group in GROUPS:
+    names = [f.name for f in dataclasses.fields(Config)
+             if f.name in config_flags and group_of(f.name) == group]
+    if names:
+      lines += [f'{group.capitalize()}: {GROUP_HELP[group]}',
+                *(line for name in names for line in _flag_help(flags.FLAGS[name])), '']
+  lines += ['--flagfile=FILE reads flags from a file (one --flag=value a line).',
+            "--helpfull lists every flag, absl's too."]
+  return '\n'.join(lines)
+
+
+def _flag_help(flag) -> list[str]:
+  name = f'--[no]{flag.name}' if flag.flag_type() == 'bool' else f'--{flag.name}'
+  value = flag.default
+  shown = f"'{value}'" if isinstance(value, str) else str(value).lower()
+  default = '' if value in (None, '') else f' (default: {shown})'
+  return [f'  {name}{default}', *textwrap.wrap(flag.help, 96, initial_indent=' ' * 6,
+                                                 subsequent_indent=' ' * 6)]
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

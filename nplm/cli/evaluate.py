@@ -18,14 +18,12 @@ from pathlib import Path
 from absl import flags
 
 from nplm import cli
-from nplm.config import ConfigError
+from nplm.config import LOCATION_AND_SPLIT_FIELDS, ConfigError
 from nplm.data.text_sources import read_lines
 from nplm.evaluation import dataset_types, evaluate, file_types
 from nplm.scoring import load_trained
 
 FLAGS = flags.FLAGS
-_OTHER_DATA_FIELDS = ('data_dir', 'corpus_dir', 'train_tokens', 'valid_tokens',
-                      'split_fractions', 'tfds_splits')
 
 
 def report(where: str, results: dict) -> str:
@@ -51,7 +49,7 @@ def _text_and_splits(trained):
     types, splits = file_types(read_lines(path), config)
     return f'{path} as {config.dataset} text ({config.tokens})', types, splits
   if FLAGS.dataset:
-    overrides = {name: FLAGS[name].value for name in _OTHER_DATA_FIELDS
+    overrides = {name: FLAGS[name].value for name in LOCATION_AND_SPLIT_FIELDS
                  if FLAGS[name].present}
     config = dataclasses.replace(config, dataset=FLAGS.dataset, unk_max_count=-1,
                                  **({'train_tokens': 0, 'valid_tokens': 0} | overrides))
@@ -88,7 +86,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_list('splits', ['valid', 'test'], 'The dataset splits to evaluate.')
   flags.DEFINE_integer('top_unknown', 10, 'List this many of the words read as <unk>.')
   flags.DEFINE_bool('json', False, 'Print the results as JSON.')
-  cli.define_config_flags(names=_OTHER_DATA_FIELDS)
+  cli.define_config_flags(names=LOCATION_AND_SPLIT_FIELDS)
   flags.mark_flag_as_required('workdir')
   cli.start(main, argv)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from absl import flags
 
 from nplm import cli
-from nplm.config import Config
+from nplm.config import DATA_FIELDS
 from nplm.data.corpus import SPLIT_NAMES, Corpus
 from nplm.data.datasets import is_brown, load_dataset
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> None:
 def run_program(argv=None) -> None:
   flags.DEFINE_string('out', None, 'Directory to write the split files into.')
   flags.mark_flag_as_required('out')
-  cli.define_config_flags(names=Config.DATA_FIELDS)
+  cli.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from absl import flags
 
 from nplm import cli, ngram
-from nplm.config import Config, ConfigError
+from nplm.config import DATA_FIELDS, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.perplexity import perplexity
-from nplm.train import bits_per_token
+from nplm.summary import bits_per_token
 
 FLAGS = flags.FLAGS
 
@@ -50,7 +50,7 @@ def results(corpus: Corpus, config, model: str, order: int) -> dict:
       'unk_rate': {name: corpus.stats[name]['unk_rate'] for name in corpus.splits},
       **{f'{name}_ppl': perplexity(nll[name], tokens[name])['ppl'] for name in corpus.splits},
       'nll': nll, 'data_fingerprint': corpus.fingerprint,
-      'config': {name: getattr(config, name) for name in Config.DATA_FIELDS},
+      'config': {name: getattr(config, name) for name in DATA_FIELDS},
       'wall_seconds': time.perf_counter() - started,
   }
   if config.tokens == 'chars':
@@ -90,7 +90,7 @@ def run_program(argv=None) -> None:
                       'interpolated trigram, --order=3).')
   flags.DEFINE_string('out', None, 'Directory that receives ngram.json.')
   flags.mark_flag_as_required('out')
-  cli.define_config_flags(names=Config.DATA_FIELDS)
+  cli.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 
 

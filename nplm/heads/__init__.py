@@ -32,6 +32,16 @@ HEADS = {
 OUTPUT_ROW_HEADS = ('softmax', 'is', 'nce', 'negative_sampling')
 
 
+def config_errors(config) -> list[str]:
+  """What in the config no head could be built from: the head's name, and every head's
+  checks of its own knobs (a knob set for another head must still hold a sound value)."""
+  if config.head not in HEADS:
+    return [f'unknown --head={config.head!r}; known: {", ".join(sorted(HEADS))}']
+  errors = [error for head in dict.fromkeys(HEADS.values())
+            for error in head.config_errors(config)]
+  return list(dict.fromkeys(errors))
+
+
 def build_head(config, counts, hidden_dim: int, mesh=None):
   """The head named by `config.head` for a vocabulary with these training counts; with a
   mesh whose 'model' axis is over 1, an output-row head splits its rows over it (the others

@@ -49,6 +49,11 @@ class AdaptiveSoftmaxHead(nn.Module):
   cutoffs: tuple[int, ...]  # Ids below cutoffs[0] are in the head; the tails follow.
 
   @classmethod
+  def config_errors(cls, config) -> list[str]:
+    del config  # --adaptive_cutoffs needs the vocabulary: checked by from_config.
+    return []
+
+  @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'AdaptiveSoftmaxHead':
     cutoffs = (parse_cutoffs(config.adaptive_cutoffs, len(counts)) if config.adaptive_cutoffs
                else default_cutoffs(counts))

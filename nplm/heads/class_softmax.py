@@ -50,6 +50,13 @@ class ClassSoftmaxHead(nn.Module):
   classes: WordClasses
 
   @classmethod
+  def config_errors(cls, config) -> list[str]:
+    """Checks that need the vocabulary come when it is built (from_config)."""
+    if config.num_classes < 0:
+      return [f'--num_classes must be 0 (√|V|) or more, got {config.num_classes}']
+    return []
+
+  @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'ClassSoftmaxHead':
     num_classes = config.num_classes or int(round(np.sqrt(len(counts))))
     if num_classes > len(counts):

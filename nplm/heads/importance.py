@@ -28,6 +28,8 @@ class ImportanceSamplingHead(SoftmaxHead):
   proposal: Proposal = None
   num_samples: int = 100
 
+  config_errors = Proposal.config_errors
+
   @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'ImportanceSamplingHead':
     return cls(vocab_size=len(counts), hidden_dim=hidden_dim,

@@ -31,6 +31,8 @@ class NCEHead(SoftmaxHead):
   num_samples: int = 100
   negative_sampling: bool = False  # Δs = s instead of s - log(k Q): not a language model.
 
+  config_errors = Proposal.config_errors
+
   @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'NCEHead':
     return cls(vocab_size=len(counts), hidden_dim=hidden_dim,

@@ -18,6 +18,15 @@ class Proposal:
   """Q(w) ∝ count(w)^α over the vocabulary, from training-split counts."""
   probs: np.ndarray  # float64 [|V|], sums to 1
 
+  @staticmethod
+  def config_errors(config) -> list[str]:
+    """The knobs of the heads that sample from Q: --num_samples, --proposal_power."""
+    checks = [(config.num_samples >= 1,
+               f'--num_samples must be positive, got {config.num_samples}'),
+              (0 <= config.proposal_power <= 1,
+               f'--proposal_power must be within [0, 1], got {config.proposal_power}')]
+    return [message for ok, message in checks if not ok]
+
   @classmethod
   def from_counts(cls, counts, power: float = 1.0) -> 'Proposal':
     # A word never seen in training (possible only for <unk>) still gets a count of 1, so

@@ -14,6 +14,11 @@ class SoftmaxHead(nn.Module):
   mesh: Mesh | None = None  # With a 'model' axis: vocabulary-parallel output rows.
 
   @classmethod
+  def config_errors(cls, config) -> list[str]:
+    del config  # The full softmax has no knobs.
+    return []
+
+  @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'SoftmaxHead':
     del config  # The full softmax has no knobs.
     return cls(vocab_size=len(counts), hidden_dim=hidden_dim)

@@ -23,6 +23,12 @@ class TreeSoftmaxHead(nn.Module):
   tree: BinaryTree
 
   @classmethod
+  def config_errors(cls, config) -> list[str]:
+    if config.tree not in TREES:
+      return [f'unknown --tree={config.tree!r}; known: {", ".join(sorted(TREES))}']
+    return []
+
+  @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'TreeSoftmaxHead':
     return cls(vocab_size=len(counts), hidden_dim=hidden_dim, tree=TREES[config.tree](counts))
 

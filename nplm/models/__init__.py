@@ -11,6 +11,19 @@ MODELS = {'nnlm': NNLM, 'rnn': RecurrentModel, 'lstm': RecurrentModel, 'gru': Re
 RECURRENT_MODELS = ('rnn', 'lstm', 'gru')
 
 
+def config_errors(config) -> list[str]:
+  """What in the config no model could be built from: the model's name, the knobs every
+  model reads, and the named model's own checks."""
+  if config.model not in MODELS:
+    return [f'unknown --model={config.model!r}; known: {", ".join(sorted(MODELS))}']
+  shared = [(config.feature_size >= 1, f'--feature_size must be positive, got '
+             f'{config.feature_size}'),
+            (config.hidden_size >= 0, f'--hidden_size must be 0 or more, got '
+             f'{config.hidden_size}')]
+  return [message for ok, message in shared if not ok] + MODELS[config.model].config_errors(
+      config)
+
+
 def build_model(config, vocab_size: int):
   """The model named by `config.model`, shaped by the config."""
   return MODELS[config.model].from_config(config, vocab_size)

@@ -22,6 +22,23 @@ class NNLM(nn.Module):
   recurrent = False
 
   @classmethod
+  def config_errors(cls, config) -> list[str]:
+    checks = [
+        (config.order >= 2, f'--order must be at least 2 (one word of context), got '
+         f'{config.order}'),
+        (config.hidden_size > 0 or config.direct,
+         '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
+        (config.num_layers == 1 and config.dropout == 0,
+         '--num_layers and --dropout are for recurrent models (--model=rnn, lstm or gru)'),
+    ]
+    return [message for ok, message in checks if not ok]
+
+  @classmethod
+  def describe(cls, config) -> str:
+    return (f'nnlm (n={config.order}, m={config.feature_size}, h={config.hidden_size}'
+            f'{", direct" if config.direct else ""})')
+
+  @classmethod
   def from_config(cls, config, vocab_size: int) -> 'NNLM':
     return cls(vocab_size=vocab_size, order=config.order, feature_size=config.feature_size,
                hidden_size=config.hidden_size, direct=config.direct)

@@ -97,6 +97,23 @@ class RecurrentModel(nn.Module):
   recurrent = True
 
   @classmethod
+  def config_errors(cls, config) -> list[str]:
+    checks = [
+        (config.hidden_size > 0, f'--model={config.model} needs --hidden_size of at least 1'),
+        (not config.direct,
+         f"--direct is the NNLM's; --model={config.model} has no direct connections"),
+        (config.num_layers >= 1, f'--num_layers must be positive, got {config.num_layers}'),
+        (0 <= config.dropout < 1, f'--dropout must be within [0, 1), got {config.dropout}'),
+    ]
+    return [message for ok, message in checks if not ok]
+
+  @classmethod
+  def describe(cls, config) -> str:
+    return (f'{config.model} ({config.num_layers} layer{"s" if config.num_layers > 1 else ""}, '
+            f'm={config.feature_size}, h={config.hidden_size}, dropout {config.dropout}'
+            f'{", tied" if config.tie_embeddings else ""})')
+
+  @classmethod
   def from_config(cls, config, vocab_size: int) -> 'RecurrentModel':
     return cls(vocab_size=vocab_size, cell=config.model, num_layers=config.num_layers,
                feature_size=config.feature_size, hidden_size=config.hidden_size,

@@ -1,0 +1,129 @@
+"""One model's run inside the loop (nplm.train): its workdir (locked and claimed), its
+checkpoints, metrics and progress record, its early stopping, and why it stopped.
+
+Models trained together each have one, so each keeps a workdir laid out as a lone run's
+(run.json, vocab.txt, checkpoints, metrics, summary.json) that every tool reads, and each
+stops on its own.
+"""
+
+import logging
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from nplm.checkpoint import Checkpoints, claim_workdir
+from nplm.config import Config
+from nplm.data.corpus import Corpus
+from nplm.metrics import MetricsWriter
+from nplm.summary import RunStatus
+from nplm.workdir_lock import WorkdirLock, prepare_workdir
+
+log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+  """The loss or the parameters stopped being finite."""
+
+
+def open_workdir(config: Config, corpus: Corpus, main: bool):
+  """(checkpoints, metrics writer, lock) of config.workdir, locked and claimed for this run
+  (or checked against the run it holds); process 0 (`main`) alone locks it and writes its
+  vocab.txt and metrics."""
+  workdir = Path(config.workdir)
+  prepare_workdir(workdir)
+  lock = WorkdirLock(workdir)
+  if main:
+    lock.acquire()
+  try:
+    claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
+    if main:
+      corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
+    return Checkpoints(workdir, main), MetricsWriter(workdir if main else None), lock
+  except BaseException:
+    lock.release()
+    raise
+
+
+def new_progress() -> dict:
+  """The loop's record of a model's run, checkpointed with its state (JSON)."""
+  return {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
+          'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
+          'train_seconds': 0.0, 'wall_seconds': 0.0}
+
+
+def all_finite(tree) -> bool:
+  return all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(tree))
+
+
+class ModelRun:
+  """One model's workdir, progress and stop; `name` tells it apart in shared log lines."""
+
+  def __init__(self, config: Config, corpus: Corpus, main: bool, name: str = ''):
+    self.config, self.workdir, self.name = config, Path(config.workdir), name
+    self.checkpoints, self.writer, self.lock = open_workdir(config, corpus, main)
+    self.progress = new_progress()
+    self.diverged = ''  # Why it stopped for good, once a loss or its parameters explode.
+    self.saved_step = None  # The step of its newest checkpoint: what its summary reports.
+    self.started, self.wall_before = time.perf_counter(), 0.0
+
+  def resume(self, restored) -> None:
+    """Takes the progress of a restored checkpoint (or keeps a new run's, for None)."""
+    if restored is not None:
+      self.progress, self.saved_step = restored[1], int(restored[0].step)
+    self.started, self.wall_before = time.perf_counter(), self.progress['wall_seconds']
+
+  @property
+  def training(self) -> bool:
+    progress = self.progress
+    return (not self.diverged and not progress['stopped_early']
+            and progress['epochs_done'] < self.config.epochs)
+
+  def status(self, loop_status: RunStatus) -> RunStatus:
+    if self.diverged:
+      return RunStatus.DIVERGED
+    return RunStatus.EARLY_STOPPED if self.progress['stopped_early'] else loop_status
+
+  def wall_seconds(self) -> float:
+    return self.wall_before + time.perf_counter() - self.started
+
+  def save(self, state, best: bool = False) -> None:
+    """Checkpoints `state` if its parameters are finite; otherwise the model stops as
+    diverged and its last good checkpoint stays."""
+    step = int(state.step)
+    if not all_finite(state.params):
+      self.diverge(f'the parameters are not finite at step {step}')
+      return
+    self.progress['wall_seconds'] = self.wall_seconds()
+    (self.checkpoints.save_best if best else self.checkpoints.save_latest)(
+        step, state, self.progress)
+    self.saved_step = step
+
+  def diverge(self, what: str) -> None:
+    """Stops this model for good; its last good checkpoint stays, other models go on."""
+    kept = self.checkpoints.latest_step
+    where = (f'the last good checkpoint (step {kept}) is kept in {self.workdir}'
+             if kept is not None else 'no checkpoint had been saved yet')
+    self.diverged = (f'Training diverged: {what}; {where}. Lower --learning_rate (or '
+                     '--lr_decay) and rerun in a new --workdir.')
+    log.warning('%s%s', self.name, self.diverged)
+
+  def record_validation(self, ppl: float) -> bool:
+    """Records an epoch's validation perplexity and whether it stops the run early;
+    returns whether it is the best so far (the caller saves the best state)."""
+    progress = self.progress
+    progress['epochs_done'] += 1
+    progress['valid_ppl_history'].append(ppl)
+    improved = progress['best_valid_ppl'] is None or ppl < progress['best_valid_ppl']
+    if improved:
+      progress['best_valid_ppl'], progress['best_epoch'] = ppl, progress['epochs_done']
+    since_best = progress['epochs_done'] - progress['best_epoch']
+    progress['stopped_early'] = since_best >= self.config.patience
+    log.info('%sepoch %d  valid perplexity %.2f%s', self.name, progress['epochs_done'], ppl,
+             '  (best)' if improved else f'  ({since_best} epochs since the best)')
+    return improved
+
+  def close(self) -> None:
+    self.writer.close()
+    self.lock.release()

@@ -1,0 +1,113 @@
+"""Config fields know their group: every list of fields that play a part is derived from the
+groups (and equals the lists that were written by hand before), --help shows the groups in
+order, a finished run is reused across observation-only changes, and every command's user
+mistakes are one line with exit status 2."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nplm import config as config_lib
+from nplm.config import GROUPS, Config
+from nplm.summary import RunStatus, finished_summary
+
+ROOT = Path(__file__).parent.parent
+
+# The lists as they were written by hand before the groups existed.
+HAND_WRITTEN = {
+    'DATA_FIELDS': ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count',
+                    'max_vocab_size', 'train_tokens', 'valid_tokens', 'split_fractions',
+                    'tfds_splits'),
+    'RESUMABLE_FIELDS': ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
+                         'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
+                         'distributed', 'coordinator_address', 'num_processes', 'process_id'),
+    # nplm/sweep.py's _OBSERVING_FIELDS (experiments/table1.py's lacked the last five).
+    'OBSERVING_FIELDS': ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
+                         'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
+                         'num_processes', 'process_id'),
+    'PER_MODEL_FIELDS': ('seed', 'learning_rate', 'lr_decay', 'weight_decay', 'workdir'),
+    'HYPERPARAMETERS': ('learning_rate', 'lr_decay', 'weight_decay'),
+    # nplm/cli/evaluate.py's _OTHER_DATA_FIELDS.
+    'LOCATION_AND_SPLIT_FIELDS': ('data_dir', 'corpus_dir', 'train_tokens', 'valid_tokens',
+                                  'split_fractions', 'tfds_splits'),
+}
+
+
+@pytest.mark.parametrize('name', sorted(HAND_WRITTEN))
+def test_the_derived_field_lists_equal_the_hand_written_ones(name):
+  assert sorted(getattr(config_lib, name)) == sorted(HAND_WRITTEN[name])
+
+
+def test_every_field_has_a_known_group_and_help():
+  for field in dataclasses.fields(Config):
+    assert field.metadata['group'] in GROUPS, field.name
+    assert field.metadata['help'], field.name
+
+
+def write_finished_run(workdir: Path, config: Config, status: str) -> None:
+  workdir.mkdir(parents=True)
+  (workdir / 'summary.json').write_text(json.dumps({'status': status, 'test_ppl': 123.0,
+                                                    'config': config.to_dict()}))
+
+
+def test_a_finished_run_is_reused_across_observation_and_device_changes_only(tmp_path):
+  trained = Config(workdir=str(tmp_path / 'run'), epochs=3)
+  write_finished_run(tmp_path / 'run', trained, 'early_stopped')
+  # The fields table1's own list lacked: a run trained on another mesh is the same run.
+  for change in ({'mesh': 'data:1'}, {'num_processes': 2, 'coordinator_address': 'h:1'},
+                 {'log_every': 7}, {'eval_batch_size': 64}, {'data_dir': '/elsewhere'}):
+    assert finished_summary(trained.replace(**change))['test_ppl'] == 123.0, change
+  for change in ({'learning_rate': 0.5}, {'epochs': 4}, {'hidden_size': 7}, {'seed': 1}):
+    assert finished_summary(trained.replace(**change)) is None, change
+
+
+def test_an_unfinished_run_is_not_reused(tmp_path):
+  config = Config(workdir=str(tmp_path / 'run'))
+  write_finished_run(tmp_path / 'run', config, 'interrupted')
+  assert finished_summary(config) is None
+  assert [status.finished for status in RunStatus] == [True, True, True, False, False]
+
+
+def test_help_shows_the_groups_in_their_order():
+  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'train', '--help'], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+  headings = [line.split(':')[0].lower() for line in result.stdout.splitlines()
+              if line and not line.startswith(' ') and ':' in line
+              and line.split(':')[0].lower() in GROUPS]
+  assert headings == list(GROUPS), result.stdout
+  assert result.stdout.index('--dataset') < result.stdout.index('--model') < result.stdout.index(
+      '--head') < result.stdout.index('--seed (default')
+
+
+# One mistake per command (its cheapest: refused before any data is read), each run in a
+# process of its own, all at once.
+MISTAKES = {
+    'train': ['nplm.cli', 'train', '--order=1'],
+    'evaluate': ['nplm.cli', 'evaluate', '--workdir=/nonexistent/run'],
+    'ngram': ['nplm.cli', 'ngram', '--out=/tmp/unused', '--model=nope'],
+    'score': ['nplm.cli', 'score', '--workdir=/nonexistent/run', 'a sentence'],
+    'generate': ['nplm.cli', 'generate', '--workdir=/nonexistent/run'],
+    'neighbours': ['nplm.cli', 'neighbours', '--workdir=/nonexistent/run', '--words=dog'],
+    'mix': ['nplm.cli', 'mix', '--workdir=/nonexistent/run'],
+    'export': ['nplm.cli', 'export', '--out=/tmp/unused', '--tokens=bytes'],
+    'unknown flag': ['nplm.cli', 'train', '--no_such_flag=1'],
+    'sweep': ['experiments.sweep', '--sweep=nope'],
+    'table1': ['experiments.table1', '--rows=MLP99'],
+}
+
+
+def test_every_commands_user_errors_are_one_line_with_status_2():
+  running = {name: subprocess.Popen([sys.executable, '-m', *command],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+             for name, command in MISTAKES.items()}
+  for name, process in running.items():
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 2, (name, stderr)
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith('error: ') and 'Traceback' not in stderr, (name, stderr)
+    assert sum(line.startswith('error: ') for line in lines) == 1, (name, stderr)
