@@ -15,7 +15,7 @@ import math
 import numpy as np
 from absl import app, flags
 
-from experiments.benchmark import machine_info, write_report
+from experiments.benchmarks.harness import machine_info, write_report
 from nplm import cli, ngram
 from nplm.cli.export import export_splits
 from nplm.config import Config

@@ -6,17 +6,22 @@ r"""Named sweeps over a Table 1 row: each point trained in its own workdir, one 
   python -m experiments.sweep --sweep=mlp9_lr --dataset=text:data/ptb --root=runs/ptb_lr
 
 Points already finished under --root are reused and an interrupted one resumes, so rerunning
-the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.sweep).
-From Python: nplm.sweep.run_sweep(base_config, points, root).
+the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.sweep),
+the plot with the Kneser-Ney 5-gram's test perplexity on the same tokens as its reference
+line (fitted once, kept in <root>/kn5.json). From Python: nplm.sweep.run_sweep(base_config,
+points, root).
 """
 
-import sys
+import json
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
-from nplm.cli import (USER_ERRORS, config_from_flagfile, fail, show_progress_lines,
-                      stop_interrupted)
+from nplm import cli, ngram, parallel
+from nplm.config import PER_MODEL_FIELDS
+from nplm.data.corpus import Corpus
+from nplm.data.datasets import load_dataset
+from nplm.files import write_json_atomically
 from nplm.sweep import SweepInterrupted, grid, markdown, run_sweep, write_results
 
 FLAGS_DIR = Path(__file__).parent / 'flags'
@@ -35,30 +40,44 @@ SWEEPS = {
     'mlp9_lr_seed': ('mlp9', grid(learning_rate=[3e-4, 1e-3, 3e-3, 1e-2], seed=[0, 1, 2, 3])),
 }
 
+def kn5_test_perplexity(corpus: Corpus, root: Path) -> float:
+  """The interpolated modified Kneser-Ney 5-gram's test perplexity on the sweep's tokens
+  (seconds on Brown), kept in <root>/kn5.json for the same data."""
+  path = root / 'kn5.json'
+  if path.exists() and (saved := json.loads(path.read_text()))['data'] == corpus.fingerprint:
+    return saved['test_ppl']
+  model = ngram.KneserNey.fit(corpus.splits['train'], 5, corpus.vocab.size, corpus.boundary_id)
+  test_ppl = ngram.perplexity(model.log_prob_split(corpus.splits['test']))
+  root.mkdir(parents=True, exist_ok=True)
+  write_json_atomically(path, {'data': corpus.fingerprint, 'test_ppl': test_ppl})
+  return test_ppl
+
+
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  cli.refuse_arguments(argv)
   options = flags.FLAGS
   if options.sweep not in SWEEPS:
-    print(f'error: unknown --sweep={options.sweep!r}; known: {", ".join(sorted(SWEEPS))}',
-          file=sys.stderr)
-    sys.exit(2)
-  show_progress_lines()
+    cli.fail(f'unknown --sweep={options.sweep!r}; known: {", ".join(sorted(SWEEPS))}')
+  cli.show_progress_lines()
   flagfile, points = SWEEPS[options.sweep]
   overrides = {key: getattr(options, key)
                for key in ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'epochs', 'max_steps')
                if getattr(options, key)}
-  root = options.root or f'runs/sweeps/{options.sweep}'
+  root = Path(options.root or f'runs/sweeps/{options.sweep}')
   try:
-    base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'), **overrides)
-    rows = run_sweep(base, points, root, together=options.together)
+    base = cli.config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'), **overrides)
+    parallel.initialize_processes(base)
+    corpus = parallel.main_process_first(lambda: load_dataset(base.resolved().validate()))
+    rows = run_sweep(base, points, root, corpus, together=options.together)
+    baseline = ('KN5', kn5_test_perplexity(corpus, root))
   except SweepInterrupted as stopped:
-    stop_interrupted(str(stopped))
-  except USER_ERRORS as error:
-    fail(error)
-  write_results(rows, root)
+    cli.stop_interrupted(str(stopped))
+  except cli.USER_ERRORS as error:
+    cli.fail(error)
+  write_results(rows, root, baseline)
   print(markdown(rows))
-  print(f'Wrote {Path(root) / "results.csv"}, results.md and results.png.')
+  print(f'KN5 test perplexity on the same tokens: {baseline[1]:.1f}')
+  print(f'Wrote {root / "results.csv"}, results.md and results.png.')
 
 
 if __name__ == '__main__':
@@ -69,7 +88,7 @@ if __name__ == '__main__':
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (as nplm train).')
   flags.DEFINE_string('corpus_dir', '', 'Raw Brown corpus directory (as nplm train).')
   flags.DEFINE_integer('epochs', 0, "Caps every point's epochs (0: the flagfile's).")
-  flags.DEFINE_bool('together', False, 'Train the points left in one program, vmapped '
-                    '(they may differ only in seed, learning_rate, lr_decay, weight_decay).')
+  flags.DEFINE_bool('together', False, 'Train the points left in one program, vmapped (they '
+                    f'may differ only in {", ".join(PER_MODEL_FIELDS)}).')
   flags.DEFINE_integer('max_steps', 0, "Caps every point's updates (0: no cap); quick looks.")
-  app.run(main)
+  cli.start(main)

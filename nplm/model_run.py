@@ -58,7 +58,8 @@ def all_finite(tree) -> bool:
 
 
 class ModelRun:
-  """One model's workdir, progress and stop; `name` tells it apart in shared log lines."""
+  """One model's workdir, progress and stop; `name` tells it apart from the models trained
+  with it in shared log lines (empty for a lone run)."""
 
   def __init__(self, config: Config, corpus: Corpus, main: bool, name: str = ''):
     self.config, self.workdir, self.name = config, Path(config.workdir), name
@@ -105,8 +106,9 @@ class ModelRun:
     kept = self.checkpoints.latest_step
     where = (f'the last good checkpoint (step {kept}) is kept in {self.workdir}'
              if kept is not None else 'no checkpoint had been saved yet')
-    self.diverged = (f'Training diverged: {what}; {where}. Lower --learning_rate (or '
-                     '--lr_decay) and rerun in a new --workdir.')
+    remedy = ('Lower its --learning_rate and train it again' if self.name else
+              'Lower --learning_rate (or --lr_decay) and rerun in a new --workdir')
+    self.diverged = f'Training diverged: {what}; {where}. {remedy}.'
     log.warning('%s%s', self.name, self.diverged)
 
   def record_validation(self, ppl: float) -> bool:

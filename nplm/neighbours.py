@@ -69,19 +69,30 @@ def projection(vectors: np.ndarray) -> np.ndarray:
 
 
 def plot_words(vectors: np.ndarray, vocab: Vocabulary, words: Sequence[str],
-               path: str | os.PathLike) -> None:
-  """The words' projection, each point labelled, saved as a PNG whole or not at all."""
+               path: str | os.PathLike, queries: Sequence[str] = ()) -> None:
+  """The words' projection, each point labelled (labels pushed apart), the `queries` drawn
+  larger and in bold; saved as a PNG whole or not at all."""
   if len(words) < 2:
     raise ConfigError(f'a projection needs at least 2 words to plot, not {len(words)}')
   if not Path(path).parent.is_dir():
     raise ConfigError(f'no directory {Path(path).parent} to save the plot in')
   points = projection(vectors[ids_of(vocab, words)])
+  from adjustText import adjust_text
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure  # Only plotting pays for matplotlib; no pyplot state.
-  figure = Figure(figsize=(7, 6))
+  figure = Figure(figsize=(8, 7), layout='constrained')
+  FigureCanvasAgg(figure)  # adjust_text measures the labels with the canvas's renderer.
   axes = figure.add_subplot()
-  axes.scatter(points[:, 0], points[:, 1], s=12)
-  for word, (x, y) in zip(words, points):
-    axes.annotate(word, (x, y), textcoords='offset points', xytext=(3, 3), fontsize=9)
+  is_query = np.array([word in queries for word in words])
+  axes.scatter(*points[~is_query].T, s=14, color='tab:blue', label='neighbour')
+  if is_query.any():
+    axes.scatter(*points[is_query].T, s=90, marker='*', color='tab:red', label='query word')
+    axes.legend(fontsize=9, loc='best')
+  labels = [axes.text(x, y, word, fontsize=10 if query else 8,
+                      fontweight='bold' if query else 'normal',
+                      color='tab:red' if query else 'black')
+            for word, (x, y), query in zip(words, points, is_query)]
+  adjust_text(labels, ax=axes, arrowprops={'arrowstyle': '-', 'color': '0.6', 'lw': 0.5})
   axes.set_title('Feature vectors C(w): first two principal axes of their directions')
   axes.set_xlabel('PC 1')
   axes.set_ylabel('PC 2')

@@ -36,7 +36,7 @@ def make_optimizer(config: Config, **hyperparameters) -> optax.GradientTransform
                          optax.sgd(learning_rate))
   else:
     update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
-  if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖) (Pascanu et al. 2013): exploding gradients.
+  if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (Pascanu et al. 2013).
     return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
   return update
 

@@ -35,39 +35,71 @@ def read_metrics(workdir: str | Path) -> dict[str, list[dict]]:
 
 
 def learning_curve(workdir: str | Path) -> Path:
-  """<workdir>/learning_curve.png: training loss and exact validation perplexity by update."""
+  """<workdir>/learning_curve.png: training loss and exact validation perplexity by update;
+  a panel with nothing to draw yet says so (a run stopped before its first epoch ended)."""
   from matplotlib.figure import Figure  # Only drawing pays for importing matplotlib.
   metrics = read_metrics(workdir)
-  figure = Figure(figsize=(11, 4))
+  figure = Figure(figsize=(11, 4), layout='constrained')
   loss, perplexity = figure.subplots(1, 2)
   train = metrics.get('train', [])
   loss.plot([r['step'] for r in train], [r['loss'] for r in train])
   loss.set(xlabel='update', ylabel='training loss (nats)', title='Training loss')
+  if not train:
+    _say(loss, 'no progress record yet')
   valid = metrics.get('valid', [])
   perplexity.plot([r['step'] for r in valid], [r['ppl'] for r in valid], marker='o')
   for r in valid:
     perplexity.annotate(f'epoch {r["epoch"]}', (r['step'], r['ppl']), fontsize=8,
                         textcoords='offset points', xytext=(4, 4))
   perplexity.set(xlabel='update', ylabel='perplexity', title='Validation perplexity (exact)')
+  if not valid:
+    _say(perplexity, 'no epoch has finished yet:\nno validation perplexity')
   path = Path(workdir) / 'learning_curve.png'
   save_figure_atomically(figure, path)
   return path
 
 
-def sweep_results(rows: list[dict], path: str | Path) -> Path:
-  """Valid and test perplexity of every point of a sweep (nplm.sweep rows), one bar pair
-  a point, named as its workdir is."""
+def _say(axes, text: str) -> None:
+  """An empty panel that explains itself rather than looking broken."""
+  axes.text(0.5, 0.5, text, ha='center', va='center', transform=axes.transAxes, fontsize=11,
+            color='0.4')
+  axes.set_xticks([])
+  axes.set_yticks([])
+
+
+def sweep_results(rows: list[dict], path: str | Path,
+                  baseline: tuple[str, float] | None = None) -> Path:
+  """Valid and test perplexity of every point of a sweep (nplm.sweep rows), one pair of
+  horizontal bars a point, named as its workdir is; the axis spans the data (not from zero:
+  a 159-192 spread must show), and `baseline` (name, test perplexity) is a reference line."""
   from matplotlib.figure import Figure
-  figure = Figure(figsize=(max(6, 1.2 * len(rows)), 4))
+  figure = Figure(figsize=(9, 1.2 + 0.55 * len(rows)), layout='constrained')
   axes = figure.add_subplot()
   positions = range(len(rows))
-  for offset, split in ((-0.2, 'valid'), (0.2, 'test')):
-    heights = [math.nan if r[f'{split}_ppl'] is None else r[f'{split}_ppl'] for r in rows]
-    axes.bar([p + offset for p in positions], heights, width=0.4, label=split)  # A diverged
-    # point (no perplexity) keeps its place, with no bar.
-  axes.set_xticks(list(positions), [r['point'] for r in rows], rotation=30, ha='right',
-                  fontsize=8)
-  axes.set(ylabel='perplexity (exact)', title='Sweep: perplexity per point')
-  axes.legend()
+  values = []
+  for offset, split, color in ((-0.2, 'valid', 'tab:blue'), (0.2, 'test', 'tab:orange')):
+    widths = [math.nan if r[f'{split}_ppl'] is None else r[f'{split}_ppl'] for r in rows]
+    bars = axes.barh([p + offset for p in positions], widths, height=0.4, label=split,
+                     color=color)  # A diverged point (no perplexity) keeps its place, bare.
+    axes.bar_label(bars, fmt='%.1f', padding=2, fontsize=8)
+    values += [w for w in widths if math.isfinite(w)]
+  if baseline:
+    name, value = baseline
+    axes.axvline(value, color='0.2', linestyle='--', linewidth=1,
+                 label=f'{name} test {value:.1f}')
+    values.append(value)
+  if values:
+    axes.set_xlim(*value_range(values))
+  axes.set_yticks(list(positions), [r['point'] for r in rows], fontsize=8)
+  axes.invert_yaxis()  # The first point on top, as in results.md.
+  axes.set(xlabel='perplexity (exact; lower is better)', title='Sweep: perplexity per point')
+  axes.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
   save_figure_atomically(figure, path)
   return Path(path)
+
+
+def value_range(values: list[float]) -> tuple[float, float]:
+  """An axis range around the values, with room on the right for the bars' labels."""
+  low, high = min(values), max(values)
+  span = max(high - low, 0.05 * high, 1e-9)
+  return max(0.0, low - 0.3 * span), high + 0.25 * span

@@ -19,11 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
-from tqdm import tqdm
 
 from nplm import optimizer, parallel
 from nplm.data import streams
 from nplm.perplexity import perplexity
+from nplm.progress import progress as show_progress
 
 
 class RecurrentTrainState(train_state.TrainState):
@@ -74,16 +74,16 @@ def make_log_prob_step(lm, segment_length: int, mesh):
 def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int, segment_length: int,
                     log_prob_step=None, mesh=None, progress: str = '') -> np.ndarray:
   """log p(w_t | w_0 … w_{t-1}) for every token of a split, in order (float64): one stream
-  from h_0 = 0, the state carried across every segment. `progress` names a progress bar
-  (shown on a terminal)."""
+  from h_0 = 0, the state carried across every segment. `progress` names the pass in
+  progress lines (nplm.progress)."""
   mesh = mesh or parallel.make_mesh()
   log_prob_step = log_prob_step or make_log_prob_step(lm, segment_length, mesh)
   words, targets, mask = streams.streams(ids, 1, segment_length, boundary_id)
   words, targets = parallel.put(words, mesh), parallel.put(targets, mesh)
   carry = parallel.put(lm.model.initial_state(1), mesh)
   pieces = []
-  for index in tqdm(range(streams.num_segments(len(ids), 1, segment_length)), desc=progress,
-                    unit='segment', leave=False, disable=None if progress else True):
+  segments = streams.num_segments(len(ids), 1, segment_length)
+  for index in show_progress(range(segments), segments, progress, 'segment'):
     log_p, carry = parallel.settle(log_prob_step(params, words, targets, index, carry))
     pieces.append(log_p)
   return np.concatenate([parallel.fetch(p) for p in pieces], axis=1)[mask > 0].astype(np.float64)

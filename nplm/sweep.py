@@ -208,9 +208,11 @@ def markdown(rows: list[dict]) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def write_results(rows: list[dict], root: str | Path) -> None:
+def write_results(rows: list[dict], root: str | Path,
+                  baseline: tuple[str, float] | None = None) -> None:
   """root/results.csv (every digit, for programs), root/results.md (rounded, to read) and
-  root/results.png (perplexity per point)."""
+  root/results.png (perplexity per point; `baseline` (name, test perplexity) a reference
+  line)."""
   root = Path(root)
   root.mkdir(parents=True, exist_ok=True)
   text = io.StringIO()
@@ -219,4 +221,4 @@ def write_results(rows: list[dict], root: str | Path) -> None:
   writer.writerows(map(_flat, rows))
   write_text_atomically(root / 'results.csv', text.getvalue())
   write_text_atomically(root / 'results.md', markdown(rows))
-  plots.sweep_results(rows, root / 'results.png')
+  plots.sweep_results(rows, root / 'results.png', baseline)

@@ -34,6 +34,7 @@ from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.model_run import ModelRun, TrainingDiverged
 from nplm.perplexity import exploded, perplexity
+from nplm.progress import duration
 from nplm.stream_training import StreamFeed
 from nplm.summary import RunStatus, parameter_count, run_summary
 from nplm.window_training import WindowFeed
@@ -220,7 +221,7 @@ class _Loop:
     start = self.step - epoch * steps_per_epoch
     self.states, batches = self.feed.start_epoch(self.states, epoch, start)
     bar = tqdm(batches, total=steps_per_epoch, initial=start, desc=f'epoch {epoch + 1}',
-               unit='step', disable=None, leave=False)
+               unit='step', disable=None, leave=False)  # Its log lines: progress_line.
     interval = _Interval()
     for batch, batch_examples in bar:
       self.states, losses = self.feed.step(self.states, batch, self.run_rngs,
@@ -289,7 +290,7 @@ class _Loop:
       loss = 'losses ' + ' '.join(f'{k}:{losses[k]:.3f}' for k in self.training())
     per_model = ' per model' if self.count > 1 else ''
     return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
-            f'({100 * in_epoch / per_epoch:.0f}%, {_duration(left)} left)  {loss}  '
+            f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left)  {loss}  '
             f'{rate:.0f} examples/s{per_model}')
 
   def split_nll(self, split: str, params, progress: str) -> np.ndarray:
@@ -346,7 +347,7 @@ class _Loop:
       nll[name] = self.split_nll(name, self.join(params), f'final evaluation: {name}')
       ppl = ', '.join(f'{perplexity(n, len(ids))["ppl"]:.2f}' for n in nll[name])
       log.info('final evaluation: %s perplexity %s (%s tokens, %s)', name, ppl,
-               f'{len(ids):,}', _duration(time.perf_counter() - started))
+               f'{len(ids):,}', duration(time.perf_counter() - started))
     return [self.summary(k, loop_status, {name: nll[name][k] for name in nll}, params[k])
             for k in range(self.count)]
 
@@ -389,17 +390,12 @@ class _Loop:
             f'{tokens} · model {models.MODELS[config.model].describe(config)} · head '
             f'{config.head} · {parameter_count(self.template.params, corpus.vocab.size):,} '
             f'parameters · {self.feed.steps_per_epoch:,} steps per epoch · '
-            f'{jax.device_count()} {jax.devices()[0].platform} device(s), mesh {mesh} · '
+            f'{_count(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
             f'{workdirs} ({state})')
 
 
-def _duration(seconds: float) -> str:
-  seconds = round(seconds)
-  if seconds < 60:
-    return f'{seconds}s'
-  if seconds < 3600:
-    return f'{seconds // 60}m{seconds % 60:02d}s'
-  return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
+def _count(number: int, noun: str) -> str:
+  return f'{number} {noun}{"" if number == 1 else "s"}'
 
 
 def train_models(configs: list[Config], corpus: Corpus) -> list[dict]:

@@ -18,12 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
-from tqdm import tqdm
 
 from nplm import optimizer, parallel
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.perplexity import perplexity
+from nplm.progress import progress as show_progress
 
 
 def init_state(config, lm, rng, tx) -> train_state.TrainState:
@@ -78,10 +78,9 @@ def make_log_prob_step(lm, order: int, mesh, params_sharding=None, num_models: i
 def split_log_probs(log_prob_step, params, padded_split, num_tokens: int, batch_size: int,
                     mesh, progress: str = '') -> np.ndarray:
   """log p(w_t | its n-1 previous words) for every token of a split, in order (float64):
-  [N], or [K, N] for K models. `progress` names a progress bar (shown on a terminal)."""
-  batches = tqdm(batching.eval_batches(num_tokens, batch_size), desc=progress, unit='batch',
-                 total=batching.num_batches(num_tokens, batch_size), leave=False,
-                 disable=None if progress else True)
+  [N], or [K, N] for K models. `progress` names the pass in progress lines (nplm.progress)."""
+  batches = show_progress(batching.eval_batches(num_tokens, batch_size),
+                          batching.num_batches(num_tokens, batch_size), progress, 'batch')
   pieces = [(parallel.settle(log_prob_step(params, padded_split,
                                            parallel.put(positions, mesh, 'data'))), mask)
             for positions, mask in batches]

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from experiments import benchmark
+from experiments.benchmarks import harness
+from experiments.benchmarks import nnlm as benchmark
 
 TINY_SHAPE = dict(order=3, feature_size=2, hidden_size=3, direct=True)
 TINY_VOCAB = 10
@@ -14,9 +15,9 @@ TINY_VOCAB = 10
 def test_analytic_flops_match_a_hand_count():
   # x: (n-1)·m = 4 features; hidden = concat(x, tanh) = 4 + 3 = 7; B = 4, |V| = 10.
   # Forward 2·4·(4·3 + 7·10) = 656 FLOPs; with the backward (twice the forward): 1968.
-  assert benchmark.analytic_step_flops(benchmark.shape_config(TINY_SHAPE, 4), TINY_VOCAB) == 1968
+  assert benchmark.analytic_step_flops(harness.shape_config(TINY_SHAPE, 4), TINY_VOCAB) == 1968
   # Without direct connections the output layer sees only tanh: 3·(2·4·(4·3 + 3·10)) = 1008.
-  no_direct = benchmark.shape_config({**TINY_SHAPE, 'direct': False}, 4)
+  no_direct = harness.shape_config({**TINY_SHAPE, 'direct': False}, 4)
   assert benchmark.analytic_step_flops(no_direct, TINY_VOCAB) == 1008
 
 
@@ -35,7 +36,7 @@ def test_xla_flops_reads_a_dict_or_a_list_of_dicts():
 
 
 def test_batches_continue_into_the_next_epoch_when_the_split_is_short():
-  batches = benchmark.benchmark_batches(num_examples=10, batch_size=4, steps=5)
+  batches = harness.benchmark_batches(num_examples=10, batch_size=4, steps=5)
   assert len(batches) == 5
   assert [int(mask.sum()) for _, mask in batches] == [4, 4, 2, 4, 4]
 
@@ -66,10 +67,10 @@ def test_run_benchmark_reports_every_measurement(tmp_path):
 
 def test_torch_comparison_runs_or_says_why_not():
   """Holds with and without PyTorch installed: a result, or the reason it was skipped."""
-  config = benchmark.shape_config(TINY_SHAPE, 4)
+  config = harness.shape_config(TINY_SHAPE, 4)
   ids = np.arange(20, dtype=np.int32) % TINY_VOCAB
   padded = np.concatenate([np.ones(2, np.int32), ids])
-  batches = benchmark.benchmark_batches(len(ids), 4, 2)
+  batches = harness.benchmark_batches(len(ids), 4, 2)
   result, skipped = benchmark.torch_examples_per_second(config, TINY_VOCAB, padded, batches, 2)
   assert (result is None) != (skipped is None)
   if result is not None:
@@ -79,5 +80,5 @@ def test_torch_comparison_runs_or_says_why_not():
 
 
 def test_an_unprepared_corpus_is_a_clear_error(tmp_path):
-  with pytest.raises(benchmark.CorpusNotPrepared, match='not prepared'):
-    benchmark.load_training_ids(str(tmp_path))
+  with pytest.raises(harness.CorpusNotPrepared, match='not prepared'):
+    harness.load_training_ids(str(tmp_path))

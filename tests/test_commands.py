@@ -227,7 +227,7 @@ def test_the_package_installs_and_imports_from_outside_the_checkout(tmp_path):
 
 
 def test_prepare_benchmark_times_a_generated_corpus_it_counts_right(tmp_path):
-  result = program('prepare_benchmark', f'--out={tmp_path}', '--tokens=20000', '--types=500',
+  result = program('benchmarks.prepare', f'--out={tmp_path}', '--tokens=20000', '--types=500',
                    '--repeats=1', f'--report={tmp_path / "report"}')
   report = json.loads((tmp_path / 'report.json').read_text())
   texts = {split: (tmp_path / 'corpus' / f'{split}.txt').read_text()

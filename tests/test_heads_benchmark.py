@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import heads_benchmark
+from experiments.benchmarks import heads as heads_benchmark
 from nplm.config import Config
 from nplm.heads import HEADS
 from tests.conftest import TINY_SPLIT

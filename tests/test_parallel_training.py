@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import devices_benchmark
+from experiments.benchmarks import devices as devices_benchmark
 from nplm import parallel
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from nplm import plots
 
 PNG = b'\x89PNG'
@@ -30,3 +32,19 @@ def test_learning_curve_and_sweep_results_are_whole_pngs(tmp_path):
   assert plots.sweep_results(rows, tmp_path / 'results.png').read_bytes().startswith(PNG)
   assert sorted(p.name for p in tmp_path.iterdir()) == [
       'learning_curve.png', 'metrics.jsonl', 'results.png']  # No temporary file left.
+
+
+def test_the_sweep_axis_spans_the_data_not_zero():
+  """A 159-192 spread (the table1_h sweep) with KN5 at 188 must fill the axis."""
+  low, high = plots.value_range([159.5, 192.3, 173.3, 188.3])
+  assert 140 < low < 159.5 and 192.3 < high < 210
+  assert plots.value_range([5.0, 5.0]) == pytest.approx((4.925, 5.0625))  # One value: room.
+
+
+def test_a_run_without_records_or_epochs_still_draws(tmp_path):
+  (tmp_path / 'metrics.jsonl').write_text('')
+  assert plots.learning_curve(tmp_path).read_bytes().startswith(PNG)
+  rows = [{'point': 'lr=0.1', 'valid_ppl': None, 'test_ppl': None},  # Diverged: no bars.
+          {'point': 'lr=0.01', 'valid_ppl': 170.0, 'test_ppl': 160.0}]
+  path = plots.sweep_results(rows, tmp_path / 'results.png', baseline=('KN5', 188.3))
+  assert path.read_bytes().startswith(PNG)

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import rnn_benchmark
+from experiments.benchmarks import lstm as rnn_benchmark
 from nplm.config import Config, ConfigError
 from nplm.data.vocab import TEXT_END
 from nplm.lm import build_language_model
@@ -66,7 +66,7 @@ def test_the_pytorch_lstm_computes_nplms_losses_and_state():
   """With nplm's weights in it and no dropout, two segments in a row: the same per-word
   losses and the same carried (h, c). Without PyTorch there is nothing to compare."""
   torch = pytest.importorskip('torch', reason='the PyTorch baseline needs PyTorch')
-  from experiments import torch_lstm
+  from experiments.benchmarks import torch_lstm
   config = TINY_LSTM.replace(dropout=0.0)
   vocab_size = 12
   lm = build_language_model(config, np.ones(vocab_size))

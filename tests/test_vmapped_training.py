@@ -9,7 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import benchmark, vmapped_benchmark
+from experiments.benchmarks import harness
+from experiments.benchmarks import vmapped as vmapped_benchmark
 from nplm import parallel
 from nplm import checkpoint
 from nplm.config import ConfigError
@@ -124,10 +125,10 @@ def test_the_benchmark_times_the_same_models_both_ways(tmp_path):
   assert '| 3 |' in vmapped_benchmark.format_report(report, markdown=True)
 
   # What is timed both ways is the same training: the same losses after the same batches.
-  config = benchmark.shape_config(TINY_SHAPE, 4)
+  config = harness.shape_config(TINY_SHAPE, 4)
   configs = vmapped_benchmark.model_configs(config, 3)
   padded = batching.pad_split(ids, config.order, 1)
-  batches = benchmark.benchmark_batches(len(ids), 4, 5)
+  batches = harness.benchmark_batches(len(ids), 4, 5)
   mesh = parallel.make_mesh()
   together = vmapped_benchmark.together_runner(configs, counts, padded, mesh)(batches)
   one_by_one = vmapped_benchmark.one_by_one_runner(configs, counts, padded, mesh)(batches)

@@ -5,7 +5,7 @@ r"""The words whose learned feature vectors C(w) lie nearest to some words, and 
 
 Per word: its k nearest words by cosine similarity of C, the word itself first (nplm.neighbours).
 --plot saves the PCA projection of --plot_words (by default the listed words and their
-neighbours), each point labelled.
+neighbours), each point labelled, the --words marked as queries.
 """
 
 from absl import flags
@@ -29,7 +29,8 @@ def main(argv):
     lists = {word: nearest(vectors, trained.vocab, word, FLAGS.k) for word in FLAGS.words}
     if FLAGS.plot:
       chosen = FLAGS.plot_words or [w for near in lists.values() for w, _ in near]
-      plot_words(vectors, trained.vocab, list(dict.fromkeys(chosen)), FLAGS.plot)
+      plot_words(vectors, trained.vocab, list(dict.fromkeys(chosen)), FLAGS.plot,
+                 queries=FLAGS.words)
   except cli.USER_ERRORS as error:
     cli.fail(error)
   for word, near in lists.items():

@@ -1,10 +1,10 @@
 """Binary trees over the vocabulary for the hierarchical softmax: Huffman or balanced.
 
 A word's probability is the product of the binary decisions on the path from the root to its
-leaf (seed 002, Eqs. 15.54-15.58). For an accelerator the paths are stored as dense arrays,
+leaf (Morin & Bengio 2005, section 3). For an accelerator the paths are stored as dense arrays,
 padded to the deepest leaf and masked, so a batch gathers [batch, depth] node vectors at once.
 Edges are coded 0 for the left child and 1 for the right one; the node's logistic unit gives
-P(bit = 1) (Eq. 15.57).
+P(bit = 1) (Morin & Bengio 2005).
 """
 
 import dataclasses
@@ -37,7 +37,8 @@ class BinaryTree:
 
 
 def huffman_tree(counts) -> BinaryTree:
-  """Algorithm 15.1 of seed 002: merge the two least frequent subtrees until one remains."""
+  """Huffman 1952 (as word2vec builds it, Mikolov et al. 2013): merge the two least
+  frequent subtrees until one remains."""
   weights = np.maximum(np.asarray(counts, np.float64), 1.0)  # Unseen words weigh one count.
   vocab_size = len(weights)
   if vocab_size < 2:

@@ -1,5 +1,5 @@
-"""The two-level class-factored softmax (Goodman 2001; Mikolov et al. 2011; seed 002,
-Eqs. 15.52-15.53): P(w | h) = P(c(w) | h) · P(w | c(w), h), exactly normalized.
+"""The two-level class-factored softmax (Goodman 2001; Mikolov et al. 2011,
+section 3): P(w | h) = P(c(w) | h) · P(w | c(w), h), exactly normalized.
 
 Classes are frequency bins over the frequency-sorted ids: each holds about the same share of
 Σ_w √count(w) (Mikolov et al. 2011's √-frequency binning). Plain frequency binning would put
@@ -80,7 +80,7 @@ class ClassSoftmaxHead(nn.Module):
     log_z = segment_max + jnp.log(jax.ops.segment_sum(
         shifted, class_of, self.classes.num_classes, indices_are_sorted=True))
     log_p_word = (scores - log_z[class_of]).T  # log P(w | c(w), h)
-    return log_p_class[:, class_of] + log_p_word  # (Eq. 15.53)
+    return log_p_class[:, class_of] + log_p_word  # P(c(w) | h) · P(w | c(w), h) (Goodman 2001)
 
   def log_prob(self, hidden: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
     """Exact log P(target | h) touching only the target's class: [batch]."""

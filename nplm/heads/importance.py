@@ -1,9 +1,9 @@
-"""Importance sampling of the softmax gradient (Bengio & Senécal 2003, 2008; seed 002,
-Eqs. 15.69-15.89).
+"""Importance sampling of the softmax gradient (Bengio & Senécal 2003;
+Bengio & Senécal 2008, section III).
 
-The exact gradient of -log P(w_t | h) is -∂s(w_t) + E_P[∂s(w')] (Eq. 15.66). Its expectation
+The exact gradient of -log P(w_t | h) is -∂s(w_t) + E_P[∂s(w')]. Its expectation
 over P needs all |V| scores, so it is estimated with k words v_i drawn from a proposal Q and
-self-normalized weights r_i / Σ_j r_j with r_i = exp(s(v_i)) / Q(v_i) (Eqs. 15.83-15.88):
+self-normalized weights r_i / Σ_j r_j with r_i = exp(s(v_i)) / Q(v_i) (Bengio & Senécal 2008):
 the biased, consistent estimator. The loss below is the one whose gradient is that estimate:
 
   loss = -s(w_t) + log Ẑ,   Ẑ = exp(s(w_t)) + Σ_{v_i ≠ w_t} exp(s(v_i) - log(k·Q(v_i)))
@@ -11,7 +11,7 @@ the biased, consistent estimator. The loss below is the one whose gradient is th
 The target's own term is computed exactly rather than sampled (as in Jean et al. 2015's
 sampled softmax); a sample that happens to be the target is then masked out with -inf, or it
 would be counted twice. Σ over the other samples estimates Σ_{w ≠ w_t} exp(s(w)) without
-bias, so Ẑ → Z and the gradient → Eq. 15.66 as k grows, and loss ≥ 0 always.
+bias, so Ẑ → Z and the gradient → the exact one as k grows, and loss ≥ 0 always.
 
 Evaluation is exact: log_prob and log_probs are the full softmax over the same weights.
 """
@@ -39,11 +39,11 @@ class ImportanceSamplingHead(SoftmaxHead):
   def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
     samples = self.proposal.sample(rng, self.num_samples)  # v_1 … v_k ~ Q
     target_scores = self.output.score_each(hidden, targets)  # s(w_t)
-    # s(v_i) - log(k Q(v_i)): log r_i up to the constant log k   (Eq. 15.83)
+    # s(v_i) - log(k Q(v_i)): log r_i up to the constant log k
     sample_scores = (self.output.score_shared(hidden, samples)
                      - self.proposal.log_expected_counts(samples, self.num_samples))
     accidental_hits = samples[None, :] == targets[:, None]
     sample_scores = jnp.where(accidental_hits, -jnp.inf, sample_scores)
     log_z = jax.nn.logsumexp(
         jnp.concatenate([target_scores[:, None], sample_scores], axis=1), axis=1)
-    return log_z - target_scores  # Its gradient: Eq. 15.89 with the target's term exact.
+    return log_z - target_scores  # Its gradient: the sampled estimate, the target's term exact.

@@ -1,11 +1,11 @@
-"""Noise-contrastive estimation (Gutmann & Hyvärinen 2010; Mnih & Teh 2012; seed 002,
-Eqs. 15.90-15.108), and negative sampling (Mikolov et al. 2013) beside it.
+"""Noise-contrastive estimation (Gutmann & Hyvärinen 2010; Mnih & Teh 2012,
+section 3), and negative sampling (Mikolov et al. 2013) beside it.
 
 The model learns to tell the observed word from k noise words drawn from Q by a logistic
-regression on Δs(w, h) = s(w, h) - log(k·Q(w)) (Eq. 15.104), with the model's scores taken as
-self-normalized log-probabilities, exp(z_h) = 1 (Eq. 15.101):
+regression on Δs(w, h) = s(w, h) - log(k·Q(w)) (Mnih & Teh 2012), with the model's scores taken as
+self-normalized log-probabilities, exp(z_h) = 1 (Mnih & Teh 2012):
 
-  loss = -log σ(Δs(w_t)) - Σ_i log(1 - σ(Δs(v_i)))      (Eq. 15.100)
+  loss = -log σ(Δs(w_t)) - Σ_i log(1 - σ(Δs(v_i)))      (Gutmann & Hyvärinen 2010)
 
 NCE is consistent: at its optimum exp(s(w, h)) = P(w | h) and the scores are normalized. Yet
 they never are exactly, so evaluation never trusts them: log_prob and log_probs are the full
@@ -48,11 +48,11 @@ class NCEHead(SoftmaxHead):
   def _delta(self, scores: jnp.ndarray, words: jnp.ndarray) -> jnp.ndarray:
     if self.negative_sampling:
       return scores
-    return scores - self.proposal.log_expected_counts(words, self.num_samples)  # (Eq. 15.104)
+    return scores - self.proposal.log_expected_counts(words, self.num_samples)  # Δs
 
   def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
     noise = self.proposal.sample(rng, self.num_samples)  # ṽ_1 … ṽ_k ~ Q
     data_delta = self._delta(self.output.score_each(hidden, targets), targets)
     noise_delta = self._delta(self.output.score_shared(hidden, noise), noise)
-    # -log σ(x) = softplus(-x) and -log(1 - σ(x)) = softplus(x)   (Eqs. 15.100, 15.106)
+    # -log σ(x) = softplus(-x) and -log(1 - σ(x)) = softplus(x)
     return jax.nn.softplus(-data_delta) + jnp.sum(jax.nn.softplus(noise_delta), axis=1)

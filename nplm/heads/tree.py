@@ -1,4 +1,4 @@
-"""The binary hierarchical softmax (Morin & Bengio 2005; seed 002, Eqs. 15.54-15.58).
+"""The binary hierarchical softmax (Morin & Bengio 2005, section 3).
 
 P(w | h) = Π_j σ(±(o_{n_j} · h + b_{n_j})) over the internal nodes n_j on w's path, + for a
 right turn and - for a left one. Training and exact evaluation of one word touch only its
@@ -39,7 +39,7 @@ class TreeSoftmaxHead(nn.Module):
     """Exact log P(target | h) from the target's path alone: [batch]."""
     node_scores = self.nodes.score_paths(hidden, jnp.asarray(self.tree.paths)[targets])
     signs = jnp.where(jnp.asarray(self.tree.bits)[targets], 1.0, -1.0)
-    log_decisions = jax.nn.log_sigmoid(signs * node_scores)  # (Eqs. 15.57, 15.58)
+    log_decisions = jax.nn.log_sigmoid(signs * node_scores)  # One binary decision per node.
     return jnp.sum(jnp.where(jnp.asarray(self.tree.mask)[targets], log_decisions, 0.0), axis=1)
 
   def log_probs(self, hidden: jnp.ndarray) -> jnp.ndarray:

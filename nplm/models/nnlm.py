@@ -1,10 +1,10 @@
 """Bengio et al. (2003)'s neural probabilistic language model, up to its output layer.
 
 Eq. 1 of the paper is y = b + W x + U tanh(d + H x), with x the concatenated features of
-the n-1 context words. Written as one output layer over concat(x, tanh(d + H x)) (seed 002,
-Eq. 15.37), the model below computes that concatenation (the "hidden" vector) and the output
-head computes y = b + [W U] · hidden and the softmax, so every head works with direct
-connections unchanged.
+the n-1 context words. Written as one output layer over concat(x, tanh(d + H x)) (the direct
+connections W x join U's input), the model below computes that concatenation (the "hidden"
+vector) and the output head computes y = b + [W U] · hidden and the softmax, so every head
+works with direct connections unchanged.
 """
 
 import flax.linen as nn

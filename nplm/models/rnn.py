@@ -1,7 +1,7 @@
 """Recurrent language models up to their output layer: Elman RNN, LSTM and GRU.
 
 A recurrent model reads the words one at a time and carries a state: h_t summarizes the whole
-history, where the NNLM sees n-1 words (Mikolov et al. 2010; seed 002, Eq. 15.38). The cells
+history, where the NNLM sees n-1 words (Elman 1990; Mikolov et al. 2010, section 2). The cells
 follow the seeds' equations (002 for the Elman RNN, 004 for the LSTM and the GRU).
 
 The cells are written out rather than taken from flax (SimpleCell, LSTMCell, GRUCell) for
@@ -24,14 +24,15 @@ _STATE_PARTS = {'rnn': 1, 'lstm': 2, 'gru': 1}
 
 
 def elman_step(weights, state, input_term):
-  """h_t = tanh(U h_{t-1} + W v_{w_{t-1}} + c) (seed 002, Eq. 15.38); input_term = W v + c."""
+  """h_t = tanh(U h_{t-1} + W v_{w_{t-1}} + c) (Mikolov et al. 2010); input_term = W v + c."""
   (h,) = state
   h = jnp.tanh(h @ weights['recurrent'] + input_term)
   return (h,), h
 
 
 def lstm_step(weights, state, input_term):
-  """Seed 004: f, i, o = σ(W h_{t-1} + U x_t + b), c̃ = tanh(…), c_t = f·c_{t-1} + i·c̃,
+  """Hochreiter & Schmidhuber 1997, with Gers et al. 2000's forget gate:
+  f, i, o = σ(W h_{t-1} + U x_t + b), c̃ = tanh(…), c_t = f·c_{t-1} + i·c̃,
   h_t = o·tanh(c_t). The gates are the four blocks [f, i, o, c̃] of one matmul."""
   h, c = state
   f, i, o, c_new = jnp.split(h @ weights['recurrent'] + input_term, 4, axis=-1)
@@ -41,7 +42,8 @@ def lstm_step(weights, state, input_term):
 
 
 def gru_step(weights, state, input_term):
-  """Seed 004: u, r = σ(W h_{t-1} + U x_t + b), h̃ = tanh(W_h (r·h_{t-1}) + U_h x_t + b_h),
+  """Cho et al. 2014, section 2.3: u, r = σ(W h_{t-1} + U x_t + b),
+  h̃ = tanh(W_h (r·h_{t-1}) + U_h x_t + b_h),
   h_t = (1 - u)·h_{t-1} + u·h̃."""
   (h,) = state
   input_ur, input_h = jnp.split(input_term, [2 * h.shape[-1]], axis=-1)

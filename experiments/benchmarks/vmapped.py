@@ -1,11 +1,11 @@
 r"""Aggregate examples/s of K models trained together (one vmapped program) against the same
 K models trained one after another, measured in one run.
 
-  python -m experiments.vmapped_benchmark --out=DIR/vmapped
+  python -m experiments.benchmarks.vmapped --out=DIR/vmapped
 
 For each K in --models (1, 4, 16): K models of one shape (--shape) that differ in seed and
 learning rate, on the trainer's first --steps batches of the real Brown training split.
-- together: nplm.vmapped_training's step over the K stacked states, --steps updates;
+- together: nplm.train's step for models trained together over the K stacked states, --steps updates;
 - one by one: the trainer's own step (nplm.window_training), --steps updates of each of the
   K models in turn, as K separate runs would take.
 Aggregate examples/s = K × the examples of the batches ÷ seconds. Compilation is left out
@@ -15,14 +15,16 @@ Aggregate examples/s = K × the examples of the batches ÷ seconds. Compilation 
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from experiments import benchmark
+from experiments.benchmarks import harness
 from nplm import parallel
 from nplm.data import batching
 from nplm.lm import build_language_model
-from nplm.vmapped_training import initial_states, make_steps, stack
+from nplm.optimizer import hyperparameters_of, make_optimizer
+from nplm.window_training import init_state, make_train_step
 
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 
@@ -34,28 +36,26 @@ def model_configs(config, k: int):
 
 
 def together_runner(configs, counts, padded_split: np.ndarray, mesh):
-  """run_steps(batches) over K stacked models, as nplm.vmapped_training updates them."""
+  """run_steps(batches) over K stacked models, as nplm.train trains models together."""
   lm = build_language_model(configs[0], counts, mesh)
-  states, run_rngs, hyperparameters = initial_states(configs, lm, mesh)
-  train_step, _ = make_steps(lm, configs[0], mesh)
-  loop = {'states': stack(states)}
-  padded = parallel.put(padded_split, mesh)
+  tx = make_optimizer(configs[0])
+  keys = [jax.random.split(jax.random.key(config.seed)) for config in configs]
+  states = [init_state(configs[0], lm, init_rng, tx) for init_rng, _ in keys]
+  hyperparameters = hyperparameters_of(configs)
+  train_step = make_train_step(lm, configs[0], mesh, parallel.sharding(mesh), len(configs))
 
-  def run_steps(batches) -> np.ndarray:
-    states, losses = loop['states'], None
-    for positions, mask in batches:
-      states, losses = train_step(states, hyperparameters, padded, positions, mask,
-                                  run_rngs)  # states are donated
-    jax.block_until_ready((states, losses))
-    loop['states'] = states
-    return np.asarray(losses)
+  def join(trees):  # One model is the lone step, as nplm.train runs K = 1.
+    return trees[0] if len(trees) == 1 else jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
-  return run_steps
+  run_rngs = join([run_rng for _, run_rng in keys])
+  run_steps = harness.steps_runner(train_step, join(states), hyperparameters,
+                                   parallel.put(padded_split, mesh), run_rngs)
+  return lambda batches: np.atleast_1d(run_steps(batches))
 
 
 def one_by_one_runner(configs, counts, padded_split: np.ndarray, mesh):
   """run_steps(batches) of the trainer's step, for each of the K models in turn."""
-  runners = [benchmark.jax_runner(config, counts, padded_split, mesh)[0] for config in configs]
+  runners = [harness.jax_runner(config, counts, padded_split, mesh)[0] for config in configs]
   return lambda batches: [run(batches) for run in runners]
 
 
@@ -84,23 +84,23 @@ def time_k(k: int, config, counts, padded_split, batches, repeats: int) -> dict:
 
 def run_benchmark(train_ids, counts, boundary_id, shape_name='MLP9', batch_size=256,
                   steps=20, repeats=5, model_counts=(1, 4, 16), shape=None) -> dict:
-  """Every K's rates; `shape` (Config fields) replaces benchmark.SHAPES[shape_name]."""
-  config = benchmark.shape_config(shape or benchmark.SHAPES[shape_name], batch_size)
+  """Every K's rates; `shape` (Config fields) replaces harness.SHAPES[shape_name]."""
+  config = harness.shape_config(shape or harness.SHAPES[shape_name], batch_size)
   padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
-  batches = benchmark.benchmark_batches(len(train_ids), batch_size, steps)
+  batches = harness.benchmark_batches(len(train_ids), batch_size, steps)
   rows = [time_k(k, config, counts, padded, batches, repeats) for k in model_counts]
   one = next((r for r in rows if r['models'] == 1), None)
   for row in rows:  # The accelerator goal: 16 together at > 8× the rate of one model.
     row['together_over_one_model'] = (row['together']['median'] / one['one_by_one']['median']
                                       if one else None)
-  return {'machine': benchmark.machine_info(), 'vocab_size': len(counts), 'shape': shape_name,
+  return {'machine': harness.machine_info(), 'vocab_size': len(counts), 'shape': shape_name,
           'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats},
           'rows': rows}
 
 
 def format_report(report: dict, markdown: bool = False) -> str:
   m, s = report['machine'], report['settings']
-  lines = [benchmark.machine_line(m),
+  lines = [harness.machine_line(m),
            f'{report["shape"]}, |V| = {report["vocab_size"]}, batch {s["batch_size"]} per model, '
            f'median of {s["repeats"]} runs of {s["steps"]} updates (aggregate examples/s).', '']
   rows = [['K models', 'together (vmapped) [min–max]', 'one by one [min–max]',
@@ -112,14 +112,14 @@ def format_report(report: dict, markdown: bool = False) -> str:
                  f'{o["median"]:,.0f} [{o["min"]:,.0f}–{o["max"]:,.0f}]',
                  f'{r["together_over_one_by_one"]:.2f}×',
                  '' if ratio is None else f'{ratio:.2f}×'])
-  lines += benchmark.table_lines(rows, markdown)
+  lines += harness.table_lines(rows, markdown)
   lines += ['', 'together ÷ one model: the aggregate rate of K models in one program over '
             'the rate of one model trained alone (K = 1, one by one).']
   return '\n'.join(lines) + '\n'
 
 
 def define_flags() -> None:
-  benchmark.define_common_flags(steps=20, shape=True)
+  harness.define_common_flags(steps=20, shape=True)
   flags.DEFINE_integer('batch_size', 256, 'Examples per update of each model.')
   flags.DEFINE_list('models', ['1', '4', '16'], 'The K to time.')
 
@@ -132,12 +132,10 @@ def main(argv):
       raise ValueError
   except ValueError:
     raise app.UsageError(f'--models takes positive integers, got {",".join(FLAGS.models)}')
-  train_ids, counts, boundary_id = benchmark.training_ids_or_exit(argv)
+  train_ids, counts, boundary_id = harness.training_ids_or_exit(argv)
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.shape, FLAGS.batch_size,
                          FLAGS.steps, FLAGS.repeats, model_counts)
-  print(format_report(report))
-  if FLAGS.out:
-    benchmark.write_report(report, FLAGS.out, format_report)
+  harness.report(report, format_report, FLAGS.out)
 
 
 if __name__ == '__main__':

@@ -1,14 +1,14 @@
 r"""Train-step throughput of nplm's recurrent LSTM against the same LSTM written in PyTorch.
 
-  python -m experiments.rnn_benchmark --out=runs/rnn_benchmark
-  python -m experiments.rnn_benchmark --steps=2 --repeats=1 --out=/tmp/rnnbench  # a look
+  python -m experiments.benchmarks.lstm --out=runs/rnn_benchmark
+  python -m experiments.benchmarks.lstm --steps=2 --repeats=1 --out=/tmp/rnnbench  # a look
 
 For the shape of experiments/flags/<--flagfile_name>.flags (lstm: 1 layer, E = H = 200, tied
 embeddings, dropout 0.3, B = 32 streams of T = 35 words, clipping, AdamW) it times the real
 jitted nplm.stream_training step, driven through the trainer's StreamFeed on the Brown
 training streams: the epoch's first --steps segments in order, the recurrent state carried
 from each to the next. An untimed run compiles; then --repeats timed runs, each ended by
-block_until_ready (median, min and max). When PyTorch is installed, experiments/torch_lstm.py
+block_until_ready (median, min and max). When PyTorch is installed, experiments/benchmarks/torch_lstm.py
 trains on the very same segments, and the timed runs alternate (nplm, PyTorch, nplm, …) so
 that a busy spell of a shared machine slows both. Rates count real tokens: the mask's sum,
 without the padding at the streams' tail.
@@ -23,16 +23,16 @@ import numpy as np
 from absl import app, flags
 from absl import logging as absl_logging
 
-from experiments.benchmark import CorpusNotPrepared, load_training_ids, machine_info
+from experiments.benchmarks.harness import (CorpusNotPrepared, interleaved_rates,
+                                            load_training_ids, machine_info, use_all_cores)
 from nplm.cli import config_from_flagfile
-from experiments.heads_benchmark import interleaved_rates
 from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
 from nplm.optimizer import make_optimizer
 
-FLAGS_DIR = Path(__file__).parent / 'flags'
+FLAGS_DIR = Path(__file__).parent.parent / 'flags'
 SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embeddings',
                 'dropout', 'batch_size', 'bptt_length', 'clip_norm', 'optimizer',
                 'learning_rate', 'lr_decay', 'weight_decay', 'head', 'seed')
@@ -79,10 +79,10 @@ def nplm_runner(feed: StreamFeed, seed: int):
 def torch_runner(config: Config, vocab_size: int, feed: StreamFeed):
   """(run_steps, what ran it) or (None, why it was skipped): PyTorch is optional."""
   try:
-    from experiments import torch_lstm
+    from experiments.benchmarks import torch_lstm
   except ImportError as error:
     return None, f'PyTorch is not importable ({error}); `pip install torch==2.13.0` adds it'
-  threads = torch_lstm.use_all_cores()
+  threads = use_all_cores()
   # Writable copies: torch.from_numpy warns about the read-only views of device arrays.
   words, targets, mask = (np.array(a) for a in feed.train_arrays)
   run_steps = torch_lstm.make_runner(config, vocab_size, words, targets, mask, config.seed)

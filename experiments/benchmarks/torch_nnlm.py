@@ -9,19 +9,10 @@ Optional: `pip install torch==2.13.0` (a CPU wheel). Importing this module witho
 raises ImportError, which the benchmark reports as a skipped comparison.
 """
 
-import os
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-
-def use_all_cores() -> int:
-  """PyTorch's intra-op threads = the cores this process may use (XLA's pool uses them all)."""
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-  torch.set_num_threads(cores)
-  return torch.get_num_threads()
 
 
 class TorchNNLM(nn.Module):

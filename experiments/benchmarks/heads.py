@@ -1,10 +1,10 @@
 r"""Output heads compared on the Brown vocabulary: train-step speed and exact perplexity.
 
-  python -m experiments.heads_benchmark --out=runs/heads      # timings and 1 epoch per head
-  python -m experiments.heads_benchmark --epochs=0 --steps=20 --repeats=3 --out=/tmp/hb
+  python -m experiments.benchmarks.heads --out=runs/heads      # timings and 1 epoch per head
+  python -m experiments.benchmarks.heads --epochs=0 --steps=20 --repeats=3 --out=/tmp/hb
 
 For an MLP9-like and an MLP1-like shape, every head of nplm.heads is timed on the trainer's
-own jitted step and batches exactly as experiments/benchmark.py times the softmax (untimed
+own jitted step and batches exactly as experiments/benchmarks/nnlm.py times the softmax (untimed
 warm-up, then --repeats runs of --steps updates, each ended by block_until_ready), and its
 speed-up over the full softmax is taken from the same process. The repeats are interleaved
 across heads (repeat r of every head, then repeat r+1) so that a busy spell of a shared
@@ -26,10 +26,10 @@ import numpy as np
 from absl import app, flags
 from absl import logging as absl_logging
 
-from experiments.benchmark import (SHAPES as TABLE1_SHAPES, CorpusNotPrepared,
-                                   benchmark_batches, examples_per_second, jax_runner,
-                                   load_training_ids, machine_info, rate_summary, shape_config,
-                                   timed_runs)
+from experiments.benchmarks.harness import (SHAPES as TABLE1_SHAPES, CorpusNotPrepared,
+                                            benchmark_batches, examples_per_second,
+                                            interleaved_rates, jax_runner, load_training_ids,
+                                            machine_info, shape_config)
 from nplm import train
 from nplm.data import batching, load_corpus
 from nplm.files import write_json_atomically, write_text_atomically
@@ -46,19 +46,6 @@ def head_config(shape: dict, head: str, settings: dict):
   return shape_config(shape, settings['batch_size']).replace(
       head=head, num_samples=settings['num_samples'], optimizer=settings['optimizer'],
       learning_rate=settings['learning_rate'], **settings['overrides']).validate()
-
-
-def interleaved_rates(runners: dict, batches, repeats: int) -> dict:
-  """examples_per_second for every runner, its timed runs taken round-robin."""
-  for run_steps in runners.values():
-    run_steps(batches)  # The untimed warm-up, as in examples_per_second.
-  seconds = {name: [] for name in runners}
-  losses = {}
-  for _ in range(repeats):
-    for name, run_steps in runners.items():
-      (elapsed,), losses[name] = timed_runs(lambda: run_steps(batches), 1)
-      seconds[name].append(elapsed)
-  return {name: rate_summary(seconds[name], batches, losses[name]) for name in runners}
 
 
 def output_layer_runner(config, counts, padded_split: np.ndarray):
@@ -274,7 +261,7 @@ def main(argv):
       num_samples=FLAGS.num_samples, optimizer=FLAGS.optimizer,
       learning_rate=FLAGS.learning_rate, out=FLAGS.out,
       overrides={'data_dir': FLAGS.data_dir}, interleave=FLAGS.interleave,
-      command='python -m experiments.heads_benchmark ' + ' '.join(sys.argv[1:]))
+      command='python -m experiments.benchmarks.heads ' + ' '.join(sys.argv[1:]))
   print(format_report(report))
   write_report(report, FLAGS.out)
 

@@ -20,9 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.torch_nnlm import use_all_cores
 
-__all__ = ['TorchLSTMLM', 'make_optimizer', 'make_runner', 'use_all_cores']
+__all__ = ['TorchLSTMLM', 'make_optimizer', 'make_runner']
 
 
 class TorchLSTMLM(nn.Module):

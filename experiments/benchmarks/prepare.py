@@ -1,7 +1,7 @@
 r"""Preparing a large corpus: wall time and peak memory, and what the memory is spent on.
 
-  python -m experiments.prepare_benchmark --out=/tmp/prep            # 100M tokens, 300k types
-  python -m experiments.prepare_benchmark --out=/tmp/prep --tokens=1000000 --types=5000
+  python -m experiments.benchmarks.prepare --out=/tmp/prep            # 100M tokens, 300k types
+  python -m experiments.benchmarks.prepare --out=/tmp/prep --tokens=1000000 --types=5000
 
 Writes a text:DIR corpus of --tokens tokens (Zipf-distributed over --types word types, lines
 of 1 to 49 words, 98/1/1% of the lines in train/valid/test, as WikiText-103's proportions),
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
-from experiments.benchmark import machine_info, write_report
+from experiments.benchmarks.harness import machine_info, write_report
 
 FLAGS = flags.FLAGS
 SPLIT_SHARES = {'train': 0.98, 'valid': 0.01, 'test': 0.01}

@@ -1,0 +1,145 @@
+r"""Train-step throughput of nplm on the Brown vocabulary: FLOPs, matmul share, PyTorch.
+
+  python -m experiments.benchmarks.nnlm --data_dir=/tmp/nplm_tfds --out=runs/benchmark
+  python -m experiments.benchmarks.nnlm --data_dir=/tmp/nplm_tfds --repeats=2 --steps=5  # a look
+
+For the MLP1 and MLP9 shapes of Table 1 it times the real jitted `nplm.train` step on the
+trainer's own batches (after an untimed compile, --repeats runs of --steps steps, each ended
+by block_until_ready; median, min and max), counts the FLOPs of one step (XLA's cost analysis
+and by hand), measures this machine's float32 matmul rate, and, when PyTorch is installed,
+times the same model written plainly in PyTorch on the same batches.
+"""
+
+import numpy as np
+from absl import app, flags
+
+from experiments.benchmarks import harness
+from nplm.config import Config
+from nplm.data import batching
+from nplm.models.nnlm import NNLM
+
+
+def analytic_step_flops(config: Config, vocab_size: int) -> int:
+  """Matmul FLOPs of one update: forward 2·B·in·out for H and the output layer; backward
+  twice that (gradients of the weights and of the inputs: x's gradient reaches C).
+  Softmax, tanh and the AdamW update are left out (about 1% here)."""
+  features = (config.order - 1) * config.feature_size
+  output_inputs = NNLM.from_config(config, vocab_size).hidden_dim
+  forward = 2 * config.batch_size * (features * config.hidden_size + output_inputs * vocab_size)
+  return 3 * forward
+
+
+def xla_flops(compiled) -> float | None:
+  """'flops' of XLA's cost analysis: a dict in jax 0.10, a list of dicts in older versions."""
+  cost = compiled.cost_analysis()
+  if isinstance(cost, (list, tuple)):
+    cost = cost[0] if cost else None
+  return float(cost['flops']) if cost and 'flops' in cost else None
+
+
+def torch_examples_per_second(config, vocab_size, padded_split, batches, repeats):
+  """(result, None) or (None, why it was skipped): PyTorch is optional."""
+  try:
+    from experiments.benchmarks import torch_nnlm
+  except ImportError as error:
+    return None, f'PyTorch is not importable ({error}); `pip install torch==2.13.0` adds it'
+  threads = harness.use_all_cores()
+  run_steps = torch_nnlm.make_runner(config, vocab_size, padded_split, config.seed)
+  result = harness.examples_per_second(run_steps, batches, repeats)
+  return {**result, 'threads': threads, 'version': torch_nnlm.torch.__version__}, None
+
+
+def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
+                    repeats, with_torch=True) -> dict:
+  config = harness.shape_config(shape, batch_size)
+  vocab_size = len(counts)
+  padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
+  batches = harness.benchmark_batches(len(train_ids), batch_size, steps, config.seed)
+  run_steps, compiled = harness.jax_runner(config, counts, padded)
+  jax_rate = harness.examples_per_second(run_steps, batches, repeats)
+  flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
+  step_gflops = (flops['xla'] or flops['analytic']) / jax_rate['seconds_per_step'] / 1e9
+  # The forward output layer's dot: [B, D] x [D, |V|].
+  dims = [batch_size, NNLM.from_config(config, vocab_size).hidden_dim, vocab_size]
+  matmul = harness.matmul_gflops(*dims, repeats)
+  result = {'shape': name, 'config': {**shape, 'batch_size': batch_size}, 'jax': jax_rate,
+            'step_flops': flops, 'step_gflops_per_s': step_gflops,
+            'output_matmul': {'dims': dims, 'gflops_per_s': matmul},
+            'share_of_matmul': step_gflops / matmul, 'torch': None, 'jax_over_torch': None,
+            'torch_skipped': 'disabled by --notorch'}
+  if with_torch:
+    result['torch'], result['torch_skipped'] = torch_examples_per_second(
+        config, vocab_size, padded, batches, repeats)
+  if result['torch']:
+    result['jax_over_torch'] = jax_rate['median'] / result['torch']['median']
+  return result
+
+
+def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repeats=5,
+                  shapes=None, with_torch=True, square=2048) -> dict:
+  """Everything the CLI reports, as a dict: importable, and runnable on any ids."""
+  shapes = harness.SHAPES if shapes is None else shapes
+  results = [benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size,
+                             steps, repeats, with_torch) for name, shape in shapes.items()]
+  return {'machine': harness.machine_info(), 'vocab_size': len(counts),
+          'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats},
+          'square_matmul': {'size': square,
+                            'gflops_per_s': harness.matmul_gflops(square, square, square, repeats)},
+          'shapes': results}
+
+
+def _table(report: dict) -> list[list[str]]:
+  rows = [['shape', 'JAX examples/s median [min–max]', 'step GFLOP XLA / by hand',
+           'step GFLOP/s', 'output matmul GFLOP/s', 'share', 'PyTorch examples/s',
+           'JAX/PyTorch']]
+  for r in report['shapes']:
+    j, t, f = r['jax'], r['torch'], r['step_flops']
+    xla = 'n/a' if f['xla'] is None else f'{f["xla"] / 1e9:.3f}'
+    rows.append([r['shape'], f'{j["median"]:,.0f} [{j["min"]:,.0f}–{j["max"]:,.0f}]',
+                 f'{xla} / {f["analytic"] / 1e9:.3f}', f'{r["step_gflops_per_s"]:.1f}',
+                 f'{r["output_matmul"]["gflops_per_s"]:.1f}', f'{r["share_of_matmul"]:.0%}',
+                 f'{t["median"]:,.0f}' if t else 'skipped',
+                 f'{r["jax_over_torch"]:.2f}' if t else '–'])
+  return rows
+
+
+def format_report(report: dict, markdown: bool = False) -> str:
+  m, s, square = report['machine'], report['settings'], report['square_matmul']
+  lines = [harness.machine_line(m),
+           f'Batch {s["batch_size"]}, |V| = {report["vocab_size"]}, median of {s["repeats"]} '
+           f'runs of {s["steps"]} steps. Float32 matmul {square["size"]}²: '
+           f'{square["gflops_per_s"]:.1f} GFLOP/s.', '']
+  lines += harness.table_lines(_table(report), markdown)
+  torch_runs = [r['torch'] for r in report['shapes'] if r['torch']]
+  skipped = {r['torch_skipped'] for r in report['shapes'] if not r['torch']}
+  lines += [''] + [f'PyTorch comparison skipped: {why}.' for why in skipped]
+  if torch_runs:
+    lines.append(f'PyTorch {torch_runs[0]["version"]}, torch.set_num_threads('
+                 f'{torch_runs[0]["threads"]}); its default (for-loop) AdamW.')
+  lines.append("share = step GFLOP/s ÷ GFLOP/s of the step's forward output-layer matmul "
+               '[B, D]·[D, |V|] timed alone.')
+  return '\n'.join(lines) + '\n'
+
+
+def write_report(report: dict, out: str) -> None:
+  """OUT.json and OUT.md of this benchmark's report."""
+  harness.write_report(report, out, format_report)
+
+
+def define_flags() -> None:
+  harness.define_common_flags(steps=50)
+  flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
+  flags.DEFINE_bool('torch', True, 'Also time the PyTorch version (if PyTorch is installed).')
+
+
+def main(argv):
+  train_ids, counts, boundary_id = harness.training_ids_or_exit(argv)
+  FLAGS = flags.FLAGS
+  report = run_benchmark(train_ids, counts, boundary_id, FLAGS.batch_size, FLAGS.steps,
+                         FLAGS.repeats, with_torch=FLAGS.torch)
+  harness.report(report, format_report, FLAGS.out)
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

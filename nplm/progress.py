@@ -1,0 +1,48 @@
+"""Progress through a long pass (an epoch, an evaluation): a tqdm bar on a terminal, and in a
+log (a batch job, a redirected run) a line every LOG_SECONDS, so that a two-minute final
+evaluation is never silent."""
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+
+from tqdm import tqdm
+
+log = logging.getLogger('nplm.progress')
+
+LOG_SECONDS = 15.0
+
+
+def progress(items: Iterable, total: int, desc: str, unit: str, initial: int = 0,
+             lines: bool = True) -> Iterator:
+  """`items`, with a bar on a terminal; elsewhere (and `lines`), a log line every
+  LOG_SECONDS saying how far it is and how long is left. `desc` empty: silent."""
+  if not desc:
+    return iter(items)
+  bar = tqdm(items, total=total, initial=initial, desc=desc, unit=unit, leave=False,
+             disable=None)
+  if not bar.disable or not lines:
+    return iter(bar)
+  return _logged(items, total, desc, initial)
+
+
+def _logged(items: Iterable, total: int, desc: str, initial: int) -> Iterator:
+  started = last = time.perf_counter()
+  for done, item in enumerate(items, initial + 1):
+    yield item
+    now = time.perf_counter()
+    if now - last >= LOG_SECONDS and done < total:
+      rate = (done - initial) / (now - started)
+      log.info('%s: %.0f%% (%d/%d), %s left', desc, 100 * done / total, done, total,
+               duration((total - done) / rate))
+      last = now
+
+
+def duration(seconds: float) -> str:
+  """45s, 2m03s, 1h05m."""
+  seconds = round(seconds)
+  if seconds < 60:
+    return f'{seconds}s'
+  if seconds < 3600:
+    return f'{seconds // 60}m{seconds % 60:02d}s'
+  return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
