@@ -13,10 +13,7 @@ nothing non-finite is ever checkpointed, and the reported perplexities all come 
 normalized log-probabilities of every token of a split (the feed's `log_probs`).
 """
 
-import contextlib
 import logging
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +32,7 @@ from nplm.lm import build_language_model
 from nplm.model_run import ModelRun, TrainingDiverged
 from nplm.perplexity import exploded, perplexity
 from nplm.progress import duration
+from nplm.stop_requests import RunInterrupted, StopRequests, stop_requests
 from nplm.stream_training import StreamFeed
 from nplm.summary import RunStatus, parameter_count, run_summary
 from nplm.window_training import WindowFeed
@@ -43,46 +41,6 @@ __all__ = ['RunInterrupted', 'TrainingDiverged', 'check_together', 'run', 'train
            'train_together']
 
 log = logging.getLogger(__name__)
-
-
-class RunInterrupted(Exception):
-  """A stop request during the final evaluation: the checkpoints are all saved."""
-
-
-class StopRequests:
-  """Set by the first SIGTERM or Ctrl-C (the loop then saves and stops); a second Ctrl-C,
-  or any during the final evaluation (`at_once`: nothing is lost by abandoning it), stops
-  at once."""
-
-  def __init__(self):
-    self.requested = threading.Event()
-    self.at_once = False
-
-  def is_set(self) -> bool:
-    return self.requested.is_set()
-
-  def handler(self, signum, frame):
-    if self.at_once:
-      raise RunInterrupted(f'signal {signum} during the final evaluation')
-    if self.requested.is_set():
-      raise KeyboardInterrupt
-    log.warning('Signal %d: saving a checkpoint and stopping.', signum)
-    self.requested.set()
-
-
-@contextlib.contextmanager
-def stop_requests():
-  """StopRequests, installed for SIGINT and SIGTERM while the context lasts."""
-  stop = StopRequests()
-  if threading.current_thread() is not threading.main_thread():
-    yield stop  # Signals reach only the main thread; nothing to install.
-    return
-  previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
-  try:
-    yield stop
-  finally:
-    for s, h in previous.items():
-      signal.signal(s, h)
 
 
 def check_together(configs: list[Config]) -> list[Config]:
