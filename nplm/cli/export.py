@@ -89,8 +89,7 @@ def main(argv: list[str]) -> None:
 
 
 def run_program(argv=None) -> None:
-  flags.DEFINE_string('out', None, 'Directory to write the split files into.')
-  flags.mark_flag_as_required('out')
+  flags.DEFINE_string('out', None, 'Directory to write the split files into.', required=True)
   cli.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 

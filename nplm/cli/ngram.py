@@ -88,8 +88,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_integer('order', 5, 'n: the model predicts a token from the n-1 before it.')
   flags.DEFINE_string('model', 'kn', 'kn (modified Kneser-Ney) or delint (the paper\'s '
                       'interpolated trigram, --order=3).')
-  flags.DEFINE_string('out', None, 'Directory that receives ngram.json.')
-  flags.mark_flag_as_required('out')
+  flags.DEFINE_string('out', None, 'Directory that receives ngram.json.', required=True)
   cli.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 
