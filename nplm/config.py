@@ -109,7 +109,10 @@ class Config:
                                 'clusters start (empty = where the words cover 80% and 95% '
                                 'of the training tokens).')
 
-  optimizer: str = _knob(OPTIMIZER, 'adamw', 'sgd (the paper) or adamw (faster).')
+  optimizer: str = _knob(OPTIMIZER, 'adamw', 'sgd (the paper; updates only the rows of C and '
+                         'of sampled or tree output layers a step reads, decay paid lazily), '
+                         'adamw (dense), or lazy_adam (Adam per row: moments and rows of those '
+                         'tables move only when read).')
   batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
                           '(recurrent models: parallel streams B, each giving --bptt_length '
                           'words).')
@@ -188,8 +191,11 @@ class Config:
         *[(False, error) for error in models.config_errors(self) + heads.config_errors(self)],
         (self.bptt_length >= 1, f'--bptt_length must be positive, got {self.bptt_length}'),
         (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
-        (self.optimizer in ('sgd', 'adamw'),
-         f'unknown --optimizer={self.optimizer!r}; known: adamw, sgd'),
+        (self.optimizer in ('sgd', 'adamw', 'lazy_adam'),
+         f'unknown --optimizer={self.optimizer!r}; known: adamw, lazy_adam, sgd'),
+        (not (self.optimizer == 'lazy_adam' and self.tie_embeddings),
+         '--optimizer=lazy_adam updates the rows a step reads, but with --tie_embeddings the '
+         'softmax reads every row of C: use --optimizer=adamw'),
         (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
         (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
         (self.weight_decay >= 0, f'--weight_decay must be 0 or more, got {self.weight_decay}'),

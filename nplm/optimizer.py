@@ -1,5 +1,10 @@
-"""The optimizer: the paper's SGD with weight decay and a decaying learning rate, or AdamW;
-gradient clipping before either.
+"""The optimizer: the paper's SGD with weight decay and a decaying learning rate, AdamW, or
+lazy Adam; gradient clipping before any.
+
+SGD and lazy Adam are row-sparse (nplm.sparse_rows): the tables a step reads by word (C, the
+sampled and tree heads' output rows) are updated only in the rows it read, their decay paid
+lazily and exactly; every other parameter gets the dense update. SGD's results are the dense
+SGD's; lazy Adam moves a row's moments only when the row is read. AdamW is dense throughout.
 
 Its per-model hyperparameters (Config fields of the 'per-model hyperparameter' group but the
 seed) enter the train step as arrays, so that models trained together each trace their own
@@ -8,11 +13,24 @@ values through one compiled step, and a lone run is the same step with one model
 
 import functools
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import optax
+from flax import traverse_util
 
+from nplm import sparse_rows
 from nplm.config import HYPERPARAMETERS, Config
+
+ROW_SPARSE = ('sgd', 'lazy_adam')
+
+
+class RowSparseState(NamedTuple):
+  """The state of a row-sparse optimizer."""
+  dense: optax.OptState  # The dense update's, of every parameter but the tables.
+  tables: dict  # Per table (nested as the parameters): sparse_rows.init_table_state.
+  log_decay: jnp.ndarray  # L_t as (hi, lo): the log of the decay since step 0.
 
 
 def _decay_mask(params):
@@ -26,19 +44,53 @@ def learning_rate_at(config: Config, t):
   return config.learning_rate / (1.0 + config.lr_decay * t)
 
 
-def make_optimizer(config: Config, **hyperparameters) -> optax.GradientTransformation:
-  """The config's optimizer; `hyperparameters` (HYPERPARAMETERS) may replace its
-  values with traced arrays."""
-  config = config.replace(**hyperparameters)
+def reads_rows(config: Config) -> bool:
+  """Whether the train step takes row gradients of the tables: a row-sparse optimizer, and
+  no tied embeddings (the softmax reads every row of a tied C)."""
+  return config.optimizer in ROW_SPARSE and not config.tie_embeddings
+
+
+def _dense_update(config: Config, tables=()) -> optax.GradientTransformation:
+  """The update of every parameter but the tables (those are sparse_rows')."""
   learning_rate = functools.partial(learning_rate_at, config)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
     update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
                          optax.sgd(learning_rate))
   else:
     update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
-  if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (Pascanu et al. 2013).
-    return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
-  return update
+  if not tables:
+    return update
+  return optax.masked(update, lambda params: jax.tree_util.tree_map_with_path(
+      lambda path, _: _path_of(path) not in tables, params))
+
+
+def _path_of(key_path) -> tuple:
+  return tuple(entry.key for entry in key_path)
+
+
+def make_optimizer(config: Config, tables=(), **hyperparameters) -> optax.GradientTransformation:
+  """The config's optimizer; `tables` are the paths of the parameters the step reads by row
+  (sparse_rows.tables_read; row-sparse optimizers only); `hyperparameters`
+  (HYPERPARAMETERS) may replace the config's values with traced arrays."""
+  config = config.replace(**hyperparameters)
+  if config.optimizer not in ROW_SPARSE:
+    if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (Pascanu et al. 2013).
+      return optax.chain(optax.clip_by_global_norm(config.clip_norm), _dense_update(config))
+    return _dense_update(config)
+  dense = _dense_update(config, tables)
+
+  def init(params):
+    flat = traverse_util.flatten_dict(params)
+    table_states = {path: sparse_rows.init_table_state(flat[path],
+                                                       config.optimizer == 'lazy_adam')
+                    for path in tables}
+    return RowSparseState(dense.init(params), traverse_util.unflatten_dict(table_states),
+                          jnp.zeros(2, jnp.float32))
+
+  def update(updates, state, params=None):
+    raise TypeError('a row-sparse optimizer updates through nplm.optimizer.apply_gradients')
+
+  return optax.GradientTransformation(init, update)
 
 
 def hyperparameters_of(configs: list[Config]) -> dict:
@@ -48,7 +100,71 @@ def hyperparameters_of(configs: list[Config]) -> dict:
   return values if len(configs) > 1 else {name: value[0] for name, value in values.items()}
 
 
-def apply_gradients(config: Config, state, grads, hyperparameters: dict):
-  """The state after one update with this model's `hyperparameters` (traced values)."""
-  tx = make_optimizer(config, **hyperparameters)
-  return state.replace(tx=tx).apply_gradients(grads=grads).replace(tx=state.tx)
+def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=None):
+  """The state after one update with this model's `hyperparameters` (traced values); `rows`
+  (sparse_rows.value_and_row_grads) holds the tables' row gradients for a row-sparse one."""
+  if config.optimizer not in ROW_SPARSE:
+    tx = make_optimizer(config, **hyperparameters)
+    return state.replace(tx=tx).apply_gradients(grads=grads).replace(tx=state.tx)
+  config, rows = config.replace(**hyperparameters), rows or {}
+  flat_params = traverse_util.flatten_dict(state.params)
+  summed = {path: sparse_rows.summed_by_row(ids, g, flat_params[path].shape[0])
+            for path, (ids, g) in rows.items()}
+  if config.clip_norm:  # The norm of the whole gradient: dense parts and summed rows.
+    dense_grads = [g for path, g in traverse_util.flatten_dict(grads).items()
+                   if path not in rows]
+    norm = optax.tree.norm(dense_grads + [g for _, g in summed.values()])
+    scale = jnp.minimum(1.0, config.clip_norm / jnp.maximum(norm, 1e-30))
+    grads = jax.tree.map(lambda g: g * scale, grads)
+    rows = {path: (ids, g * scale) for path, (ids, g) in rows.items()}
+  opt = state.opt_state
+  updates, dense_state = _dense_update(config, tuple(rows)).update(grads, opt.dense,
+                                                                    state.params)
+  flat_updates = traverse_util.flatten_dict(updates)
+  learning_rate = learning_rate_at(config, state.step)
+  new_params, table_states = {}, traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
+  for path, value in flat_params.items():
+    if path not in rows:
+      new_params[path] = value + flat_updates[path]
+      continue
+    ids, g = rows[path]
+    new_params[path], table_states[path] = sparse_rows.update_table(
+        value, table_states[path], ids, g, learning_rate=learning_rate,
+        weight_decay=None if path[-1] == 'bias' else config.weight_decay, log_decay=opt.log_decay, count=state.step + 1,
+        adam=config.optimizer == 'lazy_adam')
+  log_decay = sparse_rows.compensated_add(
+      opt.log_decay, jnp.log1p(-learning_rate * config.weight_decay))
+  return state.replace(step=state.step + 1, params=traverse_util.unflatten_dict(new_params),
+                       opt_state=RowSparseState(dense_state,
+                                                traverse_util.unflatten_dict(table_states),
+                                                log_decay))
+
+
+def row_debts(state) -> dict:
+  """What the step needs to read the decayed tables' rows with their decay paid
+  (sparse_rows.take_rows): per table, its marks and L."""
+  opt = state.opt_state
+  tables = traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
+  return traverse_util.unflatten_dict({
+      path: {'marks': table['marks'], 'log_decay': opt.log_decay}
+      for path, table in tables.items() if path[-1] != 'bias'})
+
+
+def _is_table(_, value) -> bool:
+  return isinstance(value, dict) and 'marks' in value
+
+
+def settle(state):
+  """The state with every table row's owed decay paid (sparse_rows): its parameters are then
+  the dense optimizer's, to evaluate or save. Any other state as it is."""
+  opt = state.opt_state
+  if not isinstance(opt, RowSparseState):
+    return state
+  params = traverse_util.flatten_dict(state.params)
+  tables = traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
+  for path in tables:
+    if path[-1] != 'bias':  # The paper decays no bias (_decay_mask).
+      params[path], tables[path] = sparse_rows.settle_table(params[path], tables[path],
+                                                            opt.log_decay)
+  return state.replace(params=traverse_util.unflatten_dict(params),
+                       opt_state=opt._replace(tables=traverse_util.unflatten_dict(tables)))

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel
+from nplm import optimizer, parallel, sparse_rows, window_training
 from nplm.data import streams
 from nplm.perplexity import perplexity
 from nplm.progress import progress as show_progress
@@ -42,14 +42,20 @@ def make_train_step(lm, config, mesh, state_sharding):
     words, targets, mask = (_segment(a, index, segment_length) for a in (words, targets, mask))
     head_rng, dropout_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
 
-    def mean_loss(params):
-      losses, carry = lm.apply(lm.variables_of(params), words, targets, state.carry, head_rng,
-                               rngs={'dropout': dropout_rng}, method=lm.loss)
-      mean = jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
-      return mean, carry
+    def apply_loss(variables, mutable=False):
+      (losses, carry), mutated = lm.apply(variables, words, targets, state.carry, head_rng,
+                                          rngs={'dropout': dropout_rng}, method=lm.loss,
+                                          mutable=mutable or [])
+      return (window_training.masked_mean(losses, mask), carry), mutated
 
-    (loss, carry), grads = jax.value_and_grad(mean_loss, has_aux=True)(state.params)
-    state = optimizer.apply_gradients(config, state, grads, hyperparameters)
+    if optimizer.reads_rows(config):
+      (loss, carry), grads, rows = sparse_rows.value_and_row_grads(
+          apply_loss, state.params, optimizer.row_debts(state))
+    else:
+      (loss, carry), grads = jax.value_and_grad(
+          lambda params: apply_loss(lm.variables_of(params))[0], has_aux=True)(state.params)
+      rows = None
+    state = optimizer.apply_gradients(config, state, grads, hyperparameters, rows)
     return state.replace(carry=carry), loss
 
   replicated, streams_sharding = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
@@ -115,8 +121,19 @@ class StreamFeed:
     return parallel.put(self.lm.model.initial_state(self.config.batch_size), self.mesh,
                         None, None, 'data')
 
-  def create_state(self, rng, tx):
+  def tables_read(self) -> tuple:
+    """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+    if not optimizer.reads_rows(self.config):
+      return ()
+    words, key = jnp.zeros((1, 1), jnp.int32), jax.random.key(0)
+    return sparse_rows.tables_read(lambda: self.lm.init(
+        key, words, words, self.lm.model.initial_state(1), key, method=self.lm.loss))
+
+  def create_state(self, rng):
     """The initial state, laid out over the mesh; the step is compiled for that layout."""
+    tables = self.tables_read()
+    tx = optimizer.make_optimizer(self.config, tables)
+
     def make_state(rng):
       words = jnp.zeros((1, 1), jnp.int32)
       params = self.lm.init(rng, words, words, self.lm.model.initial_state(1),
@@ -129,6 +146,8 @@ class StreamFeed:
     state, sharding = parallel.create_state(make_state, rng, self.mesh, self.lm.vocab_parallel,
                                             batch_axes={'carry': 2})
     self.train_step = make_train_step(self.lm, self.config, self.mesh, sharding)
+    self.settle = (jax.jit(optimizer.settle, donate_argnums=0, out_shardings=sharding)
+                   if tables else lambda state: state)
     return state
 
   def start_epoch(self, state, epoch: int, start: int):

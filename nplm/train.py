@@ -118,11 +118,10 @@ class _Loop:
   def start_or_resume(self, configs: list[Config]):
     """The models' states (each its newest good checkpoint's, or a new one's), joined; sets
     the step they are all at, their step keys and hyperparameters."""
-    tx = optimizer.make_optimizer(self.config)  # The structure; values come per model.
     states, run_rngs = [], []
     for model in self.models:
       init_rng, run_rng = jax.random.split(jax.random.key(model.config.seed))
-      state = self.feed.create_state(init_rng, tx)
+      state = self.feed.create_state(init_rng)
       restored = model.checkpoints.restore_latest(abstract_of(state))
       model.resume(restored)
       if restored is not None:
@@ -167,6 +166,7 @@ class _Loop:
       epoch = self.models[self.training()[0]].progress['epochs_done']
       status = self.train_epoch(epoch, stop)
       if status is not None:
+        self.states = self.feed.settle(self.states)
         for k in self.training():
           self.save(k)
         return status
@@ -204,6 +204,7 @@ class _Loop:
         if out_of_steps:
           return RunStatus.MAX_STEPS
         if at_checkpoint:
+          self.states = self.feed.settle(self.states)
           for k in self.training():
             self.save(k)
           interval.restart()
@@ -262,6 +263,7 @@ class _Loop:
     if not training:
       return
     tokens = len(self.corpus.splits['valid'])
+    self.states = self.feed.settle(self.states)  # Lazily decayed rows as the dense update's.
     nll = self.split_nll('valid', self.states.params, f'validating after epoch {epoch + 1}')
     for k in training:
       model, ppl = self.models[k], perplexity(nll[k], tokens)['ppl']

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel
+from nplm import optimizer, parallel, sparse_rows
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.perplexity import perplexity
@@ -36,10 +36,42 @@ def init_state(config, lm, rng, tx) -> train_state.TrainState:
                                        tx=tx)
 
 
-def batch_loss(lm, params, context, targets, mask, rng):
-  """The head's training loss averaged over the batch's real examples (mask 1)."""
-  losses = lm.apply(lm.variables_of(params), context, targets, rng, method=lm.loss)
+def masked_mean(losses, mask):
+  """The losses averaged over the batch's real examples (mask 1)."""
   return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def batch_loss(lm, params, context, targets, mask, rng):
+  """The head's training loss averaged over the batch's real examples."""
+  return masked_mean(lm.apply(lm.variables_of(params), context, targets, rng,
+                              method=lm.loss), mask)
+
+
+def loss_and_grads(lm, config, state, context, targets, mask, rng):
+  """(loss, dense gradients, row gradients of the tables or None): rows for a row-sparse
+  optimizer (nplm.optimizer)."""
+  if not optimizer.reads_rows(config):
+    loss, grads = jax.value_and_grad(
+        lambda params: batch_loss(lm, params, context, targets, mask, rng))(state.params)
+    return loss, grads, None
+
+  def apply_loss(variables, mutable):
+    losses, mutated = lm.apply(variables, context, targets, rng, method=lm.loss,
+                               mutable=mutable)
+    return (masked_mean(losses, mask), None), mutated
+
+  (loss, _), grads, rows = sparse_rows.value_and_row_grads(apply_loss, state.params,
+                                                           optimizer.row_debts(state))
+  return loss, grads, rows
+
+
+def tables_read(lm, config) -> tuple:
+  """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+  if not optimizer.reads_rows(config):
+    return ()
+  context, targets = jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
+  key = jax.random.key(0)
+  return sparse_rows.tables_read(lambda: lm.init(key, context, targets, key, method=lm.loss))
 
 
 def make_train_step(lm, config, mesh, state_sharding, num_models: int = 1):
@@ -49,9 +81,8 @@ def make_train_step(lm, config, mesh, state_sharding, num_models: int = 1):
   def update(state, hyperparameters, padded_split, positions, mask, run_rng):
     context, targets = batching.windows(padded_split, positions, config.order)
     rng = jax.random.fold_in(run_rng, state.step)  # Each update's samples from its number.
-    loss, grads = jax.value_and_grad(
-        lambda params: batch_loss(lm, params, context, targets, mask, rng))(state.params)
-    return optimizer.apply_gradients(config, state, grads, hyperparameters), loss
+    loss, grads, rows = loss_and_grads(lm, config, state, context, targets, mask, rng)
+    return optimizer.apply_gradients(config, state, grads, hyperparameters, rows), loss
 
   step = update if num_models == 1 else jax.vmap(update, in_axes=(0, 0, None, None, None, 0))
   replicated, batch = parallel.sharding(mesh), parallel.sharding(mesh, 'data')
@@ -107,9 +138,11 @@ class WindowFeed:
     self.sizes = {name: len(ids) for name, ids in splits.items()}
     self.steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
 
-  def create_state(self, rng, tx):
+  def create_state(self, rng):
     """One model's initial state, laid out over the mesh; the steps are compiled for that
     layout (K models together: replicated, stacked)."""
+    tables = tables_read(self.lm, self.config)
+    tx = optimizer.make_optimizer(self.config, tables)
     state, sharding = parallel.create_state(
         lambda rng: init_state(self.config, self.lm, rng, tx), rng, self.mesh,
         self.lm.vocab_parallel)
@@ -119,6 +152,9 @@ class WindowFeed:
                                       self.num_models)
     self.log_prob_step = make_log_prob_step(self.lm, self.config.order, self.mesh,
                                             sharding.params, self.num_models)
+    settle = optimizer.settle if self.num_models == 1 else jax.vmap(optimizer.settle)
+    self.settle = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if tables
+                   else lambda state: state)
     return state
 
   def start_epoch(self, state, epoch: int, start: int):

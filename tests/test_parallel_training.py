@@ -19,7 +19,6 @@ from nplm import parallel
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
-from nplm.optimizer import make_optimizer
 from nplm.train import train_and_evaluate
 from nplm.train import train_together
 from nplm.window_training import WindowFeed
@@ -49,7 +48,7 @@ def train_steps(config: Config, mesh):
   the exact validation perplexity, on `mesh`."""
   lm = build_language_model(config, COUNTS, mesh)
   feed = (StreamFeed if lm.model.recurrent else WindowFeed)(config, lm, SPLITS, BOUNDARY, mesh)
-  state = feed.create_state(jax.random.key(0), make_optimizer(config))
+  state = feed.create_state(jax.random.key(0))
   state, batches = feed.start_epoch(state, 0, 0)
   losses = []
   for (batch, _), _ in zip(batches, range(STEPS)):
@@ -102,7 +101,7 @@ def check_stream_data_parallel():
 def check_output_rows_are_split_over_model():
   lm = build_language_model(WINDOW, COUNTS, parallel.make_mesh('data:2,model:4'))
   feed = WindowFeed(WINDOW, lm, SPLITS, BOUNDARY, parallel.make_mesh('data:2,model:4'))
-  state = feed.create_state(jax.random.key(0), make_optimizer(WINDOW))
+  state = feed.create_state(jax.random.key(0))
   rows = state.params['head']['output']['embedding']
   assert rows.shape == (40, 16)  # 37 words padded to 4 shards of 10.
   assert {shard.data.shape[0] for shard in rows.addressable_shards} == {10}
@@ -131,7 +130,7 @@ def check_a_hundred_steps_in_flight_do_not_deadlock():
   lm = build_language_model(config, np.ones(vocab), mesh)
   splits = {'train': SPLITS['train'], 'valid': RNG.integers(0, vocab, 2048 * 120)}
   feed = WindowFeed(config, lm, splits, BOUNDARY, mesh)
-  state = feed.create_state(jax.random.key(0), make_optimizer(config))
+  state = feed.create_state(jax.random.key(0))
   assert np.isfinite(feed.evaluate(state.params, 'valid')['ppl'])
 
 

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax.training import train_state
 
 from nplm import stream_training
 from nplm.checkpoint import saved_params
@@ -15,8 +16,8 @@ from nplm.data import streams
 from nplm.data.vocab import TEXT_END
 from nplm.heads import HEADS
 from nplm.lm import build_language_model
+from nplm.optimizer import apply_gradients, hyperparameters_of, make_optimizer
 from nplm.scoring import load_trained
-from nplm.optimizer import make_optimizer
 from nplm.train import train_and_evaluate
 from tests.conftest import TINY_SPLIT
 
@@ -148,7 +149,7 @@ def test_training_carries_the_state_from_segment_to_segment_and_resets_it_each_e
   lm = build_language_model(config, tiny_corpus.vocab.counts)
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   feed = stream_training.StreamFeed(config, lm, tiny_corpus.splits, boundary)
-  state = feed.create_state(jax.random.key(0), make_optimizer(config))
+  state = feed.create_state(jax.random.key(0))
   params = state.params
   words, targets, mask = streams.streams(tiny_corpus.splits['train'], config.batch_size,
                                          config.bptt_length, boundary)
@@ -188,7 +189,7 @@ def test_every_head_scores_recurrent_states_normalized_and_trains(head, tiny_cor
                                atol=1e-5)
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   feed = stream_training.StreamFeed(config, lm, tiny_corpus.splits, boundary)
-  state = feed.create_state(jax.random.key(0), make_optimizer(config))
+  state = feed.create_state(jax.random.key(0))
   state, loss = feed.step(state, (0,), jax.random.key(1))
   assert math.isfinite(float(loss))
 
@@ -231,13 +232,15 @@ def test_invalid_recurrent_settings_are_refused_by_name(changes, message):
 
 def test_clipping_bounds_the_update_to_the_clip_norm():
   config = rnn_config(optimizer='sgd', learning_rate=1.0, clip_norm=0.5)
-  optimizer = make_optimizer(config)
   params = {'a': {'kernel': jnp.zeros((3, 4))}, 'b': {'bias': jnp.zeros(5)}}
+  state = train_state.TrainState.create(apply_fn=None, params=params,
+                                        tx=make_optimizer(config))
   rng = np.random.default_rng(0)
   for scale in (100.0, 1e-3):
     grads = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape) * scale), params)
     norm = np.sqrt(sum(np.sum(np.asarray(g) ** 2) for g in jax.tree.leaves(grads)))
-    updates, _ = optimizer.update(grads, optimizer.init(params), params)
+    after = apply_gradients(config, state, grads, hyperparameters_of([config]))
+    updates = jax.tree.map(lambda new, old: new - old, after.params, params)
     for g, u in zip(jax.tree.leaves(grads), jax.tree.leaves(updates)):
       np.testing.assert_allclose(u, -np.asarray(g) * min(1.0, 0.5 / norm), rtol=1e-5)
     update_norm = np.sqrt(sum(np.sum(np.asarray(u) ** 2) for u in jax.tree.leaves(updates)))

@@ -11,7 +11,6 @@ from nplm.config import Config, ConfigError
 from nplm.data.vocab import TEXT_END
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
-from nplm.optimizer import make_optimizer
 
 TINY_LSTM = Config(workdir='unused', model='lstm', feature_size=8, hidden_size=8,
                    tie_embeddings=True, dropout=0.3, batch_size=2, bptt_length=5,
@@ -71,7 +70,7 @@ def test_the_pytorch_lstm_computes_nplms_losses_and_state():
   vocab_size = 12
   lm = build_language_model(config, np.ones(vocab_size))
   state = StreamFeed(config, lm, {'train': np.arange(40) % vocab_size}, 0).create_state(
-      jax.random.key(0), make_optimizer(config))
+      jax.random.key(0))
   # Random values everywhere (the initial biases are mostly 0): a misplaced gate shows.
   leaves, tree = jax.tree.flatten(state.params)
   keys = jax.random.split(jax.random.key(1), len(leaves))

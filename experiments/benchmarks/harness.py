@@ -24,7 +24,7 @@ from nplm.data.brown import Brown
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.optimizer import hyperparameters_of, make_optimizer
-from nplm.window_training import init_state, make_train_step
+from nplm.window_training import init_state, make_train_step, tables_read
 
 # Table 1 rows of Bengio et al. (2003), as in experiments/flags/mlp{1,9}.flags.
 SHAPES = {
@@ -97,8 +97,8 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
   lm = build_language_model(config, counts, mesh)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
   state, state_sharding = parallel.create_state(
-      lambda rng: init_state(config, lm, rng, make_optimizer(config)), init_rng, mesh,
-      lm.vocab_parallel)
+      lambda rng: init_state(config, lm, rng, make_optimizer(config, tables_read(lm, config))),
+      init_rng, mesh, lm.vocab_parallel)
   train_step = make_train_step(lm, config, mesh, state_sharding)
   hyperparameters = hyperparameters_of([config])
   padded = parallel.put(padded_split, mesh)

@@ -30,7 +30,6 @@ from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
-from nplm.optimizer import make_optimizer
 
 FLAGS_DIR = Path(__file__).parent.parent / 'flags'
 SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embeddings',
@@ -63,7 +62,7 @@ def segment_batches(feed: StreamFeed, steps: int) -> list:
 def nplm_runner(feed: StreamFeed, seed: int):
   """run_steps(batches) -> last loss: the trainer's loop over these segments."""
   init_rng, step_rng = jax.random.split(jax.random.key(seed))
-  loop = {'state': feed.create_state(init_rng, make_optimizer(feed.config))}
+  loop = {'state': feed.create_state(init_rng)}
 
   def run_steps(batches) -> float:
     state, loss = loop['state'], None

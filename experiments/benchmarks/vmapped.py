@@ -24,7 +24,7 @@ from nplm import parallel
 from nplm.data import batching
 from nplm.lm import build_language_model
 from nplm.optimizer import hyperparameters_of, make_optimizer
-from nplm.window_training import init_state, make_train_step
+from nplm.window_training import init_state, make_train_step, tables_read
 
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 
@@ -38,7 +38,7 @@ def model_configs(config, k: int):
 def together_runner(configs, counts, padded_split: np.ndarray, mesh):
   """run_steps(batches) over K stacked models, as nplm.train trains models together."""
   lm = build_language_model(configs[0], counts, mesh)
-  tx = make_optimizer(configs[0])
+  tx = make_optimizer(configs[0], tables_read(lm, configs[0]))
   keys = [jax.random.split(jax.random.key(config.seed)) for config in configs]
   states = [init_state(configs[0], lm, init_rng, tx) for init_rng, _ in keys]
   hyperparameters = hyperparameters_of(configs)

@@ -38,10 +38,9 @@ class ImportanceSamplingHead(SoftmaxHead):
 
   def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
     samples = self.proposal.sample(rng, self.num_samples)  # v_1 … v_k ~ Q
-    target_scores = self.output.score_each(hidden, targets)  # s(w_t)
-    # s(v_i) - log(k Q(v_i)): log r_i up to the constant log k
-    sample_scores = (self.output.score_shared(hidden, samples)
-                     - self.proposal.log_expected_counts(samples, self.num_samples))
+    target_scores, sample_scores = self.output.score_each_and_shared(hidden, targets, samples)
+    # s(v_i) - log(k Q(v_i)): log r_i up to the constant log k; target_scores: s(w_t)
+    sample_scores -= self.proposal.log_expected_counts(samples, self.num_samples)
     accidental_hits = samples[None, :] == targets[:, None]
     sample_scores = jnp.where(accidental_hits, -jnp.inf, sample_scores)
     log_z = jax.nn.logsumexp(

@@ -52,7 +52,7 @@ class NCEHead(SoftmaxHead):
 
   def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
     noise = self.proposal.sample(rng, self.num_samples)  # ṽ_1 … ṽ_k ~ Q
-    data_delta = self._delta(self.output.score_each(hidden, targets), targets)
-    noise_delta = self._delta(self.output.score_shared(hidden, noise), noise)
+    data_scores, noise_scores = self.output.score_each_and_shared(hidden, targets, noise)
+    data_delta, noise_delta = self._delta(data_scores, targets), self._delta(noise_scores, noise)
     # -log σ(x) = softplus(-x) and -log(1 - σ(x)) = softplus(x)
     return jax.nn.softplus(-data_delta) + jnp.sum(jax.nn.softplus(noise_delta), axis=1)

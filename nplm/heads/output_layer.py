@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
+from nplm import sparse_rows
 from nplm.heads import vocab_parallel
 
 
@@ -73,15 +74,31 @@ class OutputLayer(nn.Module):
                                            self.units, self.mesh)
     return jnp.take_along_axis(self.log_softmax(hidden), units[:, None], axis=-1)[:, 0]
 
+  def rows(self, units: jnp.ndarray):
+    """(o_u, b_u) of the given units, read by row (nplm.sparse_rows): once per call."""
+    return (sparse_rows.take_rows(self, 'embedding', self.embedding, units),
+            sparse_rows.take_rows(self, 'bias', self.bias, units))
+
   def score_each(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
     """s(units[i], hidden[i]): one unit per example, [batch]."""
     if self.shards > 1:
       return vocab_parallel.score_each(hidden, self.embedding, self.bias, units, self.mesh)
-    return jnp.sum(hidden * self.embedding[units], axis=-1) + self.bias[units]
+    vectors, biases = self.rows(units)
+    return jnp.sum(hidden * vectors, axis=-1) + biases
+
+  def score_each_and_shared(self, hidden: jnp.ndarray, units: jnp.ndarray,
+                            shared: jnp.ndarray):
+    """(score_each(hidden, units), score_shared(hidden, shared)), the rows read once."""
+    if self.shards > 1:
+      return self.score_each(hidden, units), self.score_shared(hidden, shared)
+    vectors, biases = self.rows(jnp.concatenate([units, shared]))
+    each = jnp.sum(hidden * vectors[:units.shape[0]], axis=-1) + biases[:units.shape[0]]
+    return each, hidden @ vectors[units.shape[0]:].T + biases[units.shape[0]:]
 
   def score_paths(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
     """s(units[i, j], hidden[i]): a few units per example, [batch, j]."""
-    return jnp.einsum('bd,bjd->bj', hidden, self.embedding[units]) + self.bias[units]
+    vectors, biases = self.rows(units)
+    return jnp.einsum('bd,bjd->bj', hidden, vectors) + biases
 
   def score_windows(self, hidden: jnp.ndarray, starts: jnp.ndarray, width: int) -> jnp.ndarray:
     """s(starts[i] + j, hidden[i]) for j < width: a run of consecutive units per example,

@@ -10,6 +10,8 @@ works with direct connections unchanged.
 import flax.linen as nn
 import jax.numpy as jnp
 
+from nplm import sparse_rows
+
 
 class NNLM(nn.Module):
   """Maps the context [batch, n-1] (w_{t-1} first) to the hidden vector [batch, hidden_dim]."""
@@ -50,7 +52,7 @@ class NNLM(nn.Module):
 
   @nn.compact
   def __call__(self, context: jnp.ndarray) -> jnp.ndarray:
-    word_features = nn.Embed(self.vocab_size, self.feature_size, name='C')(context)
+    word_features = sparse_rows.Embed(self.vocab_size, self.feature_size, name='C')(context)
     x = word_features.reshape(context.shape[0], -1)  # x = (C(w_{t-1}), …, C(w_{t-n+1}))
     if self.hidden_size == 0:
       return x

@@ -18,6 +18,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from nplm import sparse_rows
+
 # Gate blocks of the fused input matmul, and state parts carried per layer.
 _GATES = {'rnn': 1, 'lstm': 4, 'gru': 3}
 _STATE_PARTS = {'rnn': 1, 'lstm': 2, 'gru': 1}
@@ -137,7 +139,7 @@ class RecurrentModel(nn.Module):
   @nn.compact
   def __call__(self, words: jnp.ndarray, state: jnp.ndarray, train: bool = False):
     drop = nn.Dropout(self.dropout, deterministic=not train or self.dropout == 0.0)
-    x = drop(nn.Embed(self.vocab_size, self.feature_size, name='C')(words))
+    x = drop(sparse_rows.Embed(self.vocab_size, self.feature_size, name='C')(words))
     final_states = []
     for layer in range(self.num_layers):
       x, final = RecurrentLayer(self.cell, self.hidden_size, name=f'layer{layer}')(x, state[layer])
