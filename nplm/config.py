@@ -118,6 +118,9 @@ class Config:
                           'words).')
   bptt_length: int = _knob(OPTIMIZER, 35, 'Recurrent models: T, words per segment of '
                            'truncated BPTT.')
+  dtype: str = _knob(OPTIMIZER, 'float32', 'The train step\'s arithmetic: float32, or bfloat16 '
+                     '(matmuls and activations in bfloat16; parameters, optimizer state, '
+                     'scores\' log-sum-exp and losses in float32). Evaluation is float32.')
   clip_norm: float = _knob(OPTIMIZER, 0.0, 'Clip the gradient to this global norm before the '
                            'update (0 = no clipping).')
   data_seed: int = _knob(OPTIMIZER, -1, 'Seeds the per-epoch shuffles of the training windows '
@@ -191,6 +194,8 @@ class Config:
         *[(False, error) for error in models.config_errors(self) + heads.config_errors(self)],
         (self.bptt_length >= 1, f'--bptt_length must be positive, got {self.bptt_length}'),
         (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
+        (self.dtype in ('float32', 'bfloat16'),
+         f'unknown --dtype={self.dtype!r}; known: bfloat16, float32'),
         (self.optimizer in ('sgd', 'adamw', 'lazy_adam'),
          f'unknown --optimizer={self.optimizer!r}; known: adamw, lazy_adam, sgd'),
         (not (self.optimizer == 'lazy_adam' and self.tie_embeddings),

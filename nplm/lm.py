@@ -6,6 +6,7 @@ Feed-forward models read a window of n-1 words per example; recurrent models rea
 """
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from nplm.errors import ConfigError
@@ -80,6 +81,19 @@ class RecurrentLanguageModel(LanguageModel):
     """The full distribution after each word [B, T, |V|], and the state after."""
     hidden, state = self._hidden(words, state)
     return self.head.log_probs(hidden).reshape(*words.shape, -1), state
+
+
+COMPUTE_DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
+
+
+def in_compute_dtype(params, dtype: str):
+  """The parameters as the train step computes with them under --dtype: bfloat16 copies make
+  every matmul and activation bfloat16 (the output layers return float32 scores, so the
+  log-sum-exp and losses stay float32). The gradient flows back through the cast to the
+  float32 parameters, which the optimizer keeps in float32; evaluation never casts."""
+  if dtype == 'float32':
+    return params
+  return jax.tree.map(lambda p: p.astype(COMPUTE_DTYPES[dtype]), params)
 
 
 def build_language_model(config, counts, mesh=None) -> LanguageModel:

@@ -108,6 +108,7 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     return state.replace(tx=tx).apply_gradients(grads=grads).replace(tx=state.tx)
   config, rows = config.replace(**hyperparameters), rows or {}
   flat_params = traverse_util.flatten_dict(state.params)
+  rows = {path: (ids, g.astype(flat_params[path].dtype)) for path, (ids, g) in rows.items()}
   summed = {path: sparse_rows.summed_by_row(ids, g, flat_params[path].shape[0])
             for path, (ids, g) in rows.items()}
   if config.clip_norm:  # The norm of the whole gradient: dense parts and summed rows.

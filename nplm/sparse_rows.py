@@ -46,7 +46,7 @@ def take_rows(module: nn.Module, name: str, table: jnp.ndarray, ids: jnp.ndarray
   if module.has_variable(ROW_DEBTS, name):  # Read as the dense update would hold them.
     debt = module.get_variable(ROW_DEBTS, name)
     owed = owed_decay(debt['log_decay'], jnp.take(debt['marks'], ids, axis=0))
-    rows = rows * owed.reshape(*ids.shape, *[1] * (table.ndim - 1))
+    rows = (rows * owed.reshape(*ids.shape, *[1] * (table.ndim - 1))).astype(rows.dtype)
   return module.perturb(name, rows, collection=PERTURBATIONS)
 
 

@@ -22,6 +22,7 @@ from flax.training import train_state
 
 from nplm import optimizer, parallel, sparse_rows, window_training
 from nplm.data import streams
+from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.perplexity import perplexity
 from nplm.progress import progress as show_progress
 
@@ -43,9 +44,12 @@ def make_train_step(lm, config, mesh, state_sharding):
     head_rng, dropout_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
 
     def apply_loss(variables, mutable=False):
-      (losses, carry), mutated = lm.apply(variables, words, targets, state.carry, head_rng,
+      variables = {**variables, 'params': in_compute_dtype(variables['params'], config.dtype)}
+      carry_in = state.carry.astype(COMPUTE_DTYPES[config.dtype])
+      (losses, carry), mutated = lm.apply(variables, words, targets, carry_in, head_rng,
                                           rngs={'dropout': dropout_rng}, method=lm.loss,
                                           mutable=mutable or [])
+      carry = carry.astype(state.carry.dtype)  # Carried in float32 under any --dtype.
       return (window_training.masked_mean(losses, mask), carry), mutated
 
     if optimizer.reads_rows(config):

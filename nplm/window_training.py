@@ -22,6 +22,7 @@ from flax.training import train_state
 from nplm import optimizer, parallel, sparse_rows
 from nplm.data import batching
 from nplm.errors import ConfigError
+from nplm.lm import in_compute_dtype
 from nplm.perplexity import perplexity
 from nplm.progress import progress as show_progress
 
@@ -51,11 +52,12 @@ def loss_and_grads(lm, config, state, context, targets, mask, rng):
   """(loss, dense gradients, row gradients of the tables or None): rows for a row-sparse
   optimizer (nplm.optimizer)."""
   if not optimizer.reads_rows(config):
-    loss, grads = jax.value_and_grad(
-        lambda params: batch_loss(lm, params, context, targets, mask, rng))(state.params)
+    loss, grads = jax.value_and_grad(lambda params: batch_loss(
+        lm, in_compute_dtype(params, config.dtype), context, targets, mask, rng))(state.params)
     return loss, grads, None
 
   def apply_loss(variables, mutable):
+    variables = {**variables, 'params': in_compute_dtype(variables['params'], config.dtype)}
     losses, mutated = lm.apply(variables, context, targets, rng, method=lm.loss,
                                mutable=mutable)
     return (masked_mean(losses, mask), None), mutated
@@ -137,14 +139,15 @@ class WindowFeed:
                    for name, ids in splits.items()}
     self.sizes = {name: len(ids) for name, ids in splits.items()}
     self.steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
+    # One optimizer for every state it creates: K models' states join as one tree.
+    self.tables = tables_read(lm, config)
+    self.tx = optimizer.make_optimizer(config, self.tables)
 
   def create_state(self, rng):
     """One model's initial state, laid out over the mesh; the steps are compiled for that
     layout (K models together: replicated, stacked)."""
-    tables = tables_read(self.lm, self.config)
-    tx = optimizer.make_optimizer(self.config, tables)
     state, sharding = parallel.create_state(
-        lambda rng: init_state(self.config, self.lm, rng, tx), rng, self.mesh,
+        lambda rng: init_state(self.config, self.lm, rng, self.tx), rng, self.mesh,
         self.lm.vocab_parallel)
     if self.num_models > 1:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
@@ -153,7 +156,7 @@ class WindowFeed:
     self.log_prob_step = make_log_prob_step(self.lm, self.config.order, self.mesh,
                                             sharding.params, self.num_models)
     settle = optimizer.settle if self.num_models == 1 else jax.vmap(optimizer.settle)
-    self.settle = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if tables
+    self.settle = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if self.tables
                    else lambda state: state)
     return state
 

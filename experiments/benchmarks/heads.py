@@ -233,7 +233,7 @@ def define_flags() -> None:
   flags.DEFINE_integer('repeats', 5, 'Timed runs per head; the median is reported.')
   flags.DEFINE_integer('epochs', 1, 'Epochs of training per head for the perplexities (0: none).')
   flags.DEFINE_integer('num_samples', 100, 'k of the sampling heads (is, nce, negative_sampling).')
-  flags.DEFINE_enum('optimizer', 'adamw', ['adamw', 'sgd'],
+  flags.DEFINE_enum('optimizer', 'adamw', ['adamw', 'sgd', 'lazy_adam'],
                     'Optimizer of the timed steps and the training runs.')
   flags.DEFINE_float('learning_rate', 1e-3, 'Learning rate of the training runs.')
   flags.DEFINE_bool('interleave', True, 'Take the timed runs round-robin across heads.')

@@ -37,41 +37,52 @@ def xla_flops(compiled) -> float | None:
   return float(cost['flops']) if cost and 'flops' in cost else None
 
 
-def torch_examples_per_second(config, vocab_size, padded_split, batches, repeats):
-  """(result, None) or (None, why it was skipped): PyTorch is optional."""
+def torch_runner(config, vocab_size, padded_split):
+  """(run_steps, what ran it) or (None, why it was skipped): PyTorch is optional."""
   try:
     from experiments.benchmarks import torch_nnlm
   except ImportError as error:
     return None, f'PyTorch is not importable ({error}); `pip install torch==2.13.0` adds it'
   threads = harness.use_all_cores()
   run_steps = torch_nnlm.make_runner(config, vocab_size, padded_split, config.seed)
-  result = harness.examples_per_second(run_steps, batches, repeats)
-  return {**result, 'threads': threads, 'version': torch_nnlm.torch.__version__}, None
+  return run_steps, {'threads': threads, 'version': torch_nnlm.torch.__version__,
+                     'device': str(torch_nnlm.DEVICE)}
 
 
 def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
                     repeats, with_torch=True) -> dict:
+  """nplm's step (float32 and --dtype=bfloat16) and PyTorch's on the same batches, their
+  timed runs interleaved; the float32 step's FLOPs and its share of the matmul rate."""
   config = harness.shape_config(shape, batch_size)
   vocab_size = len(counts)
   padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
   batches = harness.benchmark_batches(len(train_ids), batch_size, steps, config.seed)
   run_steps, compiled = harness.jax_runner(config, counts, padded)
-  jax_rate = harness.examples_per_second(run_steps, batches, repeats)
+  runners = {'jax': run_steps,
+             'jax_bfloat16': harness.jax_runner(config.replace(dtype='bfloat16'), counts,
+                                                padded)[0]}
+  torch_about = 'disabled by --notorch'
+  if with_torch:
+    torch_run, torch_about = torch_runner(config, vocab_size, padded)
+    if torch_run:
+      runners['torch'] = torch_run
+  rates = harness.interleaved_rates(runners, batches, repeats)
+  jax_rate = rates['jax']
   flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
   step_gflops = (flops['xla'] or flops['analytic']) / jax_rate['seconds_per_step'] / 1e9
   # The forward output layer's dot: [B, D] x [D, |V|].
   dims = [batch_size, NNLM.from_config(config, vocab_size).hidden_dim, vocab_size]
   matmul = harness.matmul_gflops(*dims, repeats)
   result = {'shape': name, 'config': {**shape, 'batch_size': batch_size}, 'jax': jax_rate,
+            'jax_bfloat16': rates['jax_bfloat16'],
+            'bfloat16_over_float32': rates['jax_bfloat16']['median'] / jax_rate['median'],
             'step_flops': flops, 'step_gflops_per_s': step_gflops,
             'output_matmul': {'dims': dims, 'gflops_per_s': matmul},
             'share_of_matmul': step_gflops / matmul, 'torch': None, 'jax_over_torch': None,
-            'torch_skipped': 'disabled by --notorch'}
-  if with_torch:
-    result['torch'], result['torch_skipped'] = torch_examples_per_second(
-        config, vocab_size, padded, batches, repeats)
-  if result['torch']:
-    result['jax_over_torch'] = jax_rate['median'] / result['torch']['median']
+            'torch_skipped': None if 'torch' in rates else torch_about}
+  if 'torch' in rates:
+    result['torch'] = {**rates['torch'], **torch_about}
+    result['jax_over_torch'] = jax_rate['median'] / rates['torch']['median']
   return result
 
 
@@ -91,31 +102,32 @@ def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repe
 def _table(report: dict) -> list[list[str]]:
   rows = [['shape', 'JAX examples/s median [min–max]', 'step GFLOP XLA / by hand',
            'step GFLOP/s', 'output matmul GFLOP/s', 'share', 'PyTorch examples/s',
-           'JAX/PyTorch']]
+           'JAX/PyTorch', 'JAX bf16 examples/s', 'bf16/f32']]
   for r in report['shapes']:
-    j, t, f = r['jax'], r['torch'], r['step_flops']
+    j, t, f, b = r['jax'], r['torch'], r['step_flops'], r['jax_bfloat16']
     xla = 'n/a' if f['xla'] is None else f'{f["xla"] / 1e9:.3f}'
     rows.append([r['shape'], f'{j["median"]:,.0f} [{j["min"]:,.0f}–{j["max"]:,.0f}]',
                  f'{xla} / {f["analytic"] / 1e9:.3f}', f'{r["step_gflops_per_s"]:.1f}',
                  f'{r["output_matmul"]["gflops_per_s"]:.1f}', f'{r["share_of_matmul"]:.0%}',
                  f'{t["median"]:,.0f}' if t else 'skipped',
-                 f'{r["jax_over_torch"]:.2f}' if t else '–'])
+                 f'{r["jax_over_torch"]:.2f}' if t else '–', f'{b["median"]:,.0f}',
+                 f'{r["bfloat16_over_float32"]:.2f}'])
   return rows
 
 
 def format_report(report: dict, markdown: bool = False) -> str:
   m, s, square = report['machine'], report['settings'], report['square_matmul']
   lines = [harness.machine_line(m),
-           f'Batch {s["batch_size"]}, |V| = {report["vocab_size"]}, median of {s["repeats"]} '
-           f'runs of {s["steps"]} steps. Float32 matmul {square["size"]}²: '
-           f'{square["gflops_per_s"]:.1f} GFLOP/s.', '']
+           f'Batch {s["batch_size"]}, |V| = {report["vocab_size"]}, AdamW, median of '
+           f'{s["repeats"]} runs of {s["steps"]} steps, interleaved across implementations. '
+           f'Float32 matmul {square["size"]}²: {square["gflops_per_s"]:.1f} GFLOP/s.', '']
   lines += harness.table_lines(_table(report), markdown)
   torch_runs = [r['torch'] for r in report['shapes'] if r['torch']]
   skipped = {r['torch_skipped'] for r in report['shapes'] if not r['torch']}
   lines += [''] + [f'PyTorch comparison skipped: {why}.' for why in skipped]
   if torch_runs:
-    lines.append(f'PyTorch {torch_runs[0]["version"]}, torch.set_num_threads('
-                 f'{torch_runs[0]["threads"]}); its default (for-loop) AdamW.')
+    lines.append(f'PyTorch {torch_runs[0]["version"]} on {torch_runs[0]["device"]}, '
+                 f'torch.set_num_threads({torch_runs[0]["threads"]}); its default AdamW.')
   lines.append("share = step GFLOP/s ÷ GFLOP/s of the step's forward output-layer matmul "
                '[B, D]·[D, |V|] timed alone.')
   return '\n'.join(lines) + '\n'

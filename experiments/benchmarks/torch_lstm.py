@@ -20,6 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# The GPU if there is one (cuDNN's LSTM; the JAX side then runs on it too), else the CPU.
+DEVICE = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+
 
 __all__ = ['TorchLSTMLM', 'make_optimizer', 'make_runner']
 
@@ -64,7 +67,7 @@ def make_optimizer(model: nn.Module, config):
 
 def initial_state(config, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
   shape = (config.num_layers, batch_size, config.hidden_size)
-  return torch.zeros(shape), torch.zeros(shape)
+  return torch.zeros(shape, device=DEVICE), torch.zeros(shape, device=DEVICE)
 
 
 def segment_losses(model, words, targets, state):
@@ -80,11 +83,11 @@ def make_runner(config, vocab_size: int, words: np.ndarray, targets: np.ndarray,
   stream train_step on the same [B, S·T] streams."""
   torch.manual_seed(seed)
   model = TorchLSTMLM(vocab_size, config.feature_size, config.hidden_size, config.num_layers,
-                      config.dropout, config.tie_embeddings)
+                      config.dropout, config.tie_embeddings).to(DEVICE)
   model.train()
   optimizer, schedule = make_optimizer(model, config)
-  words, targets = (torch.from_numpy(np.asarray(a)).long() for a in (words, targets))
-  mask = torch.from_numpy(np.asarray(mask, np.float32))
+  words, targets = (torch.from_numpy(np.asarray(a)).long().to(DEVICE) for a in (words, targets))
+  mask = torch.from_numpy(np.asarray(mask, np.float32)).to(DEVICE)
   length = config.bptt_length
   loop = {'state': initial_state(config, words.shape[0])}
 
@@ -107,6 +110,6 @@ def make_runner(config, vocab_size: int, words: np.ndarray, targets: np.ndarray,
     loss = None
     for index, _ in batches:
       loss = train_step(index)
-    return loss.item()  # CPU PyTorch is synchronous: the steps are done.
+    return loss.item()  # Waits for the GPU, if any: the steps are done.
 
   return run_steps

@@ -14,6 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# The GPU if there is one (the JAX side then runs on it too), else the CPU.
+DEVICE = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+
 
 class TorchNNLM(nn.Module):
   """Logits y = b + [W U] · concat(x, tanh(d + H x)) (or tanh(d + H x) alone, or x alone)."""
@@ -54,14 +57,15 @@ def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0
   """
   torch.manual_seed(seed)
   model = TorchNNLM(vocab_size, config.order, config.feature_size, config.hidden_size,
-                    config.direct)
+                    config.direct).to(DEVICE)
   optimizer = make_optimizer(model, config)
-  padded = torch.from_numpy(np.asarray(padded_split, np.int64))
-  context_offsets = torch.arange(config.order - 2, -1, -1)  # w_{t-1} first, as Eq. 1's x
+  padded = torch.from_numpy(np.asarray(padded_split, np.int64)).to(DEVICE)
+  # w_{t-1} first, as Eq. 1's x
+  context_offsets = torch.arange(config.order - 2, -1, -1, device=DEVICE)
 
   def train_step(positions: np.ndarray, mask: np.ndarray) -> torch.Tensor:
-    positions = torch.from_numpy(positions).long()
-    mask = torch.from_numpy(mask)
+    positions = torch.from_numpy(positions).long().to(DEVICE)
+    mask = torch.from_numpy(mask).to(DEVICE)
     context = padded[positions[:, None] + context_offsets]
     targets = padded[positions + config.order - 1]
     losses = F.cross_entropy(model(context), targets, reduction='none')
@@ -75,6 +79,6 @@ def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0
     loss = None
     for positions, mask in batches:
       loss = train_step(positions, mask)
-    return loss.item()  # CPU PyTorch is synchronous: the steps are done.
+    return loss.item()  # Waits for the GPU, if any: the steps are done.
 
   return run_steps

@@ -10,6 +10,9 @@ The softmax, importance-sampling and NCE heads all hold one OutputLayer named 'o
 model trained with any of them is the same model as under the full softmax: the sampled
 heads change only how its gradient is estimated.
 
+Under --dtype=bfloat16 the train step hands the layer bfloat16 weights and hidden vectors
+(nplm.lm.in_compute_dtype): its matmuls run in bfloat16, its scores come out in float32.
+
 Given a mesh whose 'model' axis has more than one device, the layer is vocabulary-parallel
 (the paper's section 3.2; nplm.heads.vocab_parallel): its rows are padded to a multiple of
 the shard count and split over 'model', the padding masked, and the full scores never
@@ -36,6 +39,12 @@ def _zero_padded(init: Callable, units: int) -> Callable:
   return padded_init
 
 
+def _float32(scores: jnp.ndarray) -> jnp.ndarray:
+  """Scores leave the layer in float32 whatever the matmul's precision (--dtype): the
+  log-sum-exp and the losses over them are never taken in bfloat16."""
+  return scores.astype(jnp.float32)
+
+
 class OutputLayer(nn.Module):
   """Scores of every unit, of one unit per example, or of units shared by the batch."""
   units: int
@@ -57,7 +66,7 @@ class OutputLayer(nn.Module):
 
   def __call__(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """s(w, h) for every unit: [batch, units]."""
-    return hidden @ self.embedding.T + self.bias
+    return _float32(hidden @ self.embedding.T + self.bias)
 
   def log_softmax(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """log softmax over every unit, [batch, units]."""
@@ -84,7 +93,7 @@ class OutputLayer(nn.Module):
     if self.shards > 1:
       return vocab_parallel.score_each(hidden, self.embedding, self.bias, units, self.mesh)
     vectors, biases = self.rows(units)
-    return jnp.sum(hidden * vectors, axis=-1) + biases
+    return _float32(jnp.sum(hidden * vectors, axis=-1) + biases)
 
   def score_each_and_shared(self, hidden: jnp.ndarray, units: jnp.ndarray,
                             shared: jnp.ndarray):
@@ -93,12 +102,13 @@ class OutputLayer(nn.Module):
       return self.score_each(hidden, units), self.score_shared(hidden, shared)
     vectors, biases = self.rows(jnp.concatenate([units, shared]))
     each = jnp.sum(hidden * vectors[:units.shape[0]], axis=-1) + biases[:units.shape[0]]
-    return each, hidden @ vectors[units.shape[0]:].T + biases[units.shape[0]:]
+    return _float32(each), _float32(hidden @ vectors[units.shape[0]:].T
+                                    + biases[units.shape[0]:])
 
   def score_paths(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
     """s(units[i, j], hidden[i]): a few units per example, [batch, j]."""
     vectors, biases = self.rows(units)
-    return jnp.einsum('bd,bjd->bj', hidden, vectors) + biases
+    return _float32(jnp.einsum('bd,bjd->bj', hidden, vectors) + biases)
 
   def score_windows(self, hidden: jnp.ndarray, starts: jnp.ndarray, width: int) -> jnp.ndarray:
     """s(starts[i] + j, hidden[i]) for j < width: a run of consecutive units per example,
@@ -107,10 +117,10 @@ class OutputLayer(nn.Module):
       return (jax.lax.dynamic_slice_in_dim(self.embedding, start, width),
               jax.lax.dynamic_slice_in_dim(self.bias, start, width))
     vectors, biases = jax.vmap(window)(starts)
-    return jnp.einsum('bd,bjd->bj', hidden, vectors) + biases
+    return _float32(jnp.einsum('bd,bjd->bj', hidden, vectors) + biases)
 
   def score_shared(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
     """s(units[j], hidden[i]) for units shared by the batch: one dense matmul, [batch, k]."""
     if self.shards > 1:
       return vocab_parallel.score_shared(hidden, self.embedding, self.bias, units, self.mesh)
-    return hidden @ self.embedding[units].T + self.bias[units]
+    return _float32(hidden @ self.embedding[units].T + self.bias[units])
