@@ -131,8 +131,8 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     ids, g = rows[path]
     new_params[path], table_states[path] = sparse_rows.update_table(
         value, table_states[path], ids, g, learning_rate=learning_rate,
-        weight_decay=None if path[-1] == 'bias' else config.weight_decay, log_decay=opt.log_decay, count=state.step + 1,
-        adam=config.optimizer == 'lazy_adam')
+        weight_decay=None if path[-1] == 'bias' else config.weight_decay,
+        log_decay=opt.log_decay, count=state.step + 1, adam=config.optimizer == 'lazy_adam')
   log_decay = sparse_rows.compensated_add(
       opt.log_decay, jnp.log1p(-learning_rate * config.weight_decay))
   return state.replace(step=state.step + 1, params=traverse_util.unflatten_dict(new_params),

@@ -129,12 +129,9 @@ def update_table(table, state: dict, ids, grads, *, learning_rate, weight_decay,
   theta = table.at[rows].get(mode='fill', fill_value=0)
   state = dict(state)
   if weight_decay is not None:
-    owed = owed_decay(log_decay, state['marks'].at[rows].get(mode='fill', fill_value=0))
-    theta = theta * (owed * (1.0 - learning_rate * weight_decay)).reshape(
-        -1, *[1] * (theta.ndim - 1))
-    next_log_decay = compensated_add(log_decay, jnp.log1p(-learning_rate * weight_decay))
-    state['marks'] = state['marks'].at[rows].set(
-        jnp.broadcast_to(next_log_decay, (rows.shape[0], 2)), mode='drop')
+    marks = state['marks'].at[rows].get(mode='fill', fill_value=0)
+    theta = theta * (owed_decay(log_decay, marks) * (1.0 - learning_rate * weight_decay)
+                     ).reshape(-1, *[1] * (theta.ndim - 1))
   if adam:
     b1, b2, eps = ADAM_BETAS + (ADAM_EPS,)
     mu = b1 * state['mu'].at[rows].get(mode='fill', fill_value=0) + (1 - b1) * g
@@ -143,6 +140,16 @@ def update_table(table, state: dict, ids, grads, *, learning_rate, weight_decay,
     state['nu'] = state['nu'].at[rows].set(nu, mode='drop')
     g = (mu / (1 - b1 ** count)) / (jnp.sqrt(nu / (1 - b2 ** count)) + eps)
   theta = theta - learning_rate * g
+  if weight_decay is not None:
+    next_log_decay = compensated_add(log_decay, jnp.log1p(-learning_rate * weight_decay))
+    # The new marks are written as a function of the updated rows (a NaN row keeps its old
+    # mark; any other takes the new one) so that XLA orders every read of the marks, this
+    # step's forward pass included, before this write and makes it in place. A scatter
+    # whose values read nothing of what came before gets two whole copies of the marks per
+    # step, and the step's cost grows with |V| again.
+    state['marks'] = state['marks'].at[rows].set(
+        jnp.where(jnp.isnan(theta.reshape(theta.shape[0], -1)[:, :1]), marks, next_log_decay),
+        mode='drop')
   return table.at[rows].set(theta.astype(table.dtype), mode='drop'), state
 
 
