@@ -91,8 +91,9 @@ class Config:
   direct: bool = _knob(MODEL, False, 'nnlm: direct connections W x from the word features to '
                        'the output.')
   num_layers: int = _knob(MODEL, 1, 'Recurrent models: stacked recurrent layers.')
-  dropout: float = _knob(MODEL, 0.0, 'Recurrent models: dropout rate on the embeddings, '
-                         'between layers and on the last layer (Zaremba et al. 2014).')
+  dropout: float = _knob(MODEL, 0.0, 'Dropout rate in training: nnlm on x and on the tanh '
+                         'units; recurrent models on the embeddings, between layers and on '
+                         'the last layer (Zaremba et al. 2014).')
   tie_embeddings: bool = _knob(MODEL, False, 'The output rows are the input embedding C '
                                "(needs --hidden_size's output as wide as --feature_size).")
 

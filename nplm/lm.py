@@ -21,7 +21,8 @@ class LanguageModel(nn.Module):
   tied: bool = False  # The head's output rows are the model's input embedding C.
 
   def loss(self, context: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
-    return self.head.loss(self.model(context), targets, rng)
+    """The training objective per example (with dropout, if the model has any)."""
+    return self.head.loss(self.model(context, train=True), targets, rng)
 
   def log_prob(self, context: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
     return self.head.log_prob(self.model(context), targets)

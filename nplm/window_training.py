@@ -42,10 +42,16 @@ def masked_mean(losses, mask):
   return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
+def dropout_rngs(rng) -> dict:
+  """The model's dropout masks of an update, drawn apart from the head's samples (`rng`),
+  so a model without dropout samples exactly as before dropout existed."""
+  return {'dropout': jax.random.fold_in(rng, 1)}
+
+
 def batch_loss(lm, params, context, targets, mask, rng):
   """The head's training loss averaged over the batch's real examples."""
   return masked_mean(lm.apply(lm.variables_of(params), context, targets, rng,
-                              method=lm.loss), mask)
+                              rngs=dropout_rngs(rng), method=lm.loss), mask)
 
 
 def loss_and_grads(lm, config, state, context, targets, mask, rng):
@@ -58,8 +64,8 @@ def loss_and_grads(lm, config, state, context, targets, mask, rng):
 
   def apply_loss(variables, mutable):
     variables = {**variables, 'params': in_compute_dtype(variables['params'], config.dtype)}
-    losses, mutated = lm.apply(variables, context, targets, rng, method=lm.loss,
-                               mutable=mutable)
+    losses, mutated = lm.apply(variables, context, targets, rng, rngs=dropout_rngs(rng),
+                               method=lm.loss, mutable=mutable)
     return (masked_mean(losses, mask), None), mutated
 
   (loss, _), grads, rows = sparse_rows.value_and_row_grads(apply_loss, state.params,

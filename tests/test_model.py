@@ -68,3 +68,30 @@ def test_batches_cover_every_example_once_and_mask_the_padding():
   assert not np.array_equal(np.concatenate(first), other_epoch)
   evals = list(batching.eval_batches(10, 4))
   assert [int(m.sum()) for _, m in evals] == [4, 4, 2]
+
+
+def test_nnlm_dropout_is_inverted_dropout_in_training_and_off_in_evaluation():
+  order, hidden_size, rate, vocab_size = 4, 16, 0.5, 23
+  config = Config(workdir='unused', order=order, feature_size=8, hidden_size=hidden_size,
+                  direct=True, dropout=rate)
+  lm = build_language_model(config, np.ones(vocab_size))
+  context = np.random.default_rng(0).integers(0, vocab_size, (64, order - 1)).astype(np.int32)
+  params = lm.init(jax.random.key(1), context, method=lm.log_probs)['params']
+  # Evaluation: Eq. 1 exactly, as if there were no dropout.
+  got = np.asarray(lm.apply({'params': params}, context, method=lm.log_probs))
+  np.testing.assert_allclose(got, numpy_eq1(params, context, hidden_size, True), atol=1e-5)
+  # Training: each unit of x and of tanh(d + H x̃) is 0 or scaled by 1/(1 - rate), where x̃ is
+  # x after its own dropout.
+  hidden = np.asarray(lm.model.apply({'params': params['model']}, context, train=True,
+                                     rngs={'dropout': jax.random.key(2)}))
+  C = np.asarray(params['model']['C']['embedding'])
+  x = np.concatenate([C[context[:, j]] for j in range(order - 1)], axis=1)
+  x_dropped, tanh_dropped = hidden[:, :x.shape[1]], hidden[:, x.shape[1]:]
+  kept_x = x_dropped != 0
+  np.testing.assert_allclose(x_dropped[kept_x], x[kept_x] / (1 - rate), rtol=1e-5)
+  H, d = np.asarray(params['model']['H']['kernel']), np.asarray(params['model']['H']['bias'])
+  tanh_units = np.tanh(d + x_dropped @ H)
+  kept_h = tanh_dropped != 0
+  np.testing.assert_allclose(tanh_dropped[kept_h], tanh_units[kept_h] / (1 - rate), atol=1e-5)
+  dropped_share = 1 - np.concatenate([kept_x.ravel(), kept_h.ravel()]).mean()
+  assert abs(dropped_share - rate) < 0.05

@@ -220,7 +220,8 @@ def test_impossible_tying_is_refused_by_name(changes, message, tiny_corpus):
 @pytest.mark.parametrize('changes,message', [
     ({'direct': True}, '--direct is the NNLM'),
     ({'hidden_size': 0}, 'needs --hidden_size of at least 1'),
-    ({'model': 'nnlm', 'dropout': 0.5}, 'are for recurrent models'),
+    ({'model': 'nnlm', 'num_layers': 2}, 'is for recurrent models'),
+    ({'model': 'nnlm', 'dropout': 1.0}, r'--dropout must be within \[0, 1\)'),
     ({'bptt_length': 0}, '--bptt_length must be positive'),
     ({'clip_norm': -1.0}, '--clip_norm must be 0'),
     ({'dropout': 1.0}, r'--dropout must be within \[0, 1\)'),

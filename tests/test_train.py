@@ -88,6 +88,25 @@ def test_bfloat16_training_lowers_perplexity_and_evaluates_exactly_in_float32(ti
   assert float32['valid_ppl'] == pytest.approx(summary['valid_ppl'], rel=0.05)
 
 
+@pytest.mark.parametrize('optimizer', ['adamw', 'sgd'])
+def test_nnlm_dropout_trains_and_evaluates_without_dropout(tiny_corpus, tmp_path, optimizer):
+  """With dropout on x and the tanh units (dense AdamW, and row-sparse SGD with decay),
+  training lowers the perplexity, the reported perplexities are the brute-force sums of the
+  saved parameters without dropout, and the dropout masks changed the training."""
+  changes = dict(epochs=4, patience=4, optimizer=optimizer, weight_decay=1e-4,
+                 learning_rate=1e-2 if optimizer == 'adamw' else 0.5)
+  config = tiny_config(tmp_path / 'dropout', dropout=0.3, **changes)
+  summary = train_and_evaluate(config, tiny_corpus)
+  untrained = train_and_evaluate(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
+  assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
+  params = jax.tree.map(np.asarray, saved_params(tmp_path / 'dropout'))
+  for split in ('valid', 'test'):
+    want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
+    assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-5)
+  plain = train_and_evaluate(tiny_config(tmp_path / 'plain', **changes), tiny_corpus)
+  assert plain['valid_ppl'] != summary['valid_ppl']
+
+
 def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'
   summary = train_and_evaluate(tiny_config(workdir, epochs=2), tiny_corpus)

@@ -20,6 +20,7 @@ class NNLM(nn.Module):
   feature_size: int  # m
   hidden_size: int  # h; 0 = no hidden layer
   direct: bool
+  dropout: float = 0.0  # On x and on the tanh units, in training only.
 
   recurrent = False
 
@@ -30,20 +31,22 @@ class NNLM(nn.Module):
          f'{config.order}'),
         (config.hidden_size > 0 or config.direct,
          '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
-        (config.num_layers == 1 and config.dropout == 0,
-         '--num_layers and --dropout are for recurrent models (--model=rnn, lstm or gru)'),
+        (config.num_layers == 1,
+         '--num_layers is for recurrent models (--model=rnn, lstm or gru)'),
+        (0 <= config.dropout < 1, f'--dropout must be within [0, 1), got {config.dropout}'),
     ]
     return [message for ok, message in checks if not ok]
 
   @classmethod
   def describe(cls, config) -> str:
     return (f'nnlm (n={config.order}, m={config.feature_size}, h={config.hidden_size}'
-            f'{", direct" if config.direct else ""})')
+            f'{", direct" if config.direct else ""}'
+            f'{f", dropout {config.dropout}" if config.dropout else ""})')
 
   @classmethod
   def from_config(cls, config, vocab_size: int) -> 'NNLM':
     return cls(vocab_size=vocab_size, order=config.order, feature_size=config.feature_size,
-               hidden_size=config.hidden_size, direct=config.direct)
+               hidden_size=config.hidden_size, direct=config.direct, dropout=config.dropout)
 
   @property
   def hidden_dim(self) -> int:
@@ -51,10 +54,12 @@ class NNLM(nn.Module):
     return self.hidden_size + (features if self.direct else 0)
 
   @nn.compact
-  def __call__(self, context: jnp.ndarray) -> jnp.ndarray:
+  def __call__(self, context: jnp.ndarray, train: bool = False) -> jnp.ndarray:
+    # Dropout (Srivastava et al. 2014) regularizes what the paper's networks overfit.
+    drop = nn.Dropout(self.dropout, deterministic=not train or self.dropout == 0.0)
     word_features = sparse_rows.Embed(self.vocab_size, self.feature_size, name='C')(context)
-    x = word_features.reshape(context.shape[0], -1)  # x = (C(w_{t-1}), …, C(w_{t-n+1}))
+    x = drop(word_features.reshape(context.shape[0], -1))  # x = (C(w_{t-1}), …, C(w_{t-n+1}))
     if self.hidden_size == 0:
       return x
-    tanh_hidden = jnp.tanh(nn.Dense(self.hidden_size, name='H')(x))  # tanh(d + H x)
+    tanh_hidden = drop(jnp.tanh(nn.Dense(self.hidden_size, name='H')(x)))  # tanh(d + H x)
     return jnp.concatenate([x, tanh_hidden], axis=-1) if self.direct else tanh_hidden
