@@ -5,7 +5,8 @@ r"""Table 1 of Bengio et al. (2003) on identical tokens, beside the paper's numb
 
 Rows: MLP1 … MLP10 (odd: a network trained from experiments/flags/mlpK.flags; even: that
 network mixed with the interpolated trigram at weight 0.5, the paper's "mix"), RNN, LSTM and
-GRU (recurrent models beyond the paper, from experiments/flags/{rnn,lstm,gru}), DelInt3 (the
+GRU (recurrent models beyond the paper, from experiments/flags/{rnn,lstm,gru}), TRANSFORMER
+(a causal Transformer over the n-1 previous words, experiments/flags/transformer), DelInt3 (the
 paper's interpolated trigram, weights by EM on validation), KN3, KN4, KN5 (interpolated
 modified Kneser-Ney). Every perplexity is exact over every token of its split; each row's
 test perplexity is also given as a ratio to KN5's, the comparison that carries across
@@ -54,16 +55,17 @@ class Row:
   order: int = 0
 
 
-RECURRENT_ROWS = ('RNN', 'LSTM', 'GRU')  # Beyond the paper: experiments/flags/{rnn,lstm,gru}.
+# Beyond the paper: experiments/flags/{rnn,lstm,gru,transformer}.flags.
+BEYOND_THE_PAPER_ROWS = ('RNN', 'LSTM', 'GRU', 'TRANSFORMER')
 ROWS = {row.name: row for row in [
     *(Row(f'MLP{k}', flagfile=f'mlp{k}') for k in (1, 3, 5, 7, 9)),
     *(Row(f'MLP{k + 1}', mixes=f'MLP{k}') for k in (1, 3, 5, 7, 9)),
-    *(Row(name, flagfile=name.lower()) for name in RECURRENT_ROWS),
+    *(Row(name, flagfile=name.lower()) for name in BEYOND_THE_PAPER_ROWS),
     Row('DelInt3', ngram='interpolated', order=3),
     *(Row(f'KN{n}', ngram='kneser_ney', order=n) for n in (3, 4, 5)),
 ]}
-ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), *RECURRENT_ROWS, 'DelInt3', 'KN3', 'KN4',
-             'KN5']
+ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), *BEYOND_THE_PAPER_ROWS, 'DelInt3', 'KN3',
+             'KN4', 'KN5']
 
 
 def paper_rows(path: Path = PAPER_TABLE) -> dict[str, dict]:
@@ -241,7 +243,9 @@ def markdown(report: dict) -> str:
       'its own vocabulary, so compare the ratios to KN5, not the perplexities. Wall: a '
       'network\'s training to early stopping; a mix, scoring the network and fitting its '
       'weights; an n-gram model, fitting and scoring. RNN, LSTM and GRU (beyond the paper) '
-      'read the whole history (n blank); their h is the state size, m the embedding size.',
+      'read the whole history (n blank); their h is the state size, m the embedding size. '
+      'TRANSFORMER (beyond the paper) reads the n-1 previous words; its h is the feed-forward '
+      'width, m = d_model.',
       '',
       '| model | n | h | m | direct | mix | train | valid | test | test / KN5 '
       '| paper valid | paper test | paper test / KN5 | wall |',

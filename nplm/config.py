@@ -81,21 +81,34 @@ class Config:
                            'train, valid and test (slices allowed: '
                            'train[:95%],train[95%:],test).', role=SPLITS)
 
-  model: str = _knob(MODEL, 'nnlm', 'nnlm (Bengio et al. 2003), or a recurrent model: rnn '
-                     '(Elman), lstm, gru.')
-  order: int = _knob(MODEL, 5, 'nnlm: n, the model predicts w_t from the n-1 previous words.')
+  model: str = _knob(MODEL, 'nnlm', 'nnlm (Bengio et al. 2003), transformer (causal, over the '
+                     'n-1 previous words), or a recurrent model: rnn (Elman), lstm, gru.')
+  order: int = _knob(MODEL, 5, 'nnlm, transformer: n, the model predicts w_t from the n-1 '
+                     'previous words.')
   feature_size: int = _knob(MODEL, 30, 'm: size of each word feature vector C(w) (the '
                             'embedding).')
   hidden_size: int = _knob(MODEL, 100, 'h: hidden units (nnlm: tanh units, 0 = none, needs '
-                           '--direct; recurrent: the state of each layer).')
+                           '--direct; recurrent: the state of each layer; transformer: the '
+                           'feed-forward width).')
   direct: bool = _knob(MODEL, False, 'nnlm: direct connections W x from the word features to '
                        'the output.')
-  num_layers: int = _knob(MODEL, 1, 'Recurrent models: stacked recurrent layers.')
+  num_layers: int = _knob(MODEL, 1, 'Recurrent models: stacked recurrent layers; transformer: '
+                          'blocks.')
+  num_heads: int = _knob(MODEL, 1, 'transformer: attention heads per block (must divide '
+                         '--feature_size, d_model).')
+  positions: str = _knob(MODEL, 'sinusoidal', 'transformer: positional encodings, sinusoidal '
+                         '(Vaswani et al. 2017) or learned.')
   dropout: float = _knob(MODEL, 0.0, 'Dropout rate in training: nnlm on x and on the tanh '
                          'units; recurrent models on the embeddings, between layers and on '
-                         'the last layer (Zaremba et al. 2014).')
+                         'the last layer (Zaremba et al. 2014); transformer on the input '
+                         'sums and each residual branch.')
   tie_embeddings: bool = _knob(MODEL, False, 'The output rows are the input embedding C '
                                "(needs --hidden_size's output as wide as --feature_size).")
+  window: int = _knob(MODEL, 5, 'cbow, skipgram: c, the largest window radius; each position '
+                      'draws its radius from 1 … c in training.')
+  subsample: float = _knob(MODEL, 0.0, 'cbow, skipgram: t, frequent words are kept with '
+                           'probability (√(f/tN) + 1)·tN/f each epoch (Mikolov et al. 2013b; '
+                           'word2vec: 1e-3); 0 = keep every token.')
 
   head: str = _knob(HEAD, 'softmax', 'Output head name in nplm.heads.HEADS: softmax, class, '
                     'tree, is, nce, negative_sampling, adaptive.')
@@ -114,6 +127,9 @@ class Config:
                          'of sampled or tree output layers a step reads, decay paid lazily), '
                          'adamw (dense), or lazy_adam (Adam per row: moments and rows of those '
                          'tables move only when read).')
+  lr_schedule: str = _knob(OPTIMIZER, 'inverse', 'inverse: ε_t = ε0 / (1 + r·t) (--lr_decay = '
+                           'r); linear: ε_t = ε0·max(1 - t/T, 1e-4), T = --epochs × the steps '
+                           'per epoch (word2vec\'s decay to ~0 over the run).')
   batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
                           '(recurrent models: parallel streams B, each giving --bptt_length '
                           'words).')
@@ -129,7 +145,8 @@ class Config:
 
   epochs: int = _knob(RUN_BOUNDS, 20, 'Upper bound on passes over the training split.')
   patience: int = _knob(RUN_BOUNDS, 2, 'Stop after this many epochs without a better '
-                        'validation perplexity.')
+                        'validation perplexity; 0 = train every epoch and report the last '
+                        'parameters, not the best on validation (word2vec).')
   max_steps: int = _knob(RUN_BOUNDS, 0, 'Stop after this many updates in all (0 = no bound); '
                          'for smoke runs.')
 
@@ -204,6 +221,11 @@ class Config:
          'softmax reads every row of C: use --optimizer=adamw'),
         (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
         (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
+        (self.lr_schedule in ('inverse', 'linear'),
+         f'unknown --lr_schedule={self.lr_schedule!r}; known: inverse, linear'),
+        (self.lr_schedule != 'linear' or self.lr_decay == 0,
+         '--lr_decay is the inverse schedule\'s r; --lr_schedule=linear decays by itself: '
+         'leave --lr_decay out'),
         (self.weight_decay >= 0, f'--weight_decay must be 0 or more, got {self.weight_decay}'),
         *self._data_checks(),
         (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
@@ -211,7 +233,8 @@ class Config:
          f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
         (self.data_seed >= -1, f'--data_seed must be -1 (--seed) or more, got {self.data_seed}'),
         (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
-        (self.patience >= 1, f'--patience must be positive, got {self.patience}'),
+        (self.patience >= 0, f'--patience must be 0 (no early stop) or more, got '
+         f'{self.patience}'),
         (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),
         (self.log_every >= 1, f'--log_every must be positive, got {self.log_every}'),
         (self.checkpoint_every >= 1,
@@ -271,9 +294,13 @@ class Config:
     """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config
     (both with their dataset-dependent defaults resolved)."""
     saved = Config.from_saved(saved).resolved().to_dict()
-    return [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
-            for name, value in self.resolved().to_dict().items()
-            if name not in RESUMABLE_FIELDS and saved[name] != value]
+    problems = [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
+                for name, value in self.resolved().to_dict().items()
+                if name not in RESUMABLE_FIELDS and saved[name] != value]
+    if self.lr_schedule == 'linear' and saved['epochs'] != self.epochs:
+      problems.append(f'epochs: checkpoint has {saved["epochs"]!r}, this run has '
+                      f'{self.epochs!r} (--lr_schedule=linear decays over the planned epochs)')
+    return problems
 
   def same_run(self, saved: dict[str, Any]) -> bool:
     """Whether a finished run recorded with config `saved` is this config's run: equal in

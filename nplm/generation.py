@@ -126,6 +126,7 @@ def generate(trained: TrainedModel, prompt: Sequence[int] = (), sampling: Sampli
   ids in [0, |V|) and ending early with the dataset's boundary token, `</text>` or `<eos>`
   (kept as its last word)."""
   sampling.validate()
+  trained.require_language_model()
   lm, vocab = trained.lm, trained.vocab
   variables = lm.variables_of(trained.params)
   boundary = trained.boundary_id

@@ -2,7 +2,9 @@
 
 Feed-forward models read a window of n-1 words per example; recurrent models read a segment
 [B, T] of words and carry a state, and their head sees the hidden vectors flattened to
-[B·T, H], so every head works under every model.
+[B·T, H], so every head works under every model. A feed-forward model that trains every
+position of its window (the Transformer) is trained the same way, its [B, n-1, H] flattened
+for the head, and evaluated at the window's last position only.
 """
 
 import flax.linen as nn
@@ -20,9 +22,21 @@ class LanguageModel(nn.Module):
   head: nn.Module
   tied: bool = False  # The head's output rows are the model's input embedding C.
 
+  @property
+  def trains_every_position(self) -> bool:
+    """Its training loss covers every position of a window, not only the last."""
+    return getattr(self.model, 'trains_every_position', False)
+
   def loss(self, context: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
-    """The training objective per example (with dropout, if the model has any)."""
-    return self.head.loss(self.model(context, train=True), targets, rng)
+    """The training objective per example (with dropout, if the model has any); for a model
+    that trains every position, the mean over the window's n-1 positions of the loss of the
+    word after each (the window shifted by one, then the target)."""
+    if not self.trains_every_position:
+      return self.head.loss(self.model(context, train=True), targets, rng)
+    hidden = self.model.every_position(context, train=True)  # [B, n-1, H], time order
+    following = jnp.concatenate([context[:, ::-1][:, 1:], targets[:, None]], axis=1)
+    losses = self.head.loss(hidden.reshape(-1, hidden.shape[-1]), following.reshape(-1), rng)
+    return losses.reshape(following.shape).mean(axis=1)
 
   def log_prob(self, context: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
     return self.head.log_prob(self.model(context), targets)

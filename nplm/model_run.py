@@ -113,17 +113,24 @@ class ModelRun:
 
   def record_validation(self, ppl: float) -> bool:
     """Records an epoch's validation perplexity and whether it stops the run early;
-    returns whether it is the best so far (the caller saves the best state)."""
+    returns whether it is the best so far (the caller saves the best state). With
+    --patience=0 the run trains every planned epoch and each epoch's state is the one kept
+    (word2vec's: its validation score is no language model's, and the linear schedule
+    plans the whole run)."""
     progress = self.progress
     progress['epochs_done'] += 1
     progress['valid_ppl_history'].append(ppl)
-    improved = progress['best_valid_ppl'] is None or ppl < progress['best_valid_ppl']
+    keep_last = self.config.patience == 0
+    improved = (keep_last or progress['best_valid_ppl'] is None
+                or ppl < progress['best_valid_ppl'])
     if improved:
       progress['best_valid_ppl'], progress['best_epoch'] = ppl, progress['epochs_done']
     since_best = progress['epochs_done'] - progress['best_epoch']
-    progress['stopped_early'] = since_best >= self.config.patience
+    progress['stopped_early'] = not keep_last and since_best >= self.config.patience
+    note = ('  (kept: --patience=0)' if keep_last else '  (best)' if improved
+            else f'  ({since_best} epochs since the best)')
     log.info('%sepoch %d  valid perplexity %.2f%s', self.name, progress['epochs_done'], ppl,
-             '  (best)' if improved else f'  ({since_best} epochs since the best)')
+             note)
     return improved
 
   def close(self) -> None:

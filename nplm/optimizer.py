@@ -38,9 +38,21 @@ def _decay_mask(params):
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key != 'bias', params)
 
 
-def learning_rate_at(config: Config, t):
-  """ε_t = ε0 / (1 + r·t), the rate of update t + 1 (t updates before it) (Bengio et al.
-  2003, section 5)."""
+def planned_updates(config: Config, steps_per_epoch: int) -> int:
+  """T, the updates the run plans: --epochs passes of `steps_per_epoch` (the feed's)."""
+  return config.epochs * steps_per_epoch
+
+
+def learning_rate_at(config: Config, t, planned=None):
+  """ε_t, the rate of update t + 1 (t updates before it). --lr_schedule=inverse: ε0 / (1 + r·t)
+  (Bengio et al. 2003, section 5); linear: ε0·max(1 - t/T, 1e-4) over the T `planned` updates,
+  as word2vec decays it to about 0 at the end of the last epoch (Mikolov et al. 2013a,
+  section 4.3; the floor is the word2vec tool's)."""
+  if config.lr_schedule == 'linear':
+    if planned is None:
+      raise ValueError('the linear schedule needs T: hyperparameters_of(configs, '
+                       'steps_per_epoch)')
+    return config.learning_rate * jnp.maximum(1.0 - t / planned, 1e-4)
   return config.learning_rate / (1.0 + config.lr_decay * t)
 
 
@@ -50,9 +62,9 @@ def reads_rows(config: Config) -> bool:
   return config.optimizer in ROW_SPARSE and not config.tie_embeddings
 
 
-def _dense_update(config: Config, tables=()) -> optax.GradientTransformation:
+def _dense_update(config: Config, tables=(), planned=None) -> optax.GradientTransformation:
   """The update of every parameter but the tables (those are sparse_rows')."""
-  learning_rate = functools.partial(learning_rate_at, config)
+  learning_rate = functools.partial(learning_rate_at, config, planned=planned)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
     update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
                          optax.sgd(learning_rate))
@@ -68,15 +80,18 @@ def _path_of(key_path) -> tuple:
   return tuple(entry.key for entry in key_path)
 
 
-def make_optimizer(config: Config, tables=(), **hyperparameters) -> optax.GradientTransformation:
+def make_optimizer(config: Config, tables=(), planned_steps=None,
+                   **hyperparameters) -> optax.GradientTransformation:
   """The config's optimizer; `tables` are the paths of the parameters the step reads by row
   (sparse_rows.tables_read; row-sparse optimizers only); `hyperparameters`
-  (HYPERPARAMETERS) may replace the config's values with traced arrays."""
+  (HYPERPARAMETERS) may replace the config's values with traced arrays; `planned_steps` is
+  the linear schedule's T."""
   config = config.replace(**hyperparameters)
   if config.optimizer not in ROW_SPARSE:
+    update = _dense_update(config, planned=planned_steps)
     if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (Pascanu et al. 2013).
-      return optax.chain(optax.clip_by_global_norm(config.clip_norm), _dense_update(config))
-    return _dense_update(config)
+      return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
+    return update
   dense = _dense_update(config, tables)
 
   def init(params):
@@ -93,10 +108,14 @@ def make_optimizer(config: Config, tables=(), **hyperparameters) -> optax.Gradie
   return optax.GradientTransformation(init, update)
 
 
-def hyperparameters_of(configs: list[Config]) -> dict:
-  """The per-model hyperparameters as float32 arrays: scalars for one model, [K] for K."""
+def hyperparameters_of(configs: list[Config], steps_per_epoch: int = 0) -> dict:
+  """The per-model hyperparameters as float32 arrays: scalars for one model, [K] for K; with
+  the feed's `steps_per_epoch`, also 'planned_steps' (T of the linear schedule)."""
   values = {name: jnp.asarray([getattr(c, name) for c in configs], jnp.float32)
             for name in HYPERPARAMETERS}
+  if steps_per_epoch:
+    values['planned_steps'] = jnp.asarray(
+        [planned_updates(c, steps_per_epoch) for c in configs], jnp.float32)
   return values if len(configs) > 1 else {name: value[0] for name, value in values.items()}
 
 
@@ -106,6 +125,8 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
   if config.optimizer not in ROW_SPARSE:
     tx = make_optimizer(config, **hyperparameters)
     return state.replace(tx=tx).apply_gradients(grads=grads).replace(tx=state.tx)
+  hyperparameters = dict(hyperparameters)
+  planned = hyperparameters.pop('planned_steps', None)
   config, rows = config.replace(**hyperparameters), rows or {}
   flat_params = traverse_util.flatten_dict(state.params)
   rows = {path: (ids, g.astype(flat_params[path].dtype)) for path, (ids, g) in rows.items()}
@@ -119,10 +140,10 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     grads = jax.tree.map(lambda g: g * scale, grads)
     rows = {path: (ids, g * scale) for path, (ids, g) in rows.items()}
   opt = state.opt_state
-  updates, dense_state = _dense_update(config, tuple(rows)).update(grads, opt.dense,
-                                                                    state.params)
+  updates, dense_state = _dense_update(config, tuple(rows), planned).update(grads, opt.dense,
+                                                                             state.params)
   flat_updates = traverse_util.flatten_dict(updates)
-  learning_rate = learning_rate_at(config, state.step)
+  learning_rate = learning_rate_at(config, state.step, planned)
   new_params, table_states = {}, traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
   for path, value in flat_params.items():
     if path not in rows:

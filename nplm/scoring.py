@@ -19,6 +19,7 @@ from nplm.checkpoint import read_identity, saved_params
 from nplm.config import Config
 from nplm.data import batching, datasets
 from nplm.data.vocab import Vocabulary
+from nplm.errors import ConfigError
 from nplm.lm import LanguageModel, build_language_model
 
 
@@ -40,10 +41,19 @@ class TrainedModel:
     """The token before a split's first: its dataset's (</text> for Brown, else <eos>)."""
     return self.vocab.id_of(datasets.boundary_token(self.config.dataset))
 
+  def require_language_model(self) -> None:
+    """A ConfigError for a model that gives no probability of a text (word2vec's)."""
+    if not self.lm.model.language_model:
+      raise ConfigError(f'{self.config.workdir} is a word2vec model (--model='
+                        f'{self.config.model}), not a language model: it predicts words from '
+                        'both sides, so it gives no probability of a text to score, evaluate, '
+                        'mix or sample from; nplm neighbours reads its word vectors')
+
   def split_log_probs(self, ids: np.ndarray, batch_size: int | None = None) -> np.ndarray:
     """log p(w_t | its context) for every token of a split, in order (float64): the n-1
     previous words for a feed-forward model, every earlier word of the split for a
     recurrent one (one stream, `batch_size` words per segment)."""
+    self.require_language_model()
     order, boundary = self.config.order, self.boundary_id
     batch_size = batch_size or self.config.eval_batch_size
     mesh = parallel.make_mesh('', devices=jax.devices()[:1])  # Any batch size divides it.

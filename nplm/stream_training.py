@@ -167,7 +167,8 @@ class StreamFeed:
     """(state, loss) after the update on segment `batch`, with `hyperparameters`
     (nplm.optimizer.hyperparameters_of; default: the config's)."""
     (index,) = batch
-    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config])
+    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
+                                                                      self.steps_per_epoch)
     return parallel.settle(self.train_step(state, hyperparameters, *self.train_arrays, index,
                                            run_rng))
 

@@ -36,6 +36,7 @@ from nplm.stop_requests import RunInterrupted, StopRequests, stop_requests
 from nplm.stream_training import StreamFeed
 from nplm.summary import RunStatus, parameter_count, run_summary
 from nplm.window_training import WindowFeed
+from nplm.word2vec_training import Word2VecFeed
 
 __all__ = ['RunInterrupted', 'TrainingDiverged', 'check_together', 'run', 'train_and_evaluate',
            'train_together']
@@ -65,6 +66,14 @@ def check_together(configs: list[Config]) -> list[Config]:
   return configs
 
 
+def feed_of(model):
+  """The feed of a model's family: word2vec's windows both sides (word vectors, not a
+  language model), BPTT streams (recurrent), n-gram windows (feed-forward)."""
+  if not model.language_model:
+    return Word2VecFeed
+  return StreamFeed if model.recurrent else WindowFeed
+
+
 class _Interval:
   """The updates, examples and seconds since the last progress record."""
 
@@ -88,7 +97,7 @@ class _Loop:
     self.mesh = parallel.make_mesh(self.config.mesh)
     # Built before any workdir is claimed: a head or the mesh may still refuse the config.
     self.lm = build_language_model(self.config, corpus.vocab.counts, self.mesh)
-    feed = StreamFeed if self.lm.model.recurrent else WindowFeed
+    feed = feed_of(self.lm.model)
     self.feed = feed(self.config, self.lm, corpus.splits, corpus.boundary_id, self.mesh,
                      self.count)
     self.main = parallel.is_main_process()  # Only process 0 writes the runs' own files.
@@ -130,7 +139,7 @@ class _Loop:
       states.append(state)
       run_rngs.append(run_rng)
     self.template, self.run_rngs = states[0], self.join(run_rngs)
-    self.hyperparameters = optimizer.hyperparameters_of(configs)
+    self.hyperparameters = optimizer.hyperparameters_of(configs, self.feed.steps_per_epoch)
     self.step = self.common_step(states)
     return self.join(states)
 
@@ -230,9 +239,10 @@ class _Loop:
       model.progress['train_seconds'] += seconds
       model.progress['train_examples'] += examples
       if at_log:
+        planned = optimizer.planned_updates(model.config, self.feed.steps_per_epoch)
         model.writer.write('train', self.step, loss=loss, examples_per_second=rate,
-                           learning_rate=optimizer.learning_rate_at(model.config,
-                                                                    self.step - 1))
+                           learning_rate=float(optimizer.learning_rate_at(
+                               model.config, self.step - 1, planned)))
     if at_log and self.training():
       log.info('%s', self.progress_line(losses, rate, steps / max(seconds, 1e-9), epoch))
     return rate

@@ -2,7 +2,9 @@
 
 A split lives on the device once, left-padded with n-1 boundary tokens (nplm.data.batching);
 an update sends B positions and the step gathers their windows. Every epoch visits every
-training window once, in a shuffle derived from (seed, epoch).
+training window once, in a shuffle derived from (seed, epoch). A model that trains every
+position of its window (the Transformer) reads non-overlapping windows instead, every
+(n-1)-th position: each training token is then one of its targets once per epoch.
 
 K models of one shape may be trained together (nplm.train): their states are stacked along
 a leading axis and one compiled step updates all of them with `jax.vmap`, every model reading
@@ -144,7 +146,9 @@ class WindowFeed:
     self.splits = {name: parallel.put(batching.pad_split(ids, config.order, boundary_id), mesh)
                    for name, ids in splits.items()}
     self.sizes = {name: len(ids) for name, ids in splits.items()}
-    self.steps_per_epoch = batching.num_batches(self.sizes['train'], config.batch_size)
+    self.stride = config.order - 1 if lm.trains_every_position else 1
+    windows = len(batching.strided_positions(self.sizes['train'], self.stride))
+    self.steps_per_epoch = batching.num_batches(windows, config.batch_size)
     # One optimizer for every state it creates: K models' states join as one tree.
     self.tables = tables_read(lm, config)
     self.tx = optimizer.make_optimizer(config, self.tables)
@@ -168,16 +172,18 @@ class WindowFeed:
 
   def start_epoch(self, state, epoch: int, start: int):
     """The state to continue with and the epoch's batches from batch `start` on, each
-    (arguments of the step, examples in it)."""
+    (arguments of the step, examples in it: the targets its loss covers)."""
     batches = batching.train_batches(self.sizes['train'], self.config.batch_size,
-                                     self.config.batch_order_seed, epoch, start)
-    return state, (((positions, mask), int(mask.sum())) for positions, mask in batches)
+                                     self.config.batch_order_seed, epoch, start, self.stride)
+    return state, (((positions, mask), int(mask.sum()) * self.stride)
+                   for positions, mask in batches)
 
   def step(self, state, batch, run_rng, hyperparameters=None):
     """(state, loss) after one update: K stacked states and K losses for K models, each
     with its own `hyperparameters` (nplm.optimizer.hyperparameters_of; default: the
     config's)."""
-    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config])
+    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
+                                                                      self.steps_per_epoch)
     positions, mask = (parallel.put(array, self.mesh, 'data') for array in batch)
     return parallel.settle(self.train_step(state, hyperparameters, self.splits['train'],
                                            positions, mask, run_rng))

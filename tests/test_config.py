@@ -94,6 +94,7 @@ MISTAKES = {
     'neighbours': ['nplm.cli', 'neighbours', '--workdir=/nonexistent/run', '--words=dog'],
     'mix': ['nplm.cli', 'mix', '--workdir=/nonexistent/run'],
     'export': ['nplm.cli', 'export', '--out=/tmp/unused', '--tokens=bytes'],
+    'embeddings': ['nplm.cli', 'embeddings', '--workdir=/nonexistent/run', '--out=/tmp/unused'],
     'unknown flag': ['nplm.cli', 'train', '--no_such_flag=1'],
     'sweep': ['experiments.sweep', '--sweep=nope'],
     'table1': ['experiments.table1', '--rows=MLP99'],

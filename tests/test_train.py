@@ -215,7 +215,7 @@ def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corp
     ({'feature_size': -3}, '--feature_size must be positive'),
     ({'hidden_size': -1}, '--hidden_size must be 0 or more'),
     ({'hidden_size': 0, 'direct': False}, 'set --direct'),
-    ({'model': 'transformer'}, "unknown --model='transformer'"),
+    ({'model': 'mamba'}, "unknown --model='mamba'"),
     ({'head': 'nce2'}, "unknown --head='nce2'"),
     ({'optimizer': 'adagrad'}, "unknown --optimizer='adagrad'"),
     ({'batch_size': 0}, '--batch_size must be positive'),

@@ -37,13 +37,18 @@ class CorpusNotPrepared(RuntimeError):
   """The benchmark never prepares the corpus (minutes, maybe a download): it says how to."""
 
 
-def load_training_ids(data_dir: str):
-  """(training ids, training counts per id, boundary id) of the prepared Brown corpus."""
+def require_prepared_brown(data_dir: str) -> None:
+  """Raises CorpusNotPrepared unless the Brown corpus is prepared in `data_dir`."""
   if not Brown(data_dir=data_dir or None).is_prepared():
     raise CorpusNotPrepared(
         f'the Brown corpus is not prepared in --data_dir={data_dir or "(TFDS default)"}; '
         'prepare it once with `python -m experiments.brown --data_dir=DIR --max_steps=1 '
         '--workdir=/tmp/prepare` or point --data_dir at a prepared one')
+
+
+def load_training_ids(data_dir: str):
+  """(training ids, training counts per id, boundary id) of the prepared Brown corpus."""
+  require_prepared_brown(data_dir)
   corpus = load_corpus(data_dir=data_dir or None)
   return corpus.splits['train'], corpus.vocab.counts, corpus.boundary_id
 

@@ -10,6 +10,7 @@ COMMANDS = {
     'score': 'Log-probabilities of typed sentences under a trained model.',
     'generate': 'Text sampled from a trained model.',
     'neighbours': 'Nearest words by their learned feature vectors.',
+    'embeddings': 'Feature vectors in word2vec format, scored on similarity and analogies.',
     'mix': 'A trained model mixed with the interpolated trigram.',
     'export': 'A dataset\'s token streams as text files.',
 }

@@ -68,6 +68,7 @@ def main(argv):
   cli.show_progress_lines()
   try:
     trained = load_trained(FLAGS.workdir)
+    trained.require_language_model()  # Before the text is read.
     where, types, splits = _text_and_splits(trained)
     results = evaluate(trained, types, splits, FLAGS.top_unknown)
   except (*cli.USER_ERRORS, OSError) as error:

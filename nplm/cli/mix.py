@@ -53,6 +53,7 @@ def main(argv):
   cli.show_progress_lines()
   try:
     network = load_trained(flags.FLAGS.workdir)
+    network.require_language_model()  # Before the corpus is read and the trigram fitted.
     print(mix_report(network, corpus_of(network, flags.FLAGS.data_dir)))
   except cli.USER_ERRORS as error:
     cli.fail(error)

@@ -5,6 +5,10 @@ text-boundary token: the first n-1 tokens of every split are predicted as if a t
 just ended, so each split is scored on its own and every one of its N tokens counts. A batch
 is then only B positions; the step gathers the windows itself, so the host sends B integers
 per update instead of B·n.
+
+A model that trains on whole windows (the Transformer: a loss at each of its n-1 positions)
+reads every (n-1)-th position only, `stride` n-1: non-overlapping windows, the last ending
+at the split's last token, so each training token is a target once per epoch.
 """
 
 import numpy as np
@@ -37,13 +41,22 @@ def _padded_batch(indices: np.ndarray, batch_size: int):
   return positions, mask
 
 
-def train_batches(num_examples: int, batch_size: int, seed: int, epoch: int, start: int = 0):
-  """The batches of `epoch` from batch `start` on: slices of a shuffle derived from (seed, epoch).
+def strided_positions(num_tokens: int, stride: int = 1) -> np.ndarray:
+  """The positions every `stride`-th, counted back from the last token: windows of `stride`
+  targets ending there tile the split, the first reaching into the left padding."""
+  return np.arange((num_tokens - 1) % stride, num_tokens, stride)
+
+
+def train_batches(num_examples: int, batch_size: int, seed: int, epoch: int, start: int = 0,
+                  stride: int = 1):
+  """The batches of `epoch` from batch `start` on: slices of a shuffle derived from (seed, epoch)
+  of the positions `strided_positions(num_examples, stride)` (every position at stride 1).
 
   Any update of any epoch can be rebuilt from its number alone, which makes resumption exact.
   """
-  order = np.random.default_rng([seed, epoch]).permutation(num_examples)
-  for index in range(start, num_batches(num_examples, batch_size)):
+  positions = strided_positions(num_examples, stride)
+  order = positions[np.random.default_rng([seed, epoch]).permutation(len(positions))]
+  for index in range(start, num_batches(len(positions), batch_size)):
     yield _padded_batch(order[index * batch_size:(index + 1) * batch_size], batch_size)
 
 

@@ -37,7 +37,7 @@ class BinaryTree:
 
 
 def huffman_tree(counts) -> BinaryTree:
-  """Huffman 1952 (as word2vec builds it, Mikolov et al. 2013): merge the two least
+  """Huffman 1952 (as word2vec builds it, Mikolov et al. 2013b): merge the two least
   frequent subtrees until one remains."""
   weights = np.maximum(np.asarray(counts, np.float64), 1.0)  # Unseen words weigh one count.
   vocab_size = len(weights)

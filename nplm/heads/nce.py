@@ -1,5 +1,5 @@
 """Noise-contrastive estimation (Gutmann & Hyvärinen 2010; Mnih & Teh 2012,
-section 3), and negative sampling (Mikolov et al. 2013) beside it.
+section 3), and negative sampling (Mikolov et al. 2013b) beside it.
 
 The model learns to tell the observed word from k noise words drawn from Q by a logistic
 regression on Δs(w, h) = s(w, h) - log(k·Q(w)) (Mnih & Teh 2012), with the model's scores taken as

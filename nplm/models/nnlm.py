@@ -23,6 +23,7 @@ class NNLM(nn.Module):
   dropout: float = 0.0  # On x and on the tanh units, in training only.
 
   recurrent = False
+  language_model = True  # Gives p(w_t | the words before it).
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -32,8 +33,10 @@ class NNLM(nn.Module):
         (config.hidden_size > 0 or config.direct,
          '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
         (config.num_layers == 1,
-         '--num_layers is for recurrent models (--model=rnn, lstm or gru)'),
+         '--num_layers is for recurrent models (--model=rnn, lstm or gru) and the transformer'),
         (0 <= config.dropout < 1, f'--dropout must be within [0, 1), got {config.dropout}'),
+        (config.num_heads == 1 and config.positions == 'sinusoidal',
+         '--num_heads and --positions are for --model=transformer'),
     ]
     return [message for ok, message in checks if not ok]
 

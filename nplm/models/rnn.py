@@ -99,6 +99,7 @@ class RecurrentModel(nn.Module):
   dropout: float = 0.0
 
   recurrent = True
+  language_model = True  # Gives p(w_t | the words before it).
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -108,6 +109,8 @@ class RecurrentModel(nn.Module):
          f"--direct is the NNLM's; --model={config.model} has no direct connections"),
         (config.num_layers >= 1, f'--num_layers must be positive, got {config.num_layers}'),
         (0 <= config.dropout < 1, f'--dropout must be within [0, 1), got {config.dropout}'),
+        (config.num_heads == 1 and config.positions == 'sinusoidal',
+         '--num_heads and --positions are for --model=transformer'),
     ]
     return [message for ok, message in checks if not ok]
 

@@ -1,0 +1,139 @@
+"""word2vec's two models up to their output layer: CBOW and skip-gram (Mikolov et al. 2013a,
+section 3; trained as in Mikolov et al. 2013b).
+
+Both read a window of ±c words around a position t of the text, both sides, and neither is a
+language model: they learn word vectors C(w) from the words around each word.
+- CBOW (continuous bag of words): hidden = the mean of C(w_{t+j}) over the context words,
+  0 < |j| <= b; the head predicts w_t from it.
+- Skip-gram: hidden = C(w_t); the head predicts each context word w_{t+j}, 0 < |j| <= b,
+  one example per (w_t, w_{t+j}) pair.
+The window radius b is drawn per position in training (nplm.word2vec_training), so nearer
+words weigh more (Mikolov et al. 2013a, section 3.2).
+
+A context is [batch, 2c] word ids, w_{t-c} … w_{t-1}, w_{t+1} … w_{t+c}, with ABSENT where
+no word is: beyond the drawn radius, or beyond the split's ends. The models know how their
+examples are made from such windows (`examples`), and what their own exact prediction of a
+position is (`token_log_probs`), so the feed is the same for both.
+"""
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nplm import sparse_rows
+
+ABSENT = -1  # A context slot without a word.
+
+
+def _initial_vectors(key, shape, dtype=jnp.float32):
+  """Uniform in ±0.5/m, as the word2vec tool and gensim start C: small, so that the first
+  updates come from the output side."""
+  return jax.random.uniform(key, shape, dtype, -0.5 / shape[1], 0.5 / shape[1])
+
+
+def changed_knobs(config, names) -> list[str]:
+  """Those of the config's fields `names` that it sets away from their defaults."""
+  defaults = {field.name: field.default for field in dataclasses.fields(config)}
+  return [name for name in names if getattr(config, name) != defaults[name]]
+
+
+class _Word2Vec(nn.Module):
+  """What CBOW and skip-gram share: the vectors C, the knobs, the start-up line."""
+  vocab_size: int
+  feature_size: int  # m: the width of C(w) and of the hidden vector
+
+  recurrent = False
+  language_model = False  # It predicts a word from both sides: no probability of a text.
+
+  @classmethod
+  def config_errors(cls, config) -> list[str]:
+    others = changed_knobs(config, ('order', 'hidden_size', 'direct', 'num_layers', 'dropout',
+                                    'bptt_length'))
+    checks = [
+        (config.window >= 1, f'--window must be at least 1, got {config.window}'),
+        (config.subsample >= 0, f'--subsample must be 0 (off) or positive, got '
+         f'{config.subsample}'),
+        (not others, f'{", ".join("--" + name for name in others)}: for nnlm and recurrent '
+         f'models, not --model={config.model} (its knobs: --feature_size, --window, '
+         '--subsample)'),
+    ]
+    return [message for ok, message in checks if not ok]
+
+  @classmethod
+  def describe(cls, config) -> str:
+    subsample = f', subsample {config.subsample:g}' if config.subsample else ''
+    return (f'{config.model} (m={config.feature_size}, window {config.window}{subsample}'
+            f'{", tied" if config.tie_embeddings else ""}; its perplexities are exp(-mean '
+            f'{cls.evaluated.format(c=config.window)}), not a language model\'s)')
+
+  @classmethod
+  def from_config(cls, config, vocab_size: int) -> '_Word2Vec':
+    return cls(vocab_size=vocab_size, feature_size=config.feature_size)
+
+  @property
+  def hidden_dim(self) -> int:
+    return self.feature_size
+
+  def vectors(self, words: jnp.ndarray) -> jnp.ndarray:
+    """C(w) of each word; an ABSENT slot reads row 0, which its caller leaves out."""
+    table = sparse_rows.Embed(self.vocab_size, self.feature_size,
+                              embedding_init=_initial_vectors, name='C')
+    return table(jnp.where(words == ABSENT, 0, words))
+
+
+class CBOW(_Word2Vec):
+  """Context [batch, 2c] (ABSENT where no word) -> the mean of its words' C, [batch, m]."""
+
+  evaluated = 'log p(w_t | the ±{c} words around it)'  # What evaluation scores, per token.
+
+  @nn.compact
+  def __call__(self, context: jnp.ndarray, train: bool = False) -> jnp.ndarray:
+    del train  # No dropout.
+    present = (context != ABSENT).astype(jnp.float32)
+    vectors = self.vectors(context)
+    summed = jnp.einsum('bj,bjm->bm', present.astype(vectors.dtype), vectors)
+    # A position with no context word at all (a one-token split) gets the zero vector.
+    return summed / jnp.maximum(present.sum(axis=1, keepdims=True), 1.0).astype(summed.dtype)
+
+  @staticmethod
+  def examples(windows: jnp.ndarray, centers: jnp.ndarray, mask: jnp.ndarray):
+    """(context, targets, mask) of the training examples: one per position."""
+    return windows, centers, mask
+
+  def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray) -> jnp.ndarray:
+    """log p(w_t | its context) per position, [batch]: the head's exact log_prob."""
+    return head.log_prob(self(windows), centers)
+
+
+class SkipGram(_Word2Vec):
+  """The center word [batch, 1] -> its vector C(w_t), [batch, m]."""
+
+  evaluated = 'over tokens of the mean over their ±{c} words of log p(w_{{t+j}} | w_t)'
+
+  @nn.compact
+  def __call__(self, center: jnp.ndarray, train: bool = False) -> jnp.ndarray:
+    del train  # No dropout.
+    return self.vectors(center[:, 0])
+
+  @staticmethod
+  def examples(windows: jnp.ndarray, centers: jnp.ndarray, mask: jnp.ndarray):
+    """(context, targets, mask) of the training examples: one per (w_t, w_{t+j}) pair,
+    [batch·2c]; the pairs of absent context words are masked."""
+    pairs = windows.shape[1]
+    context = jnp.repeat(centers, pairs)[:, None]
+    targets = jnp.where(windows == ABSENT, 0, windows).reshape(-1)
+    present = (windows != ABSENT).astype(mask.dtype) * mask[:, None]
+    return context, targets, present.reshape(-1)
+
+  def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray) -> jnp.ndarray:
+    """The mean of log p(w_{t+j} | w_t) over the context words of each position, [batch]
+    (0 where there is none: a one-token split). The head's exact distribution is computed
+    once per position and read at each context word: 2c times fewer scores than a log_prob
+    per pair where a head scores every word."""
+    log_probs = head.log_probs(self(centers[:, None]))  # [batch, |V|]
+    present = windows != ABSENT
+    pair_log_probs = jnp.take_along_axis(log_probs, jnp.where(present, windows, 0), axis=1)
+    total = jnp.sum(jnp.where(present, pair_log_probs, 0.0), axis=1)
+    return total / jnp.maximum(present.sum(axis=1), 1)

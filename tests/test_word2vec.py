@@ -1,0 +1,390 @@
+"""word2vec's CBOW and skip-gram: scores and losses against numpy, subsampling, the dynamic
+window, the linear schedule, whole runs through nplm.train, and the tools that refuse them."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax.training import train_state
+
+from nplm.checkpoint import saved_params
+from nplm.cli import config_from_flagfile
+from nplm.cli.mix import mix_report
+from nplm.config import Config, ConfigError
+from nplm.generation import generate
+from nplm.lm import build_language_model
+from nplm.neighbours import feature_vectors, nearest
+from nplm.optimizer import apply_gradients, hyperparameters_of, learning_rate_at, make_optimizer
+from nplm.scoring import load_trained
+from nplm.sentences import score_sentences
+from nplm.train import run
+from nplm.word2vec_training import (Subsampler, Word2VecFeed, context_windows,
+                                    keep_probabilities, padded_stream, window_radii)
+from tests.conftest import TINY_SPLIT
+
+ROOT = Path(__file__).parent.parent
+ABSENT = -1
+
+
+# --- numpy references -------------------------------------------------------------------
+
+def numpy_context(ids, t: int, radius: int) -> list[int]:
+  """The words within `radius` of position t, left then right, none past the split's ends."""
+  return [int(ids[t + j]) for j in [*range(-radius, 0), *range(1, radius + 1)]
+          if 0 <= t + j < len(ids)]
+
+
+def numpy_log_softmax(params, hidden: np.ndarray) -> np.ndarray:
+  """log softmax(b + O h) over every output row, in float64."""
+  out = params['head']['output']
+  scores = hidden @ np.asarray(out['embedding'], np.float64).T + np.asarray(out['bias'])
+  scores -= scores.max(axis=-1, keepdims=True)
+  return scores - np.log(np.exp(scores).sum(axis=-1, keepdims=True))
+
+
+def numpy_cbow_log_prob(params, ids, t: int, radius: int) -> float:
+  vectors = np.asarray(params['model']['C']['embedding'], np.float64)
+  context = numpy_context(ids, t, radius)
+  hidden = vectors[context].mean(axis=0) if context else np.zeros(vectors.shape[1])
+  return float(numpy_log_softmax(params, hidden)[ids[t]])
+
+
+def numpy_skipgram_pairs(params, ids, t: int, radius: int) -> list[float]:
+  """log p(w_{t+j} | w_t) for each context word."""
+  vectors = np.asarray(params['model']['C']['embedding'], np.float64)
+  log_p = numpy_log_softmax(params, vectors[ids[t]])
+  return [float(log_p[word]) for word in numpy_context(ids, t, radius)]
+
+
+def tiny_feed(model: str, window: int, **changes):
+  """A feed for a random 12-word vocabulary, with random non-zero output biases."""
+  rng = np.random.default_rng(0)
+  splits = {'train': rng.integers(0, 12, 60).astype(np.int32),
+            'valid': rng.integers(0, 12, 23).astype(np.int32)}
+  config = Config(workdir='unused', model=model, head='softmax', feature_size=6, window=window,
+                  batch_size=8, eval_batch_size=5, **changes)
+  lm = build_language_model(config, np.bincount(splits['train'], minlength=12))
+  feed = Word2VecFeed(config, lm, splits, boundary_id=0)
+  state = feed.create_state(jax.random.key(3))
+  params = jax.tree.map(np.array, state.params)
+  params['head']['output']['bias'] = rng.normal(size=12).astype(np.float32)
+  params['model']['C']['embedding'] *= 20  # Scores far from uniform.
+  return feed, state.replace(params=jax.tree.map(jax.numpy.asarray, params)), params, splits
+
+
+# --- scores and losses ------------------------------------------------------------------
+
+def test_cbow_scores_each_token_from_the_mean_of_its_context_vectors():
+  feed, _, params, splits = tiny_feed('cbow', window=3)
+  got = feed.log_probs(params, 'valid')
+  ids = splits['valid']
+  want = [numpy_cbow_log_prob(params, ids, t, 3) for t in range(len(ids))]
+  np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_skipgram_scores_each_token_by_the_mean_log_prob_of_its_context_words():
+  feed, _, params, splits = tiny_feed('skipgram', window=2)
+  got = feed.log_probs(params, 'valid')
+  ids = splits['valid']
+  want = [np.mean(numpy_skipgram_pairs(params, ids, t, 2)) for t in range(len(ids))]
+  np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize('model', ['cbow', 'skipgram'])
+def test_the_training_loss_is_the_mean_over_the_batch_of_the_softmax_losses(model):
+  """Window 1: every radius is 1, so the batch's examples are known without the draws."""
+  feed, state, params, splits = tiny_feed(model, window=1)
+  state, batches = feed.start_epoch(state, epoch=0, start=0)
+  (stream, positions, mask), examples = next(batches)
+  ids = splits['train']  # --subsample=0: the epoch's stream is the split.
+  np.testing.assert_array_equal(np.asarray(stream)[1:-1], ids)
+  centers = positions[mask > 0]
+  assert examples == len(centers) == 8
+  if model == 'cbow':
+    losses = [-numpy_cbow_log_prob(params, ids, t, 1) for t in centers]
+  else:
+    losses = [-log_p for t in centers for log_p in numpy_skipgram_pairs(params, ids, t, 1)]
+  _, loss = feed.step(state, (stream, positions, mask), jax.random.key(5))
+  assert float(loss) == pytest.approx(np.mean(losses), rel=1e-5)
+
+
+def test_models_trained_together_take_the_updates_each_takes_alone():
+  """K = 2 skip-gram models (negative sampling, AdamW) in one vmapped step, each
+  with its own learning rate and key, against each stepped alone on the same batch."""
+  ids = np.random.default_rng(4).integers(0, 12, 80).astype(np.int32)
+  configs = [Config(workdir=f'w{k}', model='skipgram', head='negative_sampling',
+                    feature_size=6, window=2, batch_size=8, optimizer='adamw',
+                    learning_rate=rate, lr_schedule='linear', num_samples=3)
+             for k, rate in enumerate([0.5, 2.0])]
+  lm = build_language_model(configs[0], np.bincount(ids, minlength=12))
+  keys = [jax.random.key(k) for k in range(2)]
+  together = Word2VecFeed(configs[0], lm, {'train': ids}, boundary_id=0, num_models=2)
+  states = [together.create_state(key) for key in keys]
+  stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *states)
+  stacked, batches = together.start_epoch(stacked, epoch=1, start=2)
+  batch, _ = next(batches)
+  after, losses = together.step(stacked, batch, jax.numpy.stack(keys),
+                                hyperparameters_of(configs, together.steps_per_epoch))
+  alone = Word2VecFeed(configs[0], lm, {'train': ids}, boundary_id=0)
+  for k, config in enumerate(configs):
+    state, loss = alone.step(alone.create_state(keys[k]), batch, keys[k],
+                             hyperparameters_of([config], alone.steps_per_epoch))
+    assert float(losses[k]) == pytest.approx(float(loss), rel=1e-6)
+    for mine, theirs in zip(jax.tree.leaves(state.params), jax.tree.leaves(after.params)):
+      np.testing.assert_allclose(np.asarray(theirs)[k], mine, rtol=1e-5, atol=1e-7)
+
+
+# --- subsampling ------------------------------------------------------------------------
+
+def test_keep_probabilities_follow_the_word2vec_formula():
+  t, total = 1e-3, 100_000  # tN = 100
+  counts = np.array([40_000, 25_000, 400, 261, 100, 5, 0, 34_209], np.float64)
+  counts[-1] = total - counts[:-1].sum()
+  got = keep_probabilities(counts, t)
+  # (√(f/tN) + 1)·tN/f by hand: f = 400 → (2 + 1)/4; f = 100 → 2, capped at 1.
+  assert got[2] == pytest.approx(0.75)
+  assert got[4] == 1.0 and got[5] == 1.0 and got[6] == 1.0
+  for f, p in zip(counts, got):
+    if f > 0:
+      assert p == pytest.approx(min(1.0, (math.sqrt(f / 100) + 1) * 100 / f))
+  assert np.all(keep_probabilities(counts, 0.0) == 1.0)
+
+
+def test_each_token_is_kept_with_its_probability_and_every_epoch_keeps_as_many():
+  rng = np.random.default_rng(0)
+  ranks = np.arange(1, 501)
+  ids = rng.choice(500, size=200_000, p=(1 / ranks) / np.sum(1 / ranks)).astype(np.int32)
+  subsampler = Subsampler(ids, 1e-3)
+  counts = np.bincount(ids, minlength=500).astype(np.float64)
+  tn = 1e-3 * len(ids)
+  keep = np.minimum(1.0, (np.sqrt(counts / tn) + 1) * tn / np.maximum(counts, 1))
+  expected = keep[ids].sum()
+  epochs, kept_per_word = 8, np.zeros(500)
+  for epoch in range(epochs):
+    mask = subsampler.keep_mask(np.random.default_rng([7, epoch]))
+    assert mask.sum() in (math.floor(expected), math.ceil(expected))
+    assert mask.sum() <= subsampler.max_kept
+    kept_per_word += np.bincount(ids[mask], minlength=500)
+  share = kept_per_word / np.maximum(counts * epochs, 1)
+  trials = counts * epochs
+  frequent = trials >= 2000
+  assert frequent.sum() > 20 and keep[frequent].min() < 0.2  # Truly thinned words.
+  tolerance = 5 * np.sqrt(keep * (1 - keep) / np.maximum(trials, 1)) + 1e-9
+  assert np.all(np.abs(share - keep)[frequent] <= tolerance[frequent])
+  assert np.all(share[keep == 1.0] == 1.0)
+  again = subsampler.keep_mask(np.random.default_rng([7, 3]))
+  np.testing.assert_array_equal(again, subsampler.keep_mask(np.random.default_rng([7, 3])))
+  assert not np.array_equal(again, subsampler.keep_mask(np.random.default_rng([7, 4])))
+
+
+def test_an_epoch_stream_is_the_kept_tokens_in_order_with_the_windows_reaching_past_gaps():
+  rng = np.random.default_rng(1)
+  ids = rng.choice(30, size=3000, p=np.arange(30, 0, -1) / 465).astype(np.int32)
+  config = Config(workdir='unused', model='cbow', head='softmax', feature_size=4, window=2,
+                  subsample=2e-3, batch_size=64)
+  lm = build_language_model(config, np.bincount(ids, minlength=30))
+  feed = Word2VecFeed(config, lm, {'train': ids}, boundary_id=0)
+  stream, order = feed.epoch_stream(epoch=2)
+  kept = stream[2:][stream[2:] != ABSENT]
+  assert len(kept) < 0.9 * len(ids) and len(stream) == feed.subsampler.max_kept + 4
+  assert np.all(stream[:2] == ABSENT) and np.all(stream[2 + len(kept):] == ABSENT)
+  position = iter(range(len(ids)))  # `kept` is a subsequence of the split, in order.
+  assert all(any(ids[i] == word for i in position) for word in kept)
+  np.testing.assert_array_equal(np.sort(order), np.arange(len(kept)))
+  assert feed.steps_per_epoch == math.ceil(feed.subsampler.max_kept / 64)
+
+
+# --- windows ----------------------------------------------------------------------------
+
+def test_radii_are_uniform_from_1_to_the_window():
+  radii = np.asarray(window_radii(jax.random.key(0), 60_000, 5))
+  counts = np.bincount(radii, minlength=7)
+  assert counts[0] == 0 and counts[6] == 0
+  chi_square = np.sum((counts[1:6] - 12_000) ** 2 / 12_000)
+  assert chi_square < 18.47  # The 0.999 quantile of χ² with 4 degrees of freedom.
+
+
+def test_windows_keep_to_each_radius_and_never_cross_the_ends_of_a_split():
+  rng = np.random.default_rng(2)
+  ids = rng.integers(0, 50, 17).astype(np.int32)
+  window = 4
+  radii = rng.integers(1, window + 1, len(ids))
+  windows, centers = context_windows(padded_stream(ids, window, len(ids)),
+                                     np.arange(len(ids)), radii, window)
+  windows = np.asarray(windows)
+  np.testing.assert_array_equal(centers, ids)
+  for t in range(len(ids)):
+    want = [int(ids[t + j]) if abs(j) <= radii[t] and 0 <= t + j < len(ids) else ABSENT
+            for j in [*range(-window, 0), *range(1, window + 1)]]
+    np.testing.assert_array_equal(windows[t], want)
+    assert sorted(windows[t][windows[t] != ABSENT]) == sorted(numpy_context(ids, t, radii[t]))
+
+
+# --- the linear schedule ----------------------------------------------------------------
+
+def test_the_linear_schedule_decays_to_a_floor_over_the_planned_steps():
+  config = Config(workdir='unused', learning_rate=0.5, lr_schedule='linear')
+  for t, want in [(0, 0.5), (25, 0.375), (50, 0.25), (99, 0.005), (100, 0.5e-4), (150, 0.5e-4)]:
+    assert float(learning_rate_at(config, t, 100)) == pytest.approx(want, rel=1e-6)
+  inverse = Config(workdir='unused', learning_rate=0.5, lr_decay=0.1)
+  assert learning_rate_at(inverse, 10, 100) == pytest.approx(0.25)
+
+
+def after_61_updates(config, steps_per_epoch: int) -> np.ndarray:
+  """The weights after 60 updates with a zero gradient and a 61st with a fixed one."""
+  state = train_state.TrainState.create(apply_fn=None, params={'w': np.zeros(3, np.float32)},
+                                        tx=make_optimizer(config))
+  hyperparameters = hyperparameters_of([config], steps_per_epoch)
+  update = jax.jit(lambda state, grads: apply_gradients(config, state, grads, hyperparameters))
+  for _ in range(60):
+    state = update(state, {'w': np.zeros(3, np.float32)})
+  return np.asarray(update(state, {'w': np.array([1.0, -2.0, 0.5], np.float32)}).params['w'])
+
+
+@pytest.mark.parametrize('optimizer', ['sgd', 'adamw'])
+def test_an_update_takes_the_linear_rate_of_its_step(optimizer):
+  """T = --epochs × steps per epoch = 4 × 25: update 61 (60 before it) has the rate 0.4 ε0,
+  the update of a constant rate 0.4 ε0 (SGD: -0.2 times the gradient)."""
+  linear = Config(workdir='unused', learning_rate=0.5, lr_schedule='linear', epochs=4,
+                  optimizer=optimizer)
+  constant = Config(workdir='unused', learning_rate=0.2, optimizer=optimizer)
+  moved = after_61_updates(linear, steps_per_epoch=25)
+  np.testing.assert_allclose(moved, after_61_updates(constant, steps_per_epoch=25), rtol=1e-6)
+  if optimizer == 'sgd':
+    np.testing.assert_allclose(moved, [-0.2, 0.4, -0.1], rtol=1e-6)
+
+
+# --- configs ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize('changes,message', [
+    (dict(model='cbow', window=0), '--window must be at least 1'),
+    (dict(model='skipgram', subsample=-1e-3), '--subsample must be 0'),
+    (dict(model='cbow', order=7), '--order'),
+    (dict(model='skipgram', hidden_size=50, dropout=0.1), '--hidden_size, --dropout'),
+    (dict(model='nnlm', window=3), '--window and --subsample are for word2vec'),
+    (dict(model='lstm', subsample=1e-3), '--window and --subsample are for word2vec'),
+    (dict(lr_schedule='cosine'), "unknown --lr_schedule='cosine'"),
+    (dict(lr_schedule='linear', lr_decay=1e-8), "--lr_decay is the inverse schedule's"),
+    (dict(patience=-1), '--patience must be 0'),
+])
+def test_bad_word2vec_settings_are_refused_by_name(changes, message):
+  with pytest.raises(ConfigError, match=message.replace('(', r'\(')):
+    Config(workdir='unused', **changes).validate()
+
+
+@pytest.mark.parametrize('name', ['cbow_ns', 'cbow_hs', 'skipgram_ns', 'skipgram_hs'])
+def test_the_flagfiles_set_word2vecs_defaults(name):
+  config = config_from_flagfile(str(ROOT / 'experiments' / 'flags' / f'{name}.flags'))
+  config.resolved().validate()
+  model, head = name.split('_')
+  assert config.model == model and config.head == {'ns': 'negative_sampling',
+                                                    'hs': 'tree'}[head]
+  assert (config.feature_size, config.window, config.subsample, config.epochs) == (
+      100, 5, 1e-3, 5)
+  assert config.unk_max_count == 4  # Words seen fewer than 5 times: gensim's min_count=5.
+  assert (config.optimizer, config.lr_schedule, config.patience) == ('sgd', 'linear', 0)
+  if head == 'ns':
+    assert (config.num_samples, config.proposal_power) == (5, 0.75)
+  else:
+    assert config.tree == 'huffman'
+
+
+def test_a_linear_schedule_run_does_not_resume_with_other_epochs():
+  saved = Config(workdir='w', lr_schedule='linear', epochs=5).to_dict()
+  assert Config(workdir='w', lr_schedule='linear', epochs=5).incompatibilities(saved) == []
+  (problem,) = Config(workdir='w', lr_schedule='linear', epochs=8).incompatibilities(saved)
+  assert problem.startswith('epochs: checkpoint has 5, this run has 8')
+  inverse = Config(workdir='w', epochs=5).to_dict()
+  assert Config(workdir='w', epochs=8).incompatibilities(inverse) == []
+
+
+# --- whole runs -------------------------------------------------------------------------
+
+def tiny_run_config(workdir, **changes) -> Config:
+  config = Config(workdir=str(workdir), model='cbow', head='negative_sampling', feature_size=8,
+                  window=2, subsample=1e-2, num_samples=5, proposal_power=0.75,
+                  optimizer='sgd', lr_schedule='linear', learning_rate=2.0, batch_size=16,
+                  epochs=3, patience=0, eval_batch_size=64, log_every=2, checkpoint_every=1000,
+                  unk_max_count=1, **TINY_SPLIT)
+  return config.replace(**changes)
+
+
+def logged_losses(workdir) -> list[float]:
+  lines = (json.loads(line) for line in (Path(workdir) / 'metrics.jsonl').read_text().splitlines())
+  return [line['loss'] for line in lines if line['kind'] == 'train']
+
+
+@pytest.fixture(scope='module')
+def cbow_run(tiny_corpus, tmp_path_factory):
+  root = tmp_path_factory.mktemp('word2vec')
+  config = tiny_run_config(root / 'cbow')
+  return config, run(config, tiny_corpus)
+
+
+def test_cbow_learns_and_reports_exact_scores_of_its_last_parameters(cbow_run, tiny_corpus):
+  config, summary = cbow_run
+  losses = logged_losses(config.workdir)
+  assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.3
+  assert summary['status'] == 'epochs_done' and summary['best_epoch'] == 3  # --patience=0
+  assert (Path(config.workdir) / 'learning_curve.png').exists()
+  params = jax.tree.map(np.asarray, saved_params(Path(config.workdir)))
+  ids = tiny_corpus.splits['valid']
+  nll = -sum(numpy_cbow_log_prob(params, ids, t, config.window) for t in range(len(ids)))
+  assert summary['valid_ppl'] == pytest.approx(math.exp(nll / len(ids)), rel=1e-5)
+  assert summary['valid_ppl'] == pytest.approx(summary['valid_ppl_history'][-1], rel=1e-6)
+
+
+def test_a_run_stopped_mid_epoch_resumes_to_the_same_numbers(cbow_run, tiny_corpus, tmp_path):
+  config, summary = cbow_run
+  steps_per_epoch = summary['steps'] // config.epochs
+  stopped = run(tiny_run_config(tmp_path / 'resumed', max_steps=steps_per_epoch + 3),
+                tiny_corpus)
+  assert stopped['status'] == 'max_steps'
+  resumed = run(tiny_run_config(tmp_path / 'resumed'), tiny_corpus)
+  for key in ('train_ppl', 'valid_ppl', 'test_ppl'):
+    assert resumed[key] == pytest.approx(summary[key], rel=1e-6)
+
+
+def test_skipgram_with_the_huffman_tree_learns(tiny_corpus, tmp_path):
+  """The tree is a normalized model: its validation score falls as it learns."""
+  config = tiny_run_config(tmp_path / 'skipgram', model='skipgram', head='tree',
+                           learning_rate=3.0)
+  summary = run(config, tiny_corpus)
+  history = summary['valid_ppl_history']
+  assert history[2] < history[1] < history[0] and history[2] < 0.9 * history[0]
+  saved = json.loads((tmp_path / 'skipgram' / 'summary.json').read_text())
+  assert saved['valid_ppl'] == summary['valid_ppl'] == history[2]
+
+
+# --- the tools --------------------------------------------------------------------------
+
+def test_language_model_tools_refuse_a_word2vec_model_and_neighbours_read_it(cbow_run,
+                                                                               tiny_corpus):
+  config, _ = cbow_run
+  trained = load_trained(config.workdir)
+  refusal = 'is a word2vec model \\(--model=cbow\\), not a language model'
+  with pytest.raises(ConfigError, match=refusal):
+    score_sentences(trained, ['the jury said'])
+  with pytest.raises(ConfigError, match=refusal):
+    generate(trained)
+  with pytest.raises(ConfigError, match=refusal):
+    mix_report(trained, tiny_corpus)
+  word = trained.vocab.words[5]
+  near = nearest(feature_vectors(trained), trained.vocab, word, 3)
+  assert near[0] == (word, pytest.approx(1.0)) and len(near) == 3
+
+
+@pytest.mark.parametrize('program,args', [('score', ['the jury']), ('evaluate', [])])
+def test_the_programs_refuse_a_word2vec_model_in_one_line(cbow_run, program, args):
+  config, _ = cbow_run
+  child = subprocess.run([sys.executable, '-m', f'experiments.{program}',
+                          f'--workdir={config.workdir}', *args],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert child.returncode == 2
+  (line,) = child.stderr.strip().splitlines()
+  assert line.startswith('error: ') and 'not a language model' in line
