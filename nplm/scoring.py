@@ -47,7 +47,8 @@ class TrainedModel:
       raise ConfigError(f'{self.config.workdir} is a word2vec model (--model='
                         f'{self.config.model}), not a language model: it predicts words from '
                         'both sides, so it gives no probability of a text to score, evaluate, '
-                        'mix or sample from; nplm neighbours reads its word vectors')
+                        'mix or sample from; nplm neighbours and nplm embeddings read its '
+                        'word vectors')
 
   def split_log_probs(self, ids: np.ndarray, batch_size: int | None = None) -> np.ndarray:
     """log p(w_t | its context) for every token of a split, in order (float64): the n-1

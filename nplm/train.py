@@ -299,8 +299,9 @@ class _Loop:
                               'are lost; train again in a new --workdir.')
       params.append(self.member(self.states, k).params if best is None else best[0].params)
       if self.count == 1 and not model.diverged:
+        kept = 'last epoch\'s' if model.config.patience == 0 else 'best'
         log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
-                 'last' if best is None else f'best (step {int(best[0].step)})')
+                 'last' if best is None else f'{kept} (step {int(best[0].step)})')
     return params
 
   def summaries(self, loop_status: RunStatus) -> list[dict]:

@@ -16,6 +16,7 @@ from nplm.checkpoint import saved_params
 from nplm.cli import config_from_flagfile
 from nplm.cli.mix import mix_report
 from nplm.config import Config, ConfigError
+from nplm.evaluation import evaluate
 from nplm.generation import generate
 from nplm.lm import build_language_model
 from nplm.neighbours import feature_vectors, nearest
@@ -61,13 +62,13 @@ def numpy_skipgram_pairs(params, ids, t: int, radius: int) -> list[float]:
   return [float(log_p[word]) for word in numpy_context(ids, t, radius)]
 
 
-def tiny_feed(model: str, window: int, **changes):
+def tiny_feed(model: str, window: int):
   """A feed for a random 12-word vocabulary, with random non-zero output biases."""
   rng = np.random.default_rng(0)
   splits = {'train': rng.integers(0, 12, 60).astype(np.int32),
             'valid': rng.integers(0, 12, 23).astype(np.int32)}
   config = Config(workdir='unused', model=model, head='softmax', feature_size=6, window=window,
-                  batch_size=8, eval_batch_size=5, **changes)
+                  batch_size=8, eval_batch_size=5)
   lm = build_language_model(config, np.bincount(splits['train'], minlength=12))
   feed = Word2VecFeed(config, lm, splits, boundary_id=0)
   state = feed.create_state(jax.random.key(3))
@@ -182,7 +183,7 @@ def test_each_token_is_kept_with_its_probability_and_every_epoch_keeps_as_many()
   assert not np.array_equal(again, subsampler.keep_mask(np.random.default_rng([7, 4])))
 
 
-def test_an_epoch_stream_is_the_kept_tokens_in_order_with_the_windows_reaching_past_gaps():
+def test_an_epoch_stream_is_the_kept_tokens_in_order_between_absent_ends():
   rng = np.random.default_rng(1)
   ids = rng.choice(30, size=3000, p=np.arange(30, 0, -1) / 465).astype(np.int32)
   config = Config(workdir='unused', model='cbow', head='softmax', feature_size=4, window=2,
@@ -353,12 +354,12 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_numbers(cbow_run, tiny_corp
 def test_skipgram_with_the_huffman_tree_learns(tiny_corpus, tmp_path):
   """The tree is a normalized model: its validation score falls as it learns."""
   config = tiny_run_config(tmp_path / 'skipgram', model='skipgram', head='tree',
-                           learning_rate=3.0)
+                           learning_rate=3.0, epochs=2)
   summary = run(config, tiny_corpus)
   history = summary['valid_ppl_history']
-  assert history[2] < history[1] < history[0] and history[2] < 0.9 * history[0]
+  assert history[1] < 0.9 * history[0]
   saved = json.loads((tmp_path / 'skipgram' / 'summary.json').read_text())
-  assert saved['valid_ppl'] == summary['valid_ppl'] == history[2]
+  assert saved['valid_ppl'] == summary['valid_ppl'] == history[1]
 
 
 # --- the tools --------------------------------------------------------------------------
@@ -374,16 +375,17 @@ def test_language_model_tools_refuse_a_word2vec_model_and_neighbours_read_it(cbo
     generate(trained)
   with pytest.raises(ConfigError, match=refusal):
     mix_report(trained, tiny_corpus)
+  with pytest.raises(ConfigError, match=refusal):
+    evaluate(trained, ('the',), {'text': np.zeros(3, np.int32)})
   word = trained.vocab.words[5]
   near = nearest(feature_vectors(trained), trained.vocab, word, 3)
   assert near[0] == (word, pytest.approx(1.0)) and len(near) == 3
 
 
-@pytest.mark.parametrize('program,args', [('score', ['the jury']), ('evaluate', [])])
-def test_the_programs_refuse_a_word2vec_model_in_one_line(cbow_run, program, args):
+def test_a_program_refuses_a_word2vec_model_in_one_line(cbow_run):
   config, _ = cbow_run
-  child = subprocess.run([sys.executable, '-m', f'experiments.{program}',
-                          f'--workdir={config.workdir}', *args],
+  child = subprocess.run([sys.executable, '-m', 'experiments.evaluate',
+                          f'--workdir={config.workdir}'],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert child.returncode == 2
   (line,) = child.stderr.strip().splitlines()
