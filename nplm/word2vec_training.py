@@ -34,6 +34,7 @@ from flax.training import train_state
 from nplm import optimizer, parallel, sparse_rows, window_training
 from nplm.data import batching
 from nplm.errors import ConfigError
+from nplm.heads import OUTPUT_ROW_HEADS
 from nplm.models.word2vec import ABSENT
 from nplm.perplexity import perplexity
 
@@ -126,14 +127,18 @@ def make_train_step(lm, config, mesh, state_sharding, num_models: int = 1):
                  out_shardings=(state_sharding, replicated))
 
 
-def make_log_prob_step(lm, window: int, mesh, params_sharding=None, num_models: int = 1):
-  """The jitted model's own exact log-prob of each position (full window): [B], or [K, B]."""
+def make_log_prob_step(lm, window: int, mesh, params_sharding=None, num_models: int = 1,
+                       whole_distribution: bool = False):
+  """The jitted model's own exact log-prob of each position (full window): [B], or [K, B];
+  `whole_distribution` as the models' token_log_probs take it."""
+
+  def per_token(bound, windows, centers):
+    return bound.model.token_log_probs(bound.head, windows, centers, whole_distribution)
 
   def log_probs(params, stream, positions):
     radii = jnp.full(positions.shape, window)
     windows, centers = context_windows(stream, positions, radii, window)
-    return lm.apply(lm.variables_of(params), windows, centers,
-                    method=lambda bound, w, c: bound.model.token_log_probs(bound.head, w, c))
+    return lm.apply(lm.variables_of(params), windows, centers, method=per_token)
 
   step = log_probs if num_models == 1 else jax.vmap(log_probs, in_axes=(0, None, None))
   replicated = parallel.sharding(mesh)
@@ -196,8 +201,11 @@ class Word2VecFeed:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
     self.train_step = make_train_step(self.lm, self.config, self.mesh, sharding,
                                       self.num_models)
+    # Heads whose log_prob normalizes over every output row score a position's context
+    # words from one distribution; the tree, class and adaptive heads score each pair.
     self.log_prob_step = make_log_prob_step(self.lm, self.config.window, self.mesh,
-                                            sharding.params, self.num_models)
+                                            sharding.params, self.num_models,
+                                            self.config.head in OUTPUT_ROW_HEADS)
     settle = optimizer.settle if self.num_models == 1 else jax.vmap(optimizer.settle)
     self.settle = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if self.tables
                    else lambda state: state)

@@ -25,7 +25,8 @@ from nplm.scoring import load_trained
 from nplm.sentences import score_sentences
 from nplm.train import run
 from nplm.word2vec_training import (Subsampler, Word2VecFeed, context_windows,
-                                    keep_probabilities, padded_stream, window_radii)
+                                    keep_probabilities, make_log_prob_step, padded_stream,
+                                    window_radii)
 from tests.conftest import TINY_SPLIT
 
 ROOT = Path(__file__).parent.parent
@@ -88,12 +89,19 @@ def test_cbow_scores_each_token_from_the_mean_of_its_context_vectors():
   np.testing.assert_allclose(got, want, atol=1e-5)
 
 
-def test_skipgram_scores_each_token_by_the_mean_log_prob_of_its_context_words():
+@pytest.mark.parametrize('whole_distribution', [True, False])
+def test_skipgram_scores_each_token_by_the_mean_log_prob_of_its_context_words(
+    whole_distribution):
+  """Both ways: the softmax head's distribution read at each context word (the feed's way
+  for it), and its log_prob per pair (the tree's way)."""
   feed, _, params, splits = tiny_feed('skipgram', window=2)
-  got = feed.log_probs(params, 'valid')
   ids = splits['valid']
+  step = make_log_prob_step(feed.lm, 2, feed.mesh, whole_distribution=whole_distribution)
+  got = step(params, feed.splits['valid'], np.arange(len(ids)))
   want = [np.mean(numpy_skipgram_pairs(params, ids, t, 2)) for t in range(len(ids))]
   np.testing.assert_allclose(got, want, atol=1e-5)
+  if whole_distribution:
+    np.testing.assert_allclose(feed.log_probs(params, 'valid'), want, atol=1e-5)
 
 
 @pytest.mark.parametrize('model', ['cbow', 'skipgram'])

@@ -102,8 +102,11 @@ class CBOW(_Word2Vec):
     """(context, targets, mask) of the training examples: one per position."""
     return windows, centers, mask
 
-  def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray) -> jnp.ndarray:
-    """log p(w_t | its context) per position, [batch]: the head's exact log_prob."""
+  def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray,
+                      whole_distribution: bool = False) -> jnp.ndarray:
+    """log p(w_t | its context) per position, [batch]: the head's exact log_prob (one target
+    per position, so `whole_distribution` changes nothing)."""
+    del whole_distribution
     return head.log_prob(self(windows), centers)
 
 
@@ -127,13 +130,20 @@ class SkipGram(_Word2Vec):
     present = (windows != ABSENT).astype(mask.dtype) * mask[:, None]
     return context, targets, present.reshape(-1)
 
-  def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray) -> jnp.ndarray:
+  def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray,
+                      whole_distribution: bool = False) -> jnp.ndarray:
     """The mean of log p(w_{t+j} | w_t) over the context words of each position, [batch]
-    (0 where there is none: a one-token split). The head's exact distribution is computed
-    once per position and read at each context word: 2c times fewer scores than a log_prob
-    per pair where a head scores every word."""
-    log_probs = head.log_probs(self(centers[:, None]))  # [batch, |V|]
+    (0 where there is none: a one-token split), all exact. `whole_distribution`: the head's
+    full distribution once per position, read at each context word (2c times fewer scores
+    where a head's log_prob normalizes over every word anyway); else its log_prob per pair
+    (a tree reads only each target's path)."""
     present = windows != ABSENT
-    pair_log_probs = jnp.take_along_axis(log_probs, jnp.where(present, windows, 0), axis=1)
+    targets = jnp.where(present, windows, 0)
+    hidden = self(centers[:, None])
+    if whole_distribution:
+      pair_log_probs = jnp.take_along_axis(head.log_probs(hidden), targets, axis=1)
+    else:
+      pairs = jnp.repeat(hidden, windows.shape[1], axis=0)
+      pair_log_probs = head.log_prob(pairs, targets.reshape(-1)).reshape(windows.shape)
     total = jnp.sum(jnp.where(present, pair_log_probs, 0.0), axis=1)
     return total / jnp.maximum(present.sum(axis=1), 1)
