@@ -4,7 +4,9 @@ r"""Table 1 of Bengio et al. (2003) on identical tokens, beside the paper's numb
   python -m experiments.table1 --rows=KN5,DelInt3,MLP9  # some rows (and what they need)
 
 Rows: MLP1 … MLP10 (odd: a network trained from experiments/flags/mlpK.flags; even: that
-network mixed with the interpolated trigram at weight 0.5, the paper's "mix"), RNN, LSTM and
+network mixed with the interpolated trigram at weight 0.5, the paper's "mix"), MLP1R and
+MLP2R (MLP1 regularized by dropout, experiments/flags/mlp1_regularized, and its mix; beyond
+the paper, which did not regularize beyond weight decay), RNN, LSTM and
 GRU (recurrent models beyond the paper, from experiments/flags/{rnn,lstm,gru}), TRANSFORMER
 (a causal Transformer over the n-1 previous words, experiments/flags/transformer), DelInt3 (the
 paper's interpolated trigram, weights by EM on validation), KN3, KN4, KN5 (interpolated
@@ -53,19 +55,25 @@ class Row:
   mixes: str = ''  # A network row mixed with DelInt3.
   ngram: str = ''  # 'interpolated' or 'kneser_ney'.
   order: int = 0
+  paper_row: str = ''  # The paper's row shown beside it (default: its own name's).
 
 
 # Beyond the paper: experiments/flags/{rnn,lstm,gru,transformer}.flags.
 BEYOND_THE_PAPER_ROWS = ('RNN', 'LSTM', 'GRU', 'TRANSFORMER')
+# MLP1 with the regularization the paper's networks lacked (the winner of the
+# mlp1_regularized sweep, experiments/sweep.py), and its mix.
+REGULARIZED_ROWS = ('MLP1R', 'MLP2R')
 ROWS = {row.name: row for row in [
     *(Row(f'MLP{k}', flagfile=f'mlp{k}') for k in (1, 3, 5, 7, 9)),
     *(Row(f'MLP{k + 1}', mixes=f'MLP{k}') for k in (1, 3, 5, 7, 9)),
+    Row('MLP1R', flagfile='mlp1_regularized', paper_row='MLP1'),
+    Row('MLP2R', mixes='MLP1R', paper_row='MLP2'),
     *(Row(name, flagfile=name.lower()) for name in BEYOND_THE_PAPER_ROWS),
     Row('DelInt3', ngram='interpolated', order=3),
     *(Row(f'KN{n}', ngram='kneser_ney', order=n) for n in (3, 4, 5)),
 ]}
-ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), *BEYOND_THE_PAPER_ROWS, 'DelInt3', 'KN3',
-             'KN4', 'KN5']
+ROW_ORDER = [*(f'MLP{k}' for k in range(1, 11)), *REGULARIZED_ROWS, *BEYOND_THE_PAPER_ROWS,
+             'DelInt3', 'KN3', 'KN4', 'KN5']
 
 
 def paper_rows(path: Path = PAPER_TABLE) -> dict[str, dict]:
@@ -204,8 +212,10 @@ def build_table(workdir: str | Path, corpus: Corpus, requested: list[str] | None
   kn5, paper_kn5 = results['KN5']['test_ppl'], paper['KN5']['test']
   for name, result in results.items():
     result['test_over_kn5'] = result['test_ppl'] / kn5
-    if name in paper:
-      result['paper'] = {**paper[name], 'test_over_kn5': paper[name]['test'] / paper_kn5}
+    paper_name = ROWS[name].paper_row or name
+    if paper_name in paper:
+      result['paper'] = {**paper[paper_name],
+                         'test_over_kn5': paper[paper_name]['test'] / paper_kn5}
     else:
       result['paper'] = {'valid': None, 'test': None, 'test_over_kn5': None}
   stats = corpus.stats
@@ -245,7 +255,9 @@ def markdown(report: dict) -> str:
       'weights; an n-gram model, fitting and scoring. RNN, LSTM and GRU (beyond the paper) '
       'read the whole history (n blank); their h is the state size, m the embedding size. '
       'TRANSFORMER (beyond the paper) reads the n-1 previous words; its h is the feed-forward '
-      'width, m = d_model.',
+      'width, m = d_model. MLP1R is MLP1 with dropout (and the weight decay its sweep chose), '
+      'MLP2R its mix: beyond the paper, which stopped early but did not regularize further; '
+      'the paper\'s columns beside them are its MLP1 and MLP2, the same networks unregularized.',
       '',
       '| model | n | h | m | direct | mix | train | valid | test | test / KN5 '
       '| paper valid | paper test | paper test / KN5 | wall |',

@@ -116,7 +116,12 @@ class Config:
                            '√|V|).')
   tree: str = _knob(HEAD, 'huffman', 'tree head: huffman (from training counts) or balanced.')
   num_samples: int = _knob(HEAD, 100, 'k: words sampled per update by the is, nce and '
-                           'negative_sampling heads, shared by the minibatch.')
+                           'negative_sampling heads, shared by the minibatch (unless '
+                           '--noise_per_example).')
+  noise_per_example: bool = _knob(HEAD, False, 'nce, negative_sampling: k noise words drawn '
+                                  'for each example, as word2vec does, not k shared by the '
+                                  'minibatch (one dense matmul, but every example meets the '
+                                  'same few noise words).')
   proposal_power: float = _knob(HEAD, 1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = '
                                 'the unigram, 0 = uniform).')
   adaptive_cutoffs: str = _knob(HEAD, '', 'adaptive head: comma-separated ids where the tail '

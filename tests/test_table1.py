@@ -154,3 +154,16 @@ def test_mix_program_mixes_any_trained_network(table_run, tiny_corpus):
       [report['rows']['DelInt3']['valid_ppl'], report['rows']['DelInt3']['test_ppl']], abs=0.01)
   learned = next(value for name, value in numbers.items() if name.startswith('mix, learned'))
   assert learned[0] <= min(numbers['network alone'][0], numbers['DelInt3 alone'][0]) + 0.01
+
+
+def test_regularized_rows_train_their_flagfile_beside_the_papers_unregularized(tmp_path,
+                                                                              tiny_corpus):
+  """MLP2R needs MLP1R (trained from mlp1_regularized.flags: dropout on), DelInt3 and KN5;
+  the paper's columns beside them are its MLP1 and MLP2."""
+  assert table1.needed_rows(['MLP2R']) == ['MLP1R', 'MLP2R', 'DelInt3', 'KN5']
+  report = table1.build_table(tmp_path, tiny_corpus, ['MLP1R', 'MLP2R'], TINY)
+  assert load_trained(tmp_path / 'MLP1R').config.dropout > 0
+  rows = report['rows']
+  assert (rows['MLP1R']['paper']['valid'], rows['MLP1R']['paper']['test']) == (284, 268)
+  assert (rows['MLP2R']['paper']['valid'], rows['MLP2R']['paper']['test']) == (275, 257)
+  assert rows['MLP2R']['mix'] and math.isfinite(rows['MLP2R']['test_ppl'])

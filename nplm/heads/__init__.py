@@ -7,6 +7,7 @@ config, the training-split counts of the frequency-sorted vocabulary (for trees,
 proposals) and the width of the model's hidden vector.
 """
 
+from nplm.errors import ConfigError
 from nplm.heads.adaptive import AdaptiveSoftmaxHead
 from nplm.heads.class_softmax import ClassSoftmaxHead
 from nplm.heads.importance import ImportanceSamplingHead
@@ -48,5 +49,9 @@ def build_head(config, counts, hidden_dim: int, mesh=None):
   stay replicated: their parameters are the tree's nodes or the classes', not |V| rows)."""
   head = HEADS[config.head].from_config(config, counts, hidden_dim)
   if mesh is not None and mesh.shape['model'] > 1 and config.head in OUTPUT_ROW_HEADS:
+    if config.noise_per_example:
+      raise ConfigError('--noise_per_example gathers rows per example, which the '
+                        'vocabulary-parallel output layer does not: use a mesh without a '
+                        "'model' axis, or noise shared by the batch")
     head = head.clone(mesh=mesh)
   return head

@@ -26,19 +26,28 @@ from nplm.heads.softmax import SoftmaxHead
 
 
 class NCEHead(SoftmaxHead):
-  """Trains the softmax's weights to classify data against k noise words shared by the batch."""
+  """Trains the softmax's weights to classify data against k noise words, shared by the
+  batch or drawn per example."""
   proposal: Proposal = None
   num_samples: int = 100
   negative_sampling: bool = False  # Δs = s instead of s - log(k Q): not a language model.
+  noise_per_example: bool = False
 
-  config_errors = Proposal.config_errors
+  @staticmethod
+  def config_errors(config) -> list[str]:
+    errors = Proposal.config_errors(config)
+    if config.noise_per_example and config.head not in ('nce', 'negative_sampling'):
+      errors.append(f'--noise_per_example is for --head=nce or negative_sampling, not '
+                    f'--head={config.head}')
+    return errors
 
   @classmethod
   def from_config(cls, config, counts, hidden_dim: int) -> 'NCEHead':
     return cls(vocab_size=len(counts), hidden_dim=hidden_dim,
                proposal=Proposal.from_counts(counts, config.proposal_power),
                num_samples=config.num_samples,
-               negative_sampling=config.head == 'negative_sampling')
+               negative_sampling=config.head == 'negative_sampling',
+               noise_per_example=config.noise_per_example)
 
   def setup(self):
     log_unigram = np.log(self.proposal.probs).astype(np.float32)
@@ -51,8 +60,13 @@ class NCEHead(SoftmaxHead):
     return scores - self.proposal.log_expected_counts(words, self.num_samples)  # Δs
 
   def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:
-    noise = self.proposal.sample(rng, self.num_samples)  # ṽ_1 … ṽ_k ~ Q
-    data_scores, noise_scores = self.output.score_each_and_shared(hidden, targets, noise)
+    if self.noise_per_example:
+      noise = self.proposal.sample(rng, self.num_samples, len(targets))  # [batch, k] ~ Q
+      scores = self.output.score_paths(hidden, jnp.concatenate([targets[:, None], noise], 1))
+      data_scores, noise_scores = scores[:, 0], scores[:, 1:]
+    else:
+      noise = self.proposal.sample(rng, self.num_samples)  # ṽ_1 … ṽ_k ~ Q, [k]
+      data_scores, noise_scores = self.output.score_each_and_shared(hidden, targets, noise)
     data_delta, noise_delta = self._delta(data_scores, targets), self._delta(noise_scores, noise)
     # -log σ(x) = softplus(-x) and -log(1 - σ(x)) = softplus(x)
     return jax.nn.softplus(-data_delta) + jnp.sum(jax.nn.softplus(noise_delta), axis=1)

@@ -1,8 +1,9 @@
 """The proposal (and noise) distribution Q of the sampling heads: the unigram, or unigram^α.
 
 Samples are drawn with replacement and shared by the whole minibatch, so the sampled output
-layer stays one dense [batch, k] matmul; the corrections then use the exact expected count
-k·Q(w) of each word among the k draws. Sampling without replacement (`jax.random.choice`
+layer stays one dense [batch, k] matmul (the NCE and negative-sampling heads can instead draw
+k per example, as word2vec does: --noise_per_example); the corrections then use the exact
+expected count k·Q(w) of each word among the k draws. Sampling without replacement (`jax.random.choice`
 with replace=False) would need the inclusion probabilities instead, and is slow.
 """
 
@@ -38,11 +39,12 @@ class Proposal:
   def log_probs(self) -> jnp.ndarray:
     return jnp.asarray(np.log(self.probs), jnp.float32)
 
-  def sample(self, rng, num_samples: int) -> jnp.ndarray:
-    """k word ids drawn independently from Q, [k]."""
+  def sample(self, rng, num_samples: int, examples: int | None = None) -> jnp.ndarray:
+    """k word ids drawn independently from Q: [k] shared by a batch, or [examples, k]."""
     if rng is None:
       raise ValueError('a sampling head needs a PRNG key: call loss(hidden, targets, rng)')
-    return jax.random.choice(rng, len(self.probs), (num_samples,), replace=True,
+    shape = (num_samples,) if examples is None else (examples, num_samples)
+    return jax.random.choice(rng, len(self.probs), shape, replace=True,
                              p=jnp.asarray(self.probs, jnp.float32))
 
   def log_expected_counts(self, words: jnp.ndarray, num_samples: int) -> jnp.ndarray:
