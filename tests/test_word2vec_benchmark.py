@@ -43,13 +43,15 @@ def test_both_train_on_the_same_words_and_the_report_compares_them(tiny_corpus, 
   entry = result['configs']['cbow_ns']
   assert entry['gensim']['vocab_size'] == len(collections.Counter(train))
   assert entry['nplm']['vocab_size'] == tiny_corpus.vocab.size
-  for side in ('gensim', 'nplm'):
+  for side in ('gensim', 'gensim_default_rate', 'nplm'):
     got = entry[side]
     assert got['epochs'] == 2 and got['seconds'] > 0
     assert got['words_per_second'] == pytest.approx(len(train) * 2 / got['seconds'])
     assert got['scores']['analogies']['questions'] == 19544
-  assert entry['nplm_over_gensim']['words_per_second'] == pytest.approx(
-      entry['nplm']['words_per_second'] / entry['gensim']['words_per_second'])
+  for ratio, peer in (('nplm_over_gensim', 'gensim'),
+                      ('nplm_over_gensim_default_rate', 'gensim_default_rate')):
+    assert entry[ratio]['words_per_second'] == pytest.approx(
+        entry['nplm']['words_per_second'] / entry[peer]['words_per_second'])
 
   with pytest.raises(ConfigError, match='exists'):  # Its time would not be measured now.
     benchmark.measure({'cbow_ns': config}, tiny_corpus, workers=2)
@@ -58,3 +60,4 @@ def test_both_train_on_the_same_words_and_the_report_compares_them(tiny_corpus, 
   assert json.loads((tmp_path / 'word2vec.json').read_text())['configs']['cbow_ns']
   table = (tmp_path / 'word2vec.md').read_text()
   assert '| cbow_ns | gensim |' in table and '| cbow_ns | nplm / gensim |' in table
+  assert '| cbow_ns | gensim α 0.025 |' in table
