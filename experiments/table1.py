@@ -255,7 +255,7 @@ def markdown(report: dict) -> str:
       'weights; an n-gram model, fitting and scoring. RNN, LSTM and GRU (beyond the paper) '
       'read the whole history (n blank); their h is the state size, m the embedding size. '
       'TRANSFORMER (beyond the paper) reads the n-1 previous words; its h is the feed-forward '
-      'width, m = d_model. MLP1R is MLP1 with dropout (and the weight decay its sweep chose), '
+      'width, m = d_model. MLP1R is MLP1 with dropout (the mlp1_regularized sweep\'s winner), '
       'MLP2R its mix: beyond the paper, which stopped early but did not regularize further; '
       'the paper\'s columns beside them are its MLP1 and MLP2, the same networks unregularized.',
       '',

@@ -3,8 +3,9 @@
 Samples are drawn with replacement and shared by the whole minibatch, so the sampled output
 layer stays one dense [batch, k] matmul (the NCE and negative-sampling heads can instead draw
 k per example, as word2vec does: --noise_per_example); the corrections then use the exact
-expected count k·Q(w) of each word among the k draws. Sampling without replacement (`jax.random.choice`
-with replace=False) would need the inclusion probabilities instead, and is slow.
+expected count k·Q(w) of each word among the k draws. Sampling without replacement
+(`jax.random.choice` with replace=False) would need the inclusion probabilities instead, and
+is slow.
 """
 
 import dataclasses
