@@ -285,7 +285,8 @@ def cases_mode(out: Path) -> int:
   if c.reference is None:
     return 1
   c.reference_score = total_line(c.score('reference')[1])
-  for case in CASES:
+  from experiments import fault_inputs  # It reads CASE_FLAGS and write_corpus from here.
+  for case in CASES + fault_inputs.CASES:
     started = time.monotonic()
     try:
       case(c)

@@ -33,10 +33,11 @@ class Child:
   """A running command whose output threads collect, each stderr line with its time since
   the start, so that a signal can be timed by what the child says."""
 
-  def __init__(self, argv: list[str], checkout: str):
-    env = dict(os.environ, PYTHONPATH=checkout, PYTHONUNBUFFERED='1')
+  def __init__(self, argv: list[str], checkout: str, cwd: Path | None = None,
+               env: dict | None = None):
+    env = dict(os.environ, **(env or {}), PYTHONPATH=checkout, PYTHONUNBUFFERED='1')
     self.start, self.err, self.out = time.monotonic(), [], []
-    self.proc = subprocess.Popen(argv, cwd=checkout, env=env, stdin=subprocess.DEVNULL,
+    self.proc = subprocess.Popen(argv, cwd=cwd or checkout, env=env, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  errors='replace')
     self.readers = [threading.Thread(target=self._read, args=(s, k), daemon=True)
@@ -89,8 +90,9 @@ class Child:
             'stdout': '\n'.join(l for _, l in self.out), 'stderr': [l for _, l in self.err]}
 
 
-def run(argv: list[str], checkout: str) -> dict:
-  return Child(argv, checkout).finish()
+def run(argv: list[str], checkout: str, cwd: Path | None = None, env: dict | None = None
+        ) -> dict:
+  return Child(argv, checkout, cwd, env).finish()
 
 
 def tail(result: dict) -> str:

@@ -2,7 +2,7 @@ r"""One multi-process run on this machine's CPU: N processes of `experiments.bro
 with its own CPU devices, joined through a coordinator on localhost.
 
   python -m launch.local --num_processes=2 --devices_per_process=4 -- \
-      --flagfile=experiments/flags/fast.flags --workdir=/tmp/two
+      --flagfile=fast --workdir=/tmp/two
 
 Everything after `--` goes to every process; the launcher adds --coordinator_address,
 --num_processes and --process_id. Process 0's output is this terminal's; the others' lines

@@ -5,7 +5,7 @@
 #   launch/tpu_vm.sh TPU_NAME ZONE WORKDIR [experiments.brown flags...]
 #
 #   REPO_URL=https://github.com/you/nplm.git launch/tpu_vm.sh my-pod us-central2-b \
-#       /mnt/nplm/mlp9 --flagfile=experiments/flags/mlp9.flags --batch_size=4096
+#       /mnt/nplm/mlp9 --flagfile=mlp9 --batch_size=4096
 #
 # It creates nothing: the TPU VM and WORKDIR's filesystem must exist. Each host writes its
 # shards of every Orbax checkpoint into WORKDIR (process 0 also the logs and summaries), so
@@ -70,7 +70,8 @@ if [[ ${SETUP:-1} != 0 ]]; then
     .venv/bin/pip install -q -r requirements.txt 'jax[tpu]'"
 fi
 
-# Ours last: absl keeps a flag's last value, so a flagfile's --workdir cannot split the hosts.
+# Ours last: a typed flag wins over a flagfile's, and of two typed the last wins, so no
+# other --workdir can split the hosts.
 train=".venv/bin/python -m experiments.brown $(quote "$@" --distributed "--workdir=$WORKDIR")"
 if [[ ${DETACH:-0} == 1 ]]; then
   on_all_workers "cd nplm && nohup $train > ~/nplm.log 2>&1 < /dev/null &"

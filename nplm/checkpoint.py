@@ -11,7 +11,10 @@ clean or move anything in a workdir that may be training.
 
 The run's identity (its config and vocabulary) is written once to `run.json` in the
 workdir, so that a rerun with the same workdir resumes and one with an incompatible config
-is refused before anything is overwritten.
+is refused before anything is overwritten. Its data locations are absolute
+(Config.absolute_paths), so the run reads from any current directory; nothing in a workdir
+names a file inside it by path (checkpoints are found from the workdir they are read from),
+so a workdir copied or moved elsewhere still reads and resumes.
 """
 
 import errno
@@ -30,6 +33,7 @@ import orbax.checkpoint as ocp
 from nplm.checksum import checkpoint_checksum
 from nplm.config import Config
 from nplm.files import write_json_atomically
+from nplm.paths import absolute, shown
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,9 @@ def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str,
                     'was trained on (its files changed)')
   if problems:
     raise IncompatibleCheckpointError(
-        f'{workdir} holds a run that this one cannot continue:\n  ' + '\n  '.join(problems) +
-        '\nIts checkpoints are kept. Use another --workdir, or rerun with the settings above.')
+        f'{shown(workdir)} holds a run that this one cannot continue:\n  '
+        + '\n  '.join(problems) + '\nIts checkpoints are kept. Use another --workdir, or rerun '
+        'with the settings above.')
 
 
 def read_identity(workdir: Path) -> dict | None:
@@ -72,10 +77,15 @@ def read_identity(workdir: Path) -> dict | None:
     return json.loads(path.read_text())
   except FileNotFoundError:
     return None
-  except (OSError, ValueError) as error:
+  except OSError as error:  # Not damage: no permission, a directory in its place, ...
     raise IncompatibleCheckpointError(
-        f'{path} is damaged ({_first_line(error)}); it records which run {workdir} holds. '
-        'Restore it, or move the workdir aside and use another --workdir.') from error
+        f'{shown(path)} cannot be read ({_first_line(error)}); it records which run '
+        f'{shown(workdir)} holds.') from error
+  except ValueError as error:
+    raise IncompatibleCheckpointError(
+        f'{shown(path)} is damaged ({_first_line(error)}); it records which run '
+        f'{shown(workdir)} holds. Restore it, or move the workdir aside and use another '
+        '--workdir.') from error
 
 
 class CheckpointError(RuntimeError):
@@ -126,9 +136,9 @@ class Checkpoints:
     found = self._first_good([self.workdir / BEST / str(step), self.workdir / LATEST / str(step)],
                              abstract_state)
     if found is None:
-      raise CheckpointError(f'{self.workdir}: no good copy of the best checkpoint (step '
-                            f'{step}) is left; nothing was deleted. Its best parameters are '
-                            'lost: train again in a new --workdir.')
+      raise CheckpointError(f'{shown(self.workdir)}: no good copy of the best checkpoint '
+                            f'(step {step}) is left; nothing was deleted. Its best parameters '
+                            'are lost: train again in a new --workdir.')
     path, state, progress = found
     if path.parent.name != BEST:
       self.save_best(step, state, progress)
@@ -155,8 +165,8 @@ class Checkpoints:
       return path, state, progress
     if rejected:
       raise CheckpointError(
-          f'{self.workdir}: no checkpoint can be restored ({"; ".join(reasons)}); nothing '
-          'was deleted. Move the workdir aside and train again in a new --workdir.')
+          f'{shown(self.workdir)}: no checkpoint can be restored ({"; ".join(reasons)}); '
+          'nothing was deleted. Move the workdir aside and train again in a new --workdir.')
     return None
 
   def _set_aside(self, paths: list[Path]) -> None:
@@ -253,9 +263,11 @@ def read(path: Path, abstract_state=None):
 def saved_params(workdir: Path, latest: bool = False) -> dict | None:
   """The parameters a run reports, read-only: the best checkpoint's (its copy in
   checkpoints/ if best/ is damaged), or the newest good one's if no epoch has finished (or
-  if `latest`); None if there is no checkpoint yet. For reading a model outside its run, also while it
-  trains: a checkpoint deleted under the reader (the trainer keeps few) sends it to the
-  next one, and a listing that changed meanwhile is read again."""
+  if `latest`); None if there is no checkpoint yet. For reading a model outside its run,
+  also while it trains: a checkpoint deleted under the reader (the trainer keeps few) sends
+  it to the next one, and a listing that changed meanwhile is read again. `workdir` may be
+  relative (to the current directory): Orbax reads absolute paths only."""
+  workdir = Path(absolute(workdir))
   for _ in range(3):
     listing = {name: _steps(workdir / name) for name in (LATEST, BEST)}
     if listing[BEST] and not latest:
@@ -273,8 +285,8 @@ def saved_params(workdir: Path, latest: bool = False) -> dict | None:
       return None
     if listing == {name: _steps(workdir / name) for name in (LATEST, BEST)}:
       break
-  raise CheckpointError(f'{workdir}: no usable checkpoint of the parameters its run reports '
-                        f'({"; ".join(rejected)}).')
+  raise CheckpointError(f'{shown(workdir)}: no usable checkpoint of the parameters its '
+                        f'run reports ({"; ".join(rejected)}).')
 
 
 def _drop_abandoned_reads() -> None:

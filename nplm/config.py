@@ -9,7 +9,7 @@ derived from the groups, below the class.
 import dataclasses
 from typing import Any
 
-from nplm import heads, models, parallel
+from nplm import heads, models, parallel, paths
 from nplm.data import datasets
 from nplm.errors import ConfigError
 
@@ -204,6 +204,19 @@ class Config:
       changes.update(datasets.BROWN_SPLIT)
     return self.replace(**changes)
 
+  def absolute_paths(self) -> 'Config':
+    """This config with every location it names absolute: --workdir, --data_dir,
+    --corpus_dir and a text: dataset's directory or file, a relative one taken from the
+    current directory (nplm.paths.absolute). Called once where a program or the Python API
+    takes a config (training, the readers, export, ngram), so that a run records where its
+    data lies and reads from any current directory; idempotent."""
+    changes = {name: paths.absolute(value) for name in _PATH_FIELDS
+               if (value := getattr(self, name))}
+    kind, _, where = self.dataset.partition(':')
+    if kind == 'text' and where:
+      changes['dataset'] = f'text:{paths.absolute(where)}'
+    return self.replace(**changes)
+
   def replace(self, **changes: Any) -> 'Config':
     return dataclasses.replace(self, **changes)
 
@@ -245,6 +258,13 @@ class Config:
         (self.checkpoint_every >= 1,
          f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
         (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
+        (not self.workdir or not paths.too_wide_for_a_workdir(self.workdir),
+         f'--workdir={self.workdir} {paths.too_wide_for_a_workdir(self.workdir or ".")}: a run '
+         'writes its files and checkpoints into its workdir; give a directory of its own, '
+         'e.g. --workdir=runs/NAME'),
+        (not self.workdir or not paths.broken_link(self.workdir),
+         f'--workdir={self.workdir} is a symbolic link that leads nowhere (a loop, or its '
+         'target is missing): give a directory path'),
         (self.num_processes >= 1, f'--num_processes must be positive, got {self.num_processes}'),
         (self.num_processes == 1 or bool(self.coordinator_address),
          '--num_processes above 1 needs --coordinator_address=host:port (of process 0)'),
@@ -297,10 +317,11 @@ class Config:
 
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
     """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config
-    (both with their dataset-dependent defaults resolved)."""
-    saved = Config.from_saved(saved).resolved().to_dict()
+    (both with their dataset-dependent defaults resolved, their paths absolute: a relative
+    path recorded by an older nplm is read from the current directory)."""
+    saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
     problems = [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
-                for name, value in self.resolved().to_dict().items()
+                for name, value in self.resolved().absolute_paths().to_dict().items()
                 if name not in RESUMABLE_FIELDS and saved[name] != value]
     if self.lr_schedule == 'linear' and saved['epochs'] != self.epochs:
       problems.append(f'epochs: checkpoint has {saved["epochs"]!r}, this run has '
@@ -309,9 +330,11 @@ class Config:
 
   def same_run(self, saved: dict[str, Any]) -> bool:
     """Whether a finished run recorded with config `saved` is this config's run: equal in
-    every field but OBSERVING_FIELDS (those leave its numbers as they are)."""
-    saved = Config.from_saved(saved).resolved().to_dict()
-    return all(saved[name] == value for name, value in self.resolved().to_dict().items()
+    every field but OBSERVING_FIELDS (those leave its numbers as they are); paths compare
+    absolute, as incompatibilities()."""
+    saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
+    return all(saved[name] == value
+               for name, value in self.resolved().absolute_paths().to_dict().items()
                if name not in OBSERVING_FIELDS)
 
 
@@ -319,6 +342,10 @@ def _fields(groups=GROUPS, role=None) -> tuple[str, ...]:
   return tuple(field.name for field in dataclasses.fields(Config)
                if field.metadata['group'] in groups
                and role in (None, field.metadata['role']))
+
+
+# The fields that are paths (a text: dataset's path is one more, inside --dataset).
+_PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
 
 
 def group_of(name: str) -> str:

@@ -1,6 +1,13 @@
 """A trained model on other text: any dataset's splits, or a text file, read through the
 model's own vocabulary and tokenization, scored exactly (every token once, the head's
-normalized log_prob), with what fell to `<unk>` counted."""
+normalized log_prob), with what fell to `<unk>` counted.
+
+A run is read against its own data unless told otherwise: `own_dataset_types` reads the
+dataset its run.json records (at its absolute location) and refuses, in one line, data
+that is not what the run was trained on (the data fingerprint differs: the files were
+edited) or that is no longer there (moved). Other data is named explicitly (`nplm evaluate
+--dataset=...`), and `same_data` says whether it is the run's own.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from nplm.config import Config
+from nplm import paths
+from nplm.config import Config, ConfigError
 from nplm.data import corpus as corpus_lib
 from nplm.data import datasets
+from nplm.data.acquire import CorpusNotFoundError
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
@@ -27,6 +36,46 @@ def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray
     return _indexed(datasets.brown_token_splits(config))
   prepared = datasets.load_prepared(config)
   return prepared.types, {name: prepared.read(name) for name in corpus_lib.SPLIT_NAMES}
+
+
+def data_fingerprint(vocab: Vocabulary, types, splits: dict[str, np.ndarray]) -> str:
+  """The fingerprint a run records of its data (nplm.data.corpus.Corpus.fingerprint: the
+  vocabulary and every split's ids), of these splits read through `vocab`: equal to the
+  recorded one exactly when the model sees the ids it was trained and validated on."""
+  remap = vocab.encode(types)
+  ids = {name: remap[splits[name]] for name in corpus_lib.SPLIT_NAMES}
+  return corpus_lib.Corpus(vocab, ids, stats={}, train_types=0, boundary_id=0).fingerprint
+
+
+def same_data(trained: TrainedModel, types, splits: dict[str, np.ndarray]) -> bool | None:
+  """Whether a dataset's splits are the data `trained` was trained on (None: its run
+  recorded no fingerprint, an older nplm's)."""
+  if trained.data_fingerprint is None:
+    return None
+  return data_fingerprint(trained.vocab, types, splits) == trained.data_fingerprint
+
+
+def own_dataset_types(trained: TrainedModel, data_dir: str = ''):
+  """(types, splits) of the dataset the run of `trained` records, read at its recorded
+  (absolute) location, the prepared copy in `data_dir` if given; a ConfigError if it is not
+  there or no longer holds the data the run was trained on."""
+  config = trained.config.resolved()
+  if data_dir:
+    config = config.replace(data_dir=paths.absolute(data_dir))
+  workdir, dataset = paths.shown(trained.config.workdir), paths.shown_dataset(config.dataset)
+  try:
+    types, splits = dataset_types(config)
+  except CorpusNotFoundError as error:
+    moved = ('--dataset=text:NEW_PATH' if config.dataset.startswith('text:')
+             else '--data_dir=NEW_DIR (--corpus_dir too for brown)')
+    raise ConfigError(f'{workdir} was trained on --dataset={dataset}, which cannot be '
+                      f'read now ({error}); if it moved, say where: {moved}') from None
+  if same_data(trained, types, splits) is False:
+    raise ConfigError(
+        f'--dataset={dataset} holds other data than {workdir} was trained on (its '
+        'fingerprint differs from the one in run.json: the files changed since); to score '
+        f'what it holds now, name it: --dataset={dataset}')
+  return types, splits
 
 
 def file_types(lines: Iterable[str], config: Config):
@@ -57,6 +106,8 @@ def evaluate(trained: TrainedModel, types, splits: dict[str, np.ndarray], top_un
   remap = trained.vocab.encode(types)
   results = {}
   for name, type_ids in splits.items():
+    if not len(type_ids):
+      raise ConfigError(f'{name}: holds no tokens, nothing to score')
     ids = remap[type_ids]
     nll = -math.fsum(trained.split_log_probs(ids).tolist())
     result = {**perplexity(nll, len(ids)),

@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from nplm import paths
 from nplm.checkpoint import Checkpoints, claim_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus
@@ -104,7 +105,7 @@ class ModelRun:
   def diverge(self, what: str) -> None:
     """Stops this model for good; its last good checkpoint stays, other models go on."""
     kept = self.checkpoints.latest_step
-    where = (f'the last good checkpoint (step {kept}) is kept in {self.workdir}'
+    where = (f'the last good checkpoint (step {kept}) is kept in {paths.shown(self.workdir)}'
              if kept is not None else 'no checkpoint had been saved yet')
     remedy = ('Lower its --learning_rate and train it again' if self.name else
               'Lower --learning_rate (or --lr_decay) and rerun in a new --workdir')

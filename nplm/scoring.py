@@ -9,12 +9,14 @@ normalized `log_prob` whatever head trained it.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from nplm import parallel, stream_training, window_training
+from nplm import memory, parallel, paths, stream_training, window_training
 from nplm.checkpoint import read_identity, saved_params
 from nplm.config import Config
 from nplm.data import batching, datasets
@@ -33,6 +35,9 @@ class TrainedModel:
   vocab: Vocabulary
   lm: LanguageModel
   params: dict
+  # The data fingerprint its run recorded (nplm.data.corpus.Corpus.fingerprint: the ids of
+  # every split under its vocabulary); None for runs recorded before it existed.
+  data_fingerprint: str | None = None
   # Compiled log-prob steps by segment length (recurrent) or one for windows: built once.
   _log_prob_steps: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -44,7 +49,7 @@ class TrainedModel:
   def require_language_model(self) -> None:
     """A ConfigError for a model that gives no probability of a text (word2vec's)."""
     if not self.lm.model.language_model:
-      raise ConfigError(f'{self.config.workdir} is a word2vec model (--model='
+      raise ConfigError(f'{paths.shown(self.config.workdir)} is a word2vec model (--model='
                         f'{self.config.model}), not a language model: it predicts words from '
                         'both sides, so it gives no probability of a text to score, evaluate, '
                         'mix or sample from; nplm neighbours and nplm embeddings read its '
@@ -75,22 +80,97 @@ class TrainedModel:
     return self._log_prob_steps[key]
 
 
-def load_trained(workdir: str | Path) -> TrainedModel:
+def load_trained(workdir: str | os.PathLike) -> TrainedModel:
   """The model of a run's workdir with the parameters its summary reports: the best on
-  validation, or the latest where no epoch has finished (a run cut short by --max_steps)."""
-  workdir = Path(workdir)
-  identity, vocab_path = read_identity(workdir), workdir / 'vocab.txt'
+  validation, or the latest where no epoch has finished (a run cut short by --max_steps).
+
+  `workdir` may be relative to the current directory, and may have been moved or copied
+  since training: nothing inside it is found by a recorded path. The config returned has
+  its paths absolute (`Config.absolute_paths`): `workdir` where it was read from, and the
+  data locations run.json records (absolute since nplm recorded them so; a relative one
+  recorded by an older nplm is read from the current directory, as it was typed)."""
+  where = Path(paths.absolute(workdir))
+  shown = paths.shown(where)
+  if not where.is_dir():
+    raise NoTrainedModelError(f'{shown}: no such directory (give the --workdir of a run)'
+                              if not os.path.lexists(where) or paths.broken_link(where) else
+                              f'{shown} is not a directory (give the --workdir of a run)')
+  identity, vocab_path = read_identity(where), where / 'vocab.txt'
   if identity is None or not vocab_path.exists():
-    raise NoTrainedModelError(f'{workdir} holds no training run (no run.json or vocab.txt); '
+    raise NoTrainedModelError(f'{shown} holds no training run (no run.json or vocab.txt); '
                               'train one there first')
-  config = Config.from_saved(identity['config'])
+  config, vocab_fingerprint = _recorded(identity, where)
+  config = config.absolute_paths().replace(workdir=str(where))
   vocab = Vocabulary.load(vocab_path)
-  if vocab.fingerprint() != identity['vocab_fingerprint']:
-    raise NoTrainedModelError(f'{vocab_path} does not match the vocabulary recorded in '
-                              f'{workdir / "run.json"}; the workdir was altered')
-  params = saved_params(workdir)
+  if vocab.fingerprint() != vocab_fingerprint:
+    raise NoTrainedModelError(f'{paths.shown(vocab_path)} does not match the vocabulary '
+                              f'recorded in {paths.shown(where / "run.json")}; the workdir was '
+                              'altered')
+  params = saved_params(where)
   if params is None:
-    raise NoTrainedModelError(f'{workdir} has no checkpoint yet; let training save one')
+    raise NoTrainedModelError(f'{shown} has no checkpoint yet; let training save one')
   # A vocabulary-parallel run saved its output rows padded; read here on one device.
   params = parallel.unpadded_output_rows(params, vocab.size)
-  return TrainedModel(config, vocab, build_language_model(config, vocab.counts), params)
+  lm = _model_of(config, vocab, params, where / 'run.json')
+  memory.require_fit(config, lm, vocab.counts, training=False)  # Before any evaluation.
+  return TrainedModel(config, vocab, lm, params, identity.get('data_fingerprint'))
+
+
+def _recorded(identity, where: Path) -> tuple[Config, str]:
+  """(config, vocabulary fingerprint) of a run.json, or a one-line error if it lacks them."""
+  run_json = paths.shown(where / 'run.json')
+  config = identity.get('config') if isinstance(identity, dict) else None
+  fingerprint = identity.get('vocab_fingerprint') if isinstance(identity, dict) else None
+  if not isinstance(config, dict) or not isinstance(fingerprint, str):
+    raise NoTrainedModelError(f'{run_json} is damaged (it lacks the run\'s config or '
+                              'vocabulary fingerprint); restore it from a copy')
+  try:
+    return Config.from_saved(config), fingerprint
+  except TypeError as error:  # A field with a value no Config takes.
+    raise NoTrainedModelError(f'{run_json} is damaged ({error}); restore it') from None
+
+
+def _model_of(config: Config, vocab: Vocabulary, params: dict, run_json: Path) -> LanguageModel:
+  """The model run.json's config builds, checked against the checkpoint's parameters (a
+  hand-edited run.json would otherwise fail deep inside Flax, at the first use)."""
+  try:
+    lm = build_language_model(config, vocab.counts)
+    expected = _shapes(lm.stored_params(jax.eval_shape(lambda: _initialized(lm, config))))
+  except Exception as error:  # A run.json value no model takes, of any kind.
+    text = (str(error).strip().splitlines() or [''])[0][:200]
+    raise NoTrainedModelError(
+        f'{paths.shown(run_json)} describes no model nplm can build ({type(error).__name__}: '
+        f'{text}); was it edited? Restore it') from None
+  saved = _shapes(params)
+  differences = [f'{name}: checkpoint {saved.get(name, "absent")}, run.json gives '
+                 f'{expected.get(name, "absent")}'
+                 for name in sorted(set(saved) | set(expected))
+                 if saved.get(name) != expected.get(name)]
+  if differences:
+    more = f'; {len(differences) - 3} more' if len(differences) > 3 else ''
+    raise NoTrainedModelError(
+        f'{paths.shown(run_json)} does not match the checkpoint\'s parameters '
+        f'({"; ".join(differences[:3])}{more}): was it edited? Restore it')
+  return lm
+
+
+def _initialized(lm: LanguageModel, config: Config) -> dict:
+  """The parameters `lm.init` gives (traced for their shapes only), as each feed
+  initializes its model."""
+  key = jax.random.key(0)
+  if not lm.model.language_model:  # word2vec: one position's window (as Word2VecFeed).
+    windows, centers = jnp.zeros((1, 2 * config.window), jnp.int32), jnp.zeros(1, jnp.int32)
+    inputs = lm.model.examples(windows, centers, jnp.ones(1))[:2]
+  elif lm.model.recurrent:
+    words = jnp.zeros((1, 1), jnp.int32)
+    inputs = (words, words, lm.model.initial_state(1))
+  else:
+    inputs = (jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32))
+  return lm.init(key, *inputs, method=lm.log_prob)['params']
+
+
+def _shapes(tree) -> dict[str, tuple[int, ...]]:
+  """'model/C/embedding' -> shape, for every array of a parameter tree."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {'/'.join(str(getattr(key, 'key', key)) for key in path): tuple(np.shape(leaf))
+          for path, leaf in leaves}

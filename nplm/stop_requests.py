@@ -1,49 +1,231 @@
-"""Stop requests: the first SIGTERM or Ctrl-C asks the loop (nplm.train) to save and stop
-at its next step; a second Ctrl-C, or any during the final evaluation, stops at once."""
+"""Stop requests (SIGTERM, Ctrl-C): every phase of a run ends within seconds.
+
+- Training (nplm.train's loop, `stop_requests`): the first request asks the loop to save at
+  its next update and stop; a second Ctrl-C stops at once (KeyboardInterrupt).
+- The loop's phases with nothing to save stop at their next safe point: building the model,
+  the validation passes (an epoch's checkpoint is saved before its validation) and the final
+  evaluation call `check` between their pieces, which raises RunInterrupted. Preparing a
+  dataset and the readers (`interrupting`) raise Interrupted from the handler.
+- Work is dispatched in short pieces, and `pace` keeps at most IN_FLIGHT of them queued: a
+  process cannot end before the computations it has queued, so a stop never waits for a
+  long queue.
+- One computation or compilation cannot be cut short, and a Python handler runs only after
+  it returns. A program (nplm train) asks for `end_process_within(message)`: while the loop
+  runs, a watchdog thread learns of a request at once (the C-level handler writes the
+  signal's wakeup fd whatever the main thread is doing) and, if the process is still alive
+  STOP_SECONDS later, prints the message and ends it with status 75. That is a kill -9 as
+  far as the run is concerned, which it survives: a rerun resumes from its last checkpoint.
+"""
 
 import contextlib
 import logging
+import os
 import signal
+import socket
+import sys
 import threading
+import time
+from collections.abc import Callable
+
+import jax
 
 log = logging.getLogger('nplm.train')
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SECONDS = 3.0  # A program ends this long after a stop request at the latest.
+IN_FLIGHT = 1  # Computations queued behind the running one, at most, in the paced loops.
+TRAINING = 'training'  # The phases that save before they stop.
+SAVING = 'saving a checkpoint'
+
 
 class RunInterrupted(Exception):
-  """A stop request during the final evaluation: the checkpoints are all saved."""
+  """A stop request in one of the loop's phases with nothing to save (building the model,
+  validating, the final evaluation): its checkpoints are as they were. Its text says which
+  signal came in which phase."""
+
+
+class Interrupted(BaseException):
+  """A stop request in a phase that has nothing to save (preparing a dataset): the message
+  says what stopped and how to start it again; a command prints it and exits 75
+  (nplm.cli.INTERRUPTED_EXIT_STATUS). A BaseException, as KeyboardInterrupt is, so that no
+  `except Exception` mistakes it for a failure of what it interrupted."""
+
+
+class _Interrupting:
+  """One `interrupting` context: what it does, and the signal that came, if one did."""
+
+  def __init__(self, what: str):
+    self.what, self.signum = what, None
+
+  def handler(self, signum, frame):
+    first = self.signum is None
+    self.signum = signum
+    if first:  # Later ones would cut short the unwinding of the first.
+      raise self.interrupted()
+
+  def interrupted(self) -> Interrupted:
+    return Interrupted(f'Interrupted ({signal.Signals(self.signum).name}) while {self.what}; '
+                       'rerun the same command to start it again (an unfinished preparation '
+                       'is never used).')
+
+
+_interrupting: list[_Interrupting] = []  # The active `interrupting` contexts, innermost last.
+
+
+@contextlib.contextmanager
+def interrupting(what: str):
+  """While the context lasts, the first SIGINT or SIGTERM raises Interrupted('Interrupted
+  (SIGTERM) while <what>; ...') from the handler, wherever the main thread is (a blocking
+  wait included): the code it interrupts unwinds (TFDS removes its incomplete directory);
+  later signals are ignored until the context ends, so that the cleanup runs to its end. An
+  exception raised inside a __del__ or a garbage collector's callback (JAX has one) is
+  printed and dropped by Python: long tasks call `check_interrupted` at safe points, which
+  raises it again, as the context's end does. Outside the main thread (signals reach only
+  it) this does nothing."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  context = _Interrupting(what)
+  previous = {s: signal.signal(s, context.handler) for s in SIGNALS}
+  _interrupting.append(context)
+  try:
+    yield
+  finally:
+    _interrupting.remove(context)
+    for s, h in previous.items():
+      signal.signal(s, h)
+  if context.signum is not None:  # Its exception was dropped after the last safe point.
+    raise context.interrupted()
+
+
+def check_interrupted() -> None:
+  """Interrupted if a signal came during the active `interrupting` context (its exception
+  may have been dropped); for long tasks' safe points. Nothing outside such a context."""
+  for context in _interrupting:
+    if context.signum is not None:
+      raise context.interrupted()
 
 
 class StopRequests:
-  """Set by the first SIGTERM or Ctrl-C (the loop then saves and stops); a second Ctrl-C,
-  or any during the final evaluation (`at_once`: nothing is lost by abandoning it), stops
-  at once."""
+  """Set by the first SIGTERM or Ctrl-C: the loop then saves and stops in the training phase,
+  and stops at the next `check` in the others; a second Ctrl-C raises KeyboardInterrupt at
+  once. `phase` says what the loop is doing (the loop sets it), for the messages."""
 
   def __init__(self):
     self.requested = threading.Event()
-    self.at_once = False
+    self.signal_name = ''
+    self.phase = 'starting'
 
   def is_set(self) -> bool:
     return self.requested.is_set()
 
   def handler(self, signum, frame):
-    if self.at_once:
-      raise RunInterrupted(f'signal {signum} during the final evaluation')
     if self.requested.is_set():
       raise KeyboardInterrupt
-    log.warning('Signal %d: saving a checkpoint and stopping.', signum)
+    self.signal_name = signal.Signals(signum).name
+    then = {TRAINING: 'saving a checkpoint and stopping',
+            SAVING: 'stopping once it is saved'}.get(self.phase, 'stopping')
+    log.warning('%s while %s: %s.', self.signal_name, self.phase, then)
     self.requested.set()
+
+  def check(self) -> None:
+    """RunInterrupted if a stop was requested."""
+    if self.requested.is_set():
+      raise RunInterrupted(f'{self.signal_name} while {self.phase}')
+
+
+_running: list[StopRequests] = []  # The loop's, while it runs (innermost last).
+_deadline: tuple | None = None  # (seconds, message, status) once a program asked for one.
+
+
+def check() -> None:
+  """RunInterrupted if the running loop was asked to stop; for its phases with nothing to
+  save, between their pieces. Nothing outside the loop."""
+  if _running:
+    _running[-1].check()
+
+
+def pace(dispatched: list) -> None:
+  """Called after each computation dispatched into `dispatched` (their results, in order):
+  waits for the one IN_FLIGHT places back, so that few are queued; on a stop request, for
+  those queued too (the process could not end before them: waited for here, under the
+  program's deadline), then RunInterrupted."""
+  if len(dispatched) > IN_FLIGHT:
+    jax.block_until_ready(dispatched[-1 - IN_FLIGHT])
+  if _running and _running[-1].is_set():
+    jax.block_until_ready(dispatched[-1 - IN_FLIGHT:])
+    check()
+
+
+def end_process_within(message: Callable[[str], str], seconds: float = STOP_SECONDS,
+                       status: int = 75) -> None:
+  """For programs: from now on, a stop request while the loop runs ends the process within
+  `seconds` (with `status`) even when the loop is inside one long computation, after
+  printing message(what), `what` saying which signal came in which phase (e.g. 'SIGTERM
+  while compiling the train step'). The loop, stopped in time, prints its own message. Not
+  for multi-process runs, whose processes stop together at an update they agree on."""
+  global _deadline
+  _deadline = (seconds, message, status)
+
+
+class _Watchdog:
+  """Learns of SIGINT and SIGTERM through the wakeup fd, at once, and ends the process if it
+  is still alive `seconds` after the first: silently once the loop has returned (the
+  program is then saying why it stops), else with `message`."""
+
+  def __init__(self, stop: StopRequests, seconds: float, message, status: int):
+    self.stop, self.seconds, self.message, self.status = stop, seconds, message, status
+    self.returned = threading.Event()
+    self.reader, self.writer = socket.socketpair()
+    self.writer.setblocking(False)
+    self.previous_fd = signal.set_wakeup_fd(self.writer.fileno(), warn_on_full_buffer=False)
+    threading.Thread(target=self.watch, name='nplm-stop-deadline', daemon=True).start()
+
+  def watch(self) -> None:
+    while True:  # The reader stays open: the handler writes a byte for every signal.
+      try:
+        received = self.reader.recv(64)
+      except OSError:
+        return
+      if not received:
+        self.reader.close()
+        return  # The loop returned without a stop request.
+      signals = [signum for signum in received if signum in SIGNALS]
+      if signals:
+        break
+    time.sleep(self.seconds)
+    if not self.returned.is_set():
+      name = self.stop.signal_name or signal.Signals(signals[0]).name
+      with contextlib.suppress(Exception):
+        sys.stderr.flush()
+        os.write(2, (self.message(f'{name} while {self.stop.phase}') + '\n').encode())
+    os._exit(self.status)
+
+  def leave(self) -> None:
+    """The loop returned: the wakeup fd as it was; the watchdog ends, unless a stop request
+    came, whose deadline still holds until the process ends."""
+    self.returned.set()
+    signal.set_wakeup_fd(self.previous_fd)
+    self.writer.close()  # The reader then sees the end of its stream (or its last bytes).
 
 
 @contextlib.contextmanager
 def stop_requests():
-  """StopRequests, installed for SIGINT and SIGTERM while the context lasts."""
+  """StopRequests, installed for SIGINT and SIGTERM while the context lasts (with the
+  program's deadline, if it asked for one)."""
   stop = StopRequests()
   if threading.current_thread() is not threading.main_thread():
     yield stop  # Signals reach only the main thread; nothing to install.
     return
-  previous = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+  previous = {s: signal.signal(s, stop.handler) for s in SIGNALS}
+  watchdog = (_Watchdog(stop, *_deadline) if _deadline is not None
+              and jax.process_count() == 1 else None)
+  _running.append(stop)
   try:
     yield stop
   finally:
+    _running.remove(stop)
+    if watchdog is not None:
+      watchdog.leave()
     for s, h in previous.items():
       signal.signal(s, h)

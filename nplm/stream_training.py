@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel, sparse_rows, window_training
+from nplm import optimizer, parallel, sparse_rows, stop_requests, window_training
 from nplm.data import streams
 from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.perplexity import perplexity
@@ -29,6 +29,34 @@ from nplm.progress import progress as show_progress
 
 class RecurrentTrainState(train_state.TrainState):
   carry: jnp.ndarray  # The recurrent state after the last segment trained on.
+
+
+BATCH_AXES = {'carry': 2}  # The carry [layers, parts, B, H] is split over 'data' by stream.
+
+
+def tables_read(config, lm) -> tuple:
+  """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+  if not optimizer.reads_rows(config):
+    return ()
+  words, key = jnp.zeros((1, 1), jnp.int32), jax.random.key(0)
+  return sparse_rows.tables_read(lambda: lm.init(
+      key, words, words, lm.model.initial_state(1), key, method=lm.loss))
+
+
+def init_state(config, lm, rng, tx) -> RecurrentTrainState:
+  """The initial state on the default device (StreamFeed.create_state lays it out): the
+  parameters, the optimizer's state and h_0 = 0 for each of the --batch_size streams."""
+  words = jnp.zeros((1, 1), jnp.int32)
+  params = lm.init(rng, words, words, lm.model.initial_state(1), method=lm.log_prob)['params']
+  return RecurrentTrainState.create(apply_fn=lm.apply, params=lm.stored_params(params), tx=tx,
+                                    carry=lm.model.initial_state(config.batch_size))
+
+
+def abstract_state(config, lm) -> RecurrentTrainState:
+  """The initial state as shapes and dtypes only: `jax.eval_shape` traces the
+  initialization and allocates nothing (nplm.memory)."""
+  tx = optimizer.make_optimizer(config, tables_read(config, lm))
+  return jax.eval_shape(lambda rng: init_state(config, lm, rng, tx), jax.random.key(0))
 
 
 def _segment(array, index, length: int):
@@ -96,6 +124,7 @@ def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int, segment_lengt
   for index in show_progress(range(segments), segments, progress, 'segment'):
     log_p, carry = parallel.settle(log_prob_step(params, words, targets, index, carry))
     pieces.append(log_p)
+    stop_requests.pace(pieces)  # A few segments queued at most; a stop request ends the pass.
   return np.concatenate([parallel.fetch(p) for p in pieces], axis=1)[mask > 0].astype(np.float64)
 
 
@@ -125,30 +154,13 @@ class StreamFeed:
     return parallel.put(self.lm.model.initial_state(self.config.batch_size), self.mesh,
                         None, None, 'data')
 
-  def tables_read(self) -> tuple:
-    """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
-    if not optimizer.reads_rows(self.config):
-      return ()
-    words, key = jnp.zeros((1, 1), jnp.int32), jax.random.key(0)
-    return sparse_rows.tables_read(lambda: self.lm.init(
-        key, words, words, self.lm.model.initial_state(1), key, method=self.lm.loss))
-
   def create_state(self, rng):
     """The initial state, laid out over the mesh; the step is compiled for that layout."""
-    tables = self.tables_read()
+    tables = tables_read(self.config, self.lm)
     tx = optimizer.make_optimizer(self.config, tables)
-
-    def make_state(rng):
-      words = jnp.zeros((1, 1), jnp.int32)
-      params = self.lm.init(rng, words, words, self.lm.model.initial_state(1),
-                            method=self.lm.log_prob)['params']
-      return RecurrentTrainState.create(
-          apply_fn=self.lm.apply, params=self.lm.stored_params(params), tx=tx,
-          carry=self.lm.model.initial_state(self.config.batch_size))
-
-    # The carry [layers, parts, B, H] is split over 'data' along its streams B.
-    state, sharding = parallel.create_state(make_state, rng, self.mesh, self.lm.vocab_parallel,
-                                            batch_axes={'carry': 2})
+    state, sharding = parallel.create_state(lambda rng: init_state(self.config, self.lm, rng, tx),
+                                            rng, self.mesh, self.lm.vocab_parallel,
+                                            batch_axes=BATCH_AXES)
     self.train_step = make_train_step(self.lm, self.config, self.mesh, sharding)
     self.settle = (jax.jit(optimizer.settle, donate_argnums=0, out_shardings=sharding)
                    if tables else lambda state: state)

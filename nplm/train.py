@@ -14,15 +14,15 @@ normalized log-probabilities of every token of a split (the feed's `log_probs`).
 """
 
 import logging
+import os
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from nplm import models, optimizer, parallel, plots
+from nplm import memory, models, optimizer, parallel, plots, stop_requests
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.data.corpus import Corpus
@@ -32,7 +32,8 @@ from nplm.lm import build_language_model
 from nplm.model_run import ModelRun, TrainingDiverged
 from nplm.perplexity import exploded, perplexity
 from nplm.progress import duration
-from nplm.stop_requests import RunInterrupted, StopRequests, stop_requests
+from nplm.stop_requests import (SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests,
+                                 interrupting)
 from nplm.stream_training import StreamFeed
 from nplm.summary import RunStatus, parameter_count, run_summary
 from nplm.window_training import WindowFeed
@@ -48,7 +49,8 @@ def check_together(configs: list[Config]) -> list[Config]:
   """The configs, validated; ConfigError if they cannot be trained as one program."""
   if not configs:
     raise ConfigError('no models to train')
-  configs = [config.validate() for config in configs]
+  # Paths absolute once, here: a run records where its data lies (Config.absolute_paths).
+  configs = [config.validate().absolute_paths() for config in configs]
   for name in configs[0].to_dict():
     values = sorted({repr(getattr(config, name)) for config in configs})
     if name not in PER_MODEL_FIELDS and len(values) > 1:
@@ -60,10 +62,31 @@ def check_together(configs: list[Config]) -> list[Config]:
   if len(configs) > 1 and models.MODELS[configs[0].model].recurrent:
     raise ConfigError(f'training together is for feed-forward models (--model=nnlm), not '
                       f'--model={configs[0].model}; train recurrent models one by one')
-  workdirs = {Path(config.workdir).resolve() for config in configs}
+  workdirs = {os.path.realpath(config.workdir) for config in configs}  # A link loop: itself.
   if len(workdirs) < len(configs):
     raise ConfigError('each model trained together needs a --workdir of its own')
   return configs
+
+
+def check_corpus(config: Config, lm, split_sizes: dict) -> None:
+  """ConfigError for a training split shorter than one training example: a window of
+  --order tokens, word2vec's 2c+1 around a word, a BPTT segment of --bptt_length. (A batch
+  larger than the split is fine: it is padded and masked.)"""
+  model = lm.model
+  if not model.language_model:
+    flag, value, span = '--window', config.window, 2 * config.window + 1
+    what = f'reads the {span:,} tokens around a word'
+  elif model.recurrent:
+    flag, value, span = '--bptt_length', config.bptt_length, config.bptt_length
+    what = f'trains on segments of {span:,} tokens'
+  else:
+    flag, value, span = '--order', config.order, config.order
+    what = f'reads windows of {span:,} tokens'
+  train = split_sizes['train']
+  if train < span:
+    raise ConfigError(f'{flag}={value} {what}, and the train split of --dataset='
+                      f'{config.dataset} has {_count(train, "token")}: lower {flag} or train on '
+                      'a larger corpus')
 
 
 def feed_of(model):
@@ -93,20 +116,30 @@ class _Loop:
   """One invocation of the loop over K >= 1 models' workdirs: trains, evaluates, saves."""
 
   def __init__(self, configs: list[Config], corpus: Corpus):
+    """Builds the model and its state (stop requests: `stop_requests.check` between the
+    steps, RunInterrupted)."""
     self.config, self.corpus, self.count = configs[0], corpus, len(configs)
     self.mesh = parallel.make_mesh(self.config.mesh)
-    # Built before any workdir is claimed: a head or the mesh may still refuse the config.
+    # Built before any workdir is claimed: a head or the mesh may still refuse the config,
+    # and so may the memory it needs or the corpus; both before anything large exists.
     self.lm = build_language_model(self.config, corpus.vocab.counts, self.mesh)
+    split_sizes = {name: len(ids) for name, ids in corpus.splits.items()}
+    memory.require_fit(self.config, self.lm, corpus.vocab.counts, split_sizes, self.mesh,
+                       self.count)
+    check_corpus(self.config, self.lm, split_sizes)
+    stop_requests.check()
     feed = feed_of(self.lm.model)
     self.feed = feed(self.config, self.lm, corpus.splits, corpus.boundary_id, self.mesh,
                      self.count)
     self.main = parallel.is_main_process()  # Only process 0 writes the runs' own files.
     self.models = []
     try:  # A refused workdir or checkpoint must not keep the others locked in this process.
+      stop_requests.check()
       for k, config in enumerate(configs):
         name = f'[{k}] ' if self.count > 1 else ''
         self.models.append(ModelRun(config, corpus, self.main, name))
       self.states = self.start_or_resume(configs)
+      stop_requests.check()
     except BaseException:
       self.close()
       raise
@@ -131,6 +164,7 @@ class _Loop:
     for model in self.models:
       init_rng, run_rng = jax.random.split(jax.random.key(model.config.seed))
       state = self.feed.create_state(init_rng)
+      stop_requests.check()
       restored = model.checkpoints.restore_latest(abstract_of(state))
       model.resume(restored)
       if restored is not None:
@@ -161,6 +195,14 @@ class _Loop:
   def save(self, k: int, best: bool = False) -> None:
     self.models[k].save(self.member(self.states, k), best)
 
+  def save_unsaved(self, stop: StopRequests) -> None:
+    """A checkpoint of every model still training that has none at this step."""
+    stop.phase = SAVING
+    self.states = self.feed.settle(self.states)  # Lazily decayed rows as the dense update's.
+    for k in self.training():
+      if self.models[k].saved_step != self.step:
+        self.save(k)
+
   def close(self) -> None:
     for model in self.models:
       model.close()
@@ -174,12 +216,13 @@ class _Loop:
     while self.training():
       epoch = self.models[self.training()[0]].progress['epochs_done']
       status = self.train_epoch(epoch, stop)
+      self.save_unsaved(stop)  # Before validation too: a failed or stopped one loses nothing.
       if status is not None:
-        self.states = self.feed.settle(self.states)
-        for k in self.training():
-          self.save(k)
         return status
-      self.end_epoch(epoch)
+      try:
+        self.end_epoch(epoch, stop)
+      except RunInterrupted:  # Its checkpoint is saved: the rerun validates it.
+        return RunStatus.INTERRUPTED
     return RunStatus.EPOCHS_DONE
 
   def train_epoch(self, epoch: int, stop: StopRequests) -> RunStatus | None:
@@ -189,16 +232,24 @@ class _Loop:
     self.states, batches = self.feed.start_epoch(self.states, epoch, start)
     bar = tqdm(batches, total=steps_per_epoch, initial=start, desc=f'epoch {epoch + 1}',
                unit='step', disable=None, leave=False)  # Its log lines: progress_line.
-    interval = _Interval()
+    interval, in_flight = _Interval(), []
+    stop.phase = TRAINING
     for batch, batch_examples in bar:
+      if not self.compiled:
+        stop.phase = 'compiling the train step'
+        log.info('compiling the train step')
       self.states, losses = self.feed.step(self.states, batch, self.run_rngs,
                                            self.hyperparameters)
       self.step += 1
       interval.steps, interval.examples = interval.steps + 1, interval.examples + batch_examples
       if not self.compiled:  # Throughput counts updates, not the compilation before them.
         jax.block_until_ready(losses)
-        self.compiled = True
+        stop.check()  # Stopped while compiling: nothing worth a checkpoint was done.
+        self.compiled, stop.phase = True, TRAINING
         interval.restart()
+      in_flight.append(losses)  # A few updates queued at most: a stop never waits for more.
+      if len(in_flight) > stop_requests.IN_FLIGHT:
+        jax.block_until_ready(in_flight.pop(0))
       at_log = self.step % config.log_every == 0
       at_checkpoint = (self.step % config.checkpoint_every == 0
                        and self.step % steps_per_epoch != 0)  # Epochs end with a save.
@@ -207,15 +258,14 @@ class _Loop:
       if at_log or at_checkpoint or out_of_steps or stopping:
         losses = np.reshape(parallel.fetch(losses), self.count)  # Waits: honest clocks.
         rate = self.record(losses, *interval.take(), at_log, epoch)
-        bar.set_postfix(loss=f'{np.min(losses):.3f}', examples_per_s=f'{rate:.0f}')
+        bar.set_postfix(loss=f'{np.min(losses):.3f}', examples_per_s=f'{rate:,.0f}')
         if stopping:
           return RunStatus.INTERRUPTED
         if out_of_steps:
           return RunStatus.MAX_STEPS
         if at_checkpoint:
-          self.states = self.feed.settle(self.states)
-          for k in self.training():
-            self.save(k)
+          self.save_unsaved(stop)
+          stop.phase = TRAINING
           interval.restart()
         if not self.training():
           return None
@@ -260,21 +310,22 @@ class _Loop:
     per_model = ' per model' if self.count > 1 else ''
     return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
             f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left)  {loss}  '
-            f'{rate:.0f} examples/s{per_model}')
+            f'{rate:,.0f} examples/s{per_model}')
 
   def split_nll(self, split: str, params, progress: str) -> np.ndarray:
     """Σ -log p over every token of the split, per model [K], from the exact log-probs."""
     log_probs = self.feed.log_probs(params, split, progress)
     return -np.sum(np.reshape(log_probs, (self.count, -1)), axis=1)
 
-  def end_epoch(self, epoch: int) -> None:
-    """Validates every model still training; each keeps its best and decides its stop."""
+  def end_epoch(self, epoch: int, stop: StopRequests) -> None:
+    """Validates every model still training (its state saved, and settled, before); each
+    keeps its best and decides its stop. A stop request: RunInterrupted."""
     training = self.training()
     if not training:
       return
     tokens = len(self.corpus.splits['valid'])
-    self.states = self.feed.settle(self.states)  # Lazily decayed rows as the dense update's.
-    nll = self.split_nll('valid', self.states.params, f'validating after epoch {epoch + 1}')
+    stop.phase = f'validating after epoch {epoch + 1}'
+    nll = self.split_nll('valid', self.states.params, stop.phase)
     for k in training:
       model, ppl = self.models[k], perplexity(nll[k], tokens)['ppl']
       if exploded(nll[k] / tokens, self.corpus.vocab.size):
@@ -304,12 +355,15 @@ class _Loop:
                  'last' if best is None else f'{kept} (step {int(best[0].step)})')
     return params
 
-  def summaries(self, loop_status: RunStatus) -> list[dict]:
+  def summaries(self, loop_status: RunStatus, stop: StopRequests) -> list[dict]:
     """Each model's summary (also its summary.json): exact perplexities of every split;
-    a diverged model's is its error and no file."""
+    a diverged model's is its error and no file. A stop request: RunInterrupted (the
+    checkpoints are all saved)."""
     if all(model.diverged for model in self.models):
       return [self.diverged_summary(model) for model in self.models]
+    stop.phase = 'running the final evaluation'
     params = self.final_params()
+    stop_requests.check()
     if self.count > 1:
       log.info('final evaluation of %d models: %s', self.count, ', '.join(self.corpus.splits))
     nll = {}
@@ -360,13 +414,13 @@ class _Loop:
     return (f'{config.dataset} ({config.tokens}): |V| = {corpus.vocab.size:,}, tokens '
             f'{tokens} · model {models.MODELS[config.model].describe(config)} · head '
             f'{config.head} · {parameter_count(self.template.params, corpus.vocab.size):,} '
-            f'parameters · {self.feed.steps_per_epoch:,} steps per epoch · '
+            f'parameters · {_count(self.feed.steps_per_epoch, "step")} per epoch · '
             f'{_count(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
             f'{workdirs} ({state})')
 
 
 def _count(number: int, noun: str) -> str:
-  return f'{number} {noun}{"" if number == 1 else "s"}'
+  return f'{number:,} {noun}{"" if number == 1 else "s"}'
 
 
 def train_models(configs: list[Config], corpus: Corpus) -> list[dict]:
@@ -374,22 +428,29 @@ def train_models(configs: list[Config], corpus: Corpus) -> list[dict]:
 
   Stopped by SIGTERM/Ctrl-C, every model still training saves a checkpoint and each
   summary is {'status': 'interrupted', ...}; rerunning the same configs continues them.
+  Stopped while the model is built: Interrupted, with its message (nothing to save).
   """
-  loop = _Loop(check_together(configs), corpus)
-  try:
-    with stop_requests() as stop:
-      status = loop.train(stop)
-      if status != RunStatus.INTERRUPTED:
-        stop.at_once = True
-        try:
-          return loop.summaries(status)
-        except RunInterrupted:
-          status = RunStatus.INTERRUPTED
-    return [loop.diverged_summary(model) if model.diverged else
-            {'status': status, 'steps': loop.step, 'workdir': str(model.workdir)}
-            for model in loop.models]
-  finally:
-    loop.close()
+  configs = check_together(configs)
+  with stop_requests.stop_requests() as stop:
+    stop.phase = 'building the model'
+    log.info('building the model and its train state')
+    try:
+      loop = _Loop(configs, corpus)
+      try:
+        status = loop.train(stop)
+        if status != RunStatus.INTERRUPTED:
+          try:
+            return loop.summaries(status, stop)
+          except RunInterrupted:  # Every checkpoint is saved.
+            status = RunStatus.INTERRUPTED
+        return [loop.diverged_summary(model) if model.diverged else
+                {'status': status, 'steps': loop.step, 'workdir': str(model.workdir)}
+                for model in loop.models]
+      finally:
+        loop.close()
+    except RunInterrupted as stopped:  # While building or compiling: nothing to save.
+      raise Interrupted(f'Interrupted ({stopped}); the checkpoints of {configs[0].workdir} '
+                        'are as they were. Rerun the same command to resume.') from None
 
 
 def train_together(configs: list[Config], corpus: Corpus) -> list[dict]:
@@ -416,9 +477,10 @@ def train_and_evaluate(config: Config, corpus: Corpus) -> dict:
 
 def run(config: Config, corpus: Corpus | None = None) -> dict:
   """Loads the corpus the config names (--dataset; unless given) and trains on it."""
-  config = config.resolved().validate()
+  config = config.resolved().validate().absolute_paths()
   parallel.initialize_processes(config)
   if corpus is None:
     log.info('loading --dataset=%s (%s)', config.dataset, config.tokens)
-    corpus = parallel.main_process_first(lambda: load_dataset(config))
+    with interrupting(f'loading --dataset={config.dataset}'):
+      corpus = parallel.main_process_first(lambda: load_dataset(config))
   return train_and_evaluate(config, corpus)

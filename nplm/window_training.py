@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel, sparse_rows
+from nplm import optimizer, parallel, sparse_rows, stop_requests
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.lm import in_compute_dtype
@@ -37,6 +37,13 @@ def init_state(config, lm, rng, tx) -> train_state.TrainState:
   params = lm.init(rng, context, target, method=lm.log_prob)['params']
   return train_state.TrainState.create(apply_fn=lm.apply, params=lm.stored_params(params),
                                        tx=tx)
+
+
+def abstract_state(config, lm) -> train_state.TrainState:
+  """One model's initial state (parameters and optimizer state) as shapes and dtypes only:
+  `jax.eval_shape` traces the initialization and allocates nothing (nplm.memory)."""
+  tx = optimizer.make_optimizer(config, tables_read(lm, config))
+  return jax.eval_shape(lambda rng: init_state(config, lm, rng, tx), jax.random.key(0))
 
 
 def masked_mean(losses, mask):
@@ -122,11 +129,14 @@ def split_log_probs(log_prob_step, params, padded_split, num_tokens: int, batch_
   [N], or [K, N] for K models. `progress` names the pass in progress lines (nplm.progress)."""
   batches = show_progress(batching.eval_batches(num_tokens, batch_size),
                           batching.num_batches(num_tokens, batch_size), progress, 'batch')
-  pieces = [(parallel.settle(log_prob_step(params, padded_split,
-                                           parallel.put(positions, mesh, 'data'))), mask)
-            for positions, mask in batches]
-  return np.concatenate([parallel.fetch(log_p)[..., mask > 0] for log_p, mask in pieces],
-                        axis=-1).astype(np.float64)
+  pieces, masks = [], []
+  for positions, mask in batches:
+    pieces.append(parallel.settle(log_prob_step(params, padded_split,
+                                                parallel.put(positions, mesh, 'data'))))
+    masks.append(mask)
+    stop_requests.pace(pieces)  # A few batches queued at most; a stop request ends the pass.
+  return np.concatenate([parallel.fetch(log_p)[..., mask > 0]
+                         for log_p, mask in zip(pieces, masks)], axis=-1).astype(np.float64)
 
 
 class WindowFeed:

@@ -154,6 +154,30 @@ def _example(model, window: int):
   return context, targets
 
 
+def tables_read(config, lm) -> tuple:
+  """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+  if not optimizer.reads_rows(config):
+    return ()
+  key, (context, targets) = jax.random.key(0), _example(lm.model, config.window)
+  return sparse_rows.tables_read(lambda: lm.init(key, context, targets, key, method=lm.loss))
+
+
+def init_state(config, lm, rng, tx) -> train_state.TrainState:
+  """One model's initial state on the default device (Word2VecFeed.create_state lays it
+  out)."""
+  context, targets = _example(lm.model, config.window)
+  params = lm.init(rng, context, targets, method=lm.log_prob)['params']
+  return train_state.TrainState.create(apply_fn=lm.apply, params=lm.stored_params(params),
+                                       tx=tx)
+
+
+def abstract_state(config, lm) -> train_state.TrainState:
+  """One model's initial state as shapes and dtypes only: `jax.eval_shape` traces the
+  initialization and allocates nothing (nplm.memory)."""
+  tx = optimizer.make_optimizer(config, tables_read(config, lm))
+  return jax.eval_shape(lambda rng: init_state(config, lm, rng, tx), jax.random.key(0))
+
+
 class Word2VecFeed:
   """What the loop needs for a word2vec model: states, subsampled batches, steps, scores."""
 
@@ -174,23 +198,12 @@ class Word2VecFeed:
                    for name, ids in splits.items()}
     self.sizes = {name: len(ids) for name, ids in splits.items()}
     self.steps_per_epoch = batching.num_batches(self.subsampler.max_kept, config.batch_size)
-    self.context, self.targets = _example(lm.model, config.window)
-    self.tables = self.tables_read()
+    self.tables = tables_read(config, lm)
     self.tx = optimizer.make_optimizer(config, self.tables)
-
-  def tables_read(self) -> tuple:
-    """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
-    if not optimizer.reads_rows(self.config):
-      return ()
-    key = jax.random.key(0)
-    return sparse_rows.tables_read(lambda: self.lm.init(key, self.context, self.targets, key,
-                                                        method=self.lm.loss))
 
   def init_state(self, rng):
     """One model's initial state on the default device (create_state lays it out)."""
-    params = self.lm.init(rng, self.context, self.targets, method=self.lm.log_prob)['params']
-    return train_state.TrainState.create(
-        apply_fn=self.lm.apply, params=self.lm.stored_params(params), tx=self.tx)
+    return init_state(self.config, self.lm, rng, self.tx)
 
   def create_state(self, rng):
     """One model's initial state, laid out over the mesh; the steps are compiled for that

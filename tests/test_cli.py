@@ -1,13 +1,19 @@
-"""`python -m experiments.brown`: one-line errors for user mistakes, the Python API, and a
-smoke run on the real Brown corpus."""
+"""`nplm train` (`python -m experiments.brown`): one-line errors for user mistakes, flagfiles
+(recipes by name, typed flags winning, bad files), the Python API, and a smoke run on the
+real Brown corpus."""
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from nplm import train
+import pytest
+
+from nplm import recipes, train
+from nplm.cli import config_from_flagfile
+from nplm.config import ConfigError
 from tests.test_train import tiny_config
 
 ROOT = Path(__file__).parent.parent
@@ -28,8 +34,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *phrases: str) ->
 
 
 def test_invalid_flags_give_one_clear_line(tmp_path):
-  result = run_cli('--flagfile=experiments/flags/mlp9.flags', '--order=1',
-                   f'--workdir={tmp_path}/run')
+  result = run_cli('--flagfile=mlp9', '--order=1', f'--workdir={tmp_path}/run')
   assert_one_line_error(result, '--order must be at least 2')
   assert not (tmp_path / 'run').exists()
 
@@ -52,10 +57,124 @@ def test_flagfiles_hold_the_table1_shapes():
   shapes = {'mlp1': (5, 50, 60, 'true'), 'mlp3': (5, 0, 60, 'true'), 'mlp5': (5, 50, 30, 'true'),
             'mlp7': (3, 50, 30, 'true'), 'mlp9': (5, 100, 30, 'false')}
   for row, (order, hidden, features, direct) in shapes.items():
-    lines = (ROOT / 'experiments' / 'flags' / f'{row}.flags').read_text().splitlines()
+    lines = (recipes.DIRECTORY / f'{row}.flags').read_text().splitlines()
     for flag in (f'--order={order}', f'--hidden_size={hidden}', f'--feature_size={features}',
                  f'--direct={direct}'):
       assert flag in lines, (row, flag)
+
+
+# Parses each argv as `nplm train` does (cli._parse_flags on the global flags) and prints
+# the Config fields it sets; one process for every case.
+_PARSE = '''
+import json, sys
+from absl import flags
+from nplm import cli
+cli.define_config_flags()
+for argv in json.loads(sys.argv[1]):
+  cli._parse_flags(['nplm train', *argv])
+  config = cli.config_from_flags()
+  print(json.dumps([config.workdir, config.order, config.epochs]))
+  flags.FLAGS.unparse_flags()
+'''
+
+
+def test_a_typed_flag_wins_over_a_flagfiles_wherever_it_stands(tmp_path):
+  """Every recipe sets --workdir; absl alone would let the flagfile's win when it comes
+  after the typed one (`--workdir=runs/mine --flagfile=...` trained into runs/cbow_ns)."""
+  mine = tmp_path / 'mine.flags'
+  mine.write_text('# a recipe, changed\n--flagfile=mlp9\n--epochs=7\n')
+  cases = {  # argv: (workdir, order, epochs)
+      ('--workdir=runs/mine', '--flagfile=cbow_ns'): ['runs/mine', 5, 5],
+      ('--flagfile=cbow_ns', '--workdir=runs/mine'): ['runs/mine', 5, 5],
+      ('--flagfile=cbow_ns',): ['runs/cbow_ns', 5, 5],
+      # Later flagfiles win over earlier ones; typed flags over both, either form.
+      ('--epochs=3', '--flagfile', 'fast', '--flagfile=mlp9'): ['runs/mlp9', 5, 3],
+      ('--order=4', f'--flagfile={mine}'): ['runs/mlp9', 4, 7],
+      (f'--flagfile={mine}', '--epochs=2', '--workdir=w'): ['w', 5, 2],
+  }
+  result = subprocess.run([sys.executable, '-c', _PARSE, json.dumps(list(cases))],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  parsed = [json.loads(line) for line in result.stdout.splitlines()]
+  assert dict(zip(cases, parsed)) == cases
+
+
+def test_nplm_train_applies_a_typed_flag_before_the_flagfile(tmp_path):
+  """--order=1 typed before a recipe that sets --order=5 is the one validated."""
+  result = subprocess.run(
+      [sys.executable, '-m', 'nplm.cli', 'train', '--order=1', '--flagfile=mlp9',
+       f'--corpus_dir={tmp_path}/nowhere', f'--data_dir={tmp_path}/tfds',
+       f'--workdir={tmp_path}/run'], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  assert_one_line_error(result, '--order must be at least 2')
+
+
+def test_recipes_are_found_by_name_and_a_file_by_its_path(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  mlp9 = config_from_flagfile(recipes.DIRECTORY / 'mlp9.flags')
+  assert mlp9.order == 5 and mlp9.hidden_size == 100 and not mlp9.direct
+  assert config_from_flagfile('mlp9') == config_from_flagfile('mlp9.flags') == mlp9
+  assert {'fast', 'mlp1', 'mlp9', 'lstm', 'cbow_ns'} <= set(recipes.names())
+  # A file of that name in the current directory comes first (a directory does not); other
+  # paths are relative to the current directory.
+  (tmp_path / 'fast').mkdir()
+  assert config_from_flagfile('fast').workdir == 'runs/fast'
+  (tmp_path / 'mlp9').write_text('--order=4\n')
+  (tmp_path / 'sub').mkdir()
+  (tmp_path / 'sub' / 'x.flags').write_text('--flagfile=fast\n--epochs=9\n')
+  assert config_from_flagfile('mlp9').order == 4
+  nested = config_from_flagfile('sub/x.flags')
+  assert (nested.order, nested.epochs, nested.workdir) == (3, 9, 'runs/fast')
+  with pytest.raises(ConfigError, match=r'--flagfile=sub/mlp9: no such file \(recipes: '):
+    config_from_flagfile('sub/mlp9')
+
+
+def test_missing_and_binary_flagfiles_are_one_line_errors(tmp_path):
+  """Before: `error: ERROR:: Unable to open flagfile: [Errno 2] ...`, and a
+  UnicodeDecodeError traceback (status 1)."""
+  (tmp_path / 'binary.flags').write_bytes(b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR')
+  known = ', '.join(recipes.names())
+  cases = {'nope': f'error: --flagfile=nope: no such file (recipes: {known})',
+           'binary.flags': 'error: --flagfile=binary.flags: not a text file of flags '
+                           '(byte 0x89 at offset 0)'}
+  running = {name: subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'train',
+                                     f'--flagfile={name}', f'--workdir={tmp_path}/run'],
+                                    cwd=tmp_path, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+             for name in cases}
+  for name, process in running.items():
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 2, (name, stderr)
+    assert stderr.splitlines() == [cases[name]], (name, stderr)
+  assert not (tmp_path / 'run').exists()
+
+
+@pytest.mark.parametrize('name, content, message', [
+    ('runs/mlp9.flags', None, r'--flagfile=runs/mlp9.flags: no such file \(recipes: cbow_hs, '),
+    ('nul.flags', b'--epochs=1\n\x00\n', r'not a text file of flags \(byte 0x00 at offset 11\)'),
+    ('latin1.flags', '# caf\xe9\n'.encode('latin-1'), r'\(byte 0xe9 at offset 5\)'),
+    ('.', None, r'--flagfile=\.: cannot be read \(Is a directory\)'),
+    ('loop.flags', b'--flagfile=loop.flags\n', '--flagfile=loop.flags includes itself'),
+    ('bad.flags', b'--no_such_flag=1\n', r'--flagfile=bad.flags: .*no_such_flag'),
+])
+def test_every_flagfile_mistake_is_a_config_error_naming_it(tmp_path, monkeypatch, name,
+                                                           content, message):
+  monkeypatch.chdir(tmp_path)
+  if content is not None:
+    (tmp_path / name).write_bytes(content)
+  with pytest.raises(ConfigError, match=message):
+    config_from_flagfile(name)
+
+
+def test_help_into_a_closed_pipe_ends_without_a_traceback():
+  """`nplm export --help | head -1`: the reader is gone before the help is written (both
+  ends of the pipe closed here at once, so the write fails every time, not by chance)."""
+  read_end, write_end = os.pipe()
+  process = subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'export', '--help'],
+                             cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True)
+  os.close(read_end)
+  os.close(write_end)
+  _, stderr = process.communicate(timeout=300)
+  assert stderr == '' and process.returncode == 141, stderr  # 141: as if killed by SIGPIPE.
 
 
 def test_real_corpus_smoke_run(real_data_dir, tmp_path):

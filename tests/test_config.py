@@ -96,8 +96,8 @@ MISTAKES = {
     'export': ['nplm.cli', 'export', '--out=/tmp/unused', '--tokens=bytes'],
     'embeddings': ['nplm.cli', 'embeddings', '--workdir=/nonexistent/run', '--out=/tmp/unused'],
     'unknown flag': ['nplm.cli', 'train', '--no_such_flag=1'],
-    'sweep': ['experiments.sweep', '--sweep=nope'],
-    'table1': ['experiments.table1', '--rows=MLP99'],
+    'sweep': ['nplm.cli', 'sweep', '--sweep=nope'],
+    'table1': ['nplm.cli', 'table1', '--rows=MLP99'],
 }
 
 

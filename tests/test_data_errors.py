@@ -121,7 +121,7 @@ LOADS = {'brown': lambda data_dir, root: brown.load_texts(data_dir, FIXTURE_DIR,
 def test_a_damaged_prepared_dataset_is_named_to_be_deleted(prepared_root, tmp_path, kind,
                                                            damage):
   data_dir = shutil.copytree(prepared_root / kind, tmp_path / 'tfds')
-  (dataset,) = data_dir.rglob('1.0.0')
+  (dataset,) = {info.parent for info in data_dir.rglob('dataset_info.json')}
   DAMAGE[damage](dataset)
   with pytest.raises(CorruptCorpusError, match=f'^{quoted(dataset)} is damaged .*; delete it '
                      'and rerun to prepare it again$'):
@@ -189,21 +189,23 @@ def text_dataset_parent(tmp_path):
 
 
 def test_what_killed_preparations_left_is_removed_by_the_next(tmp_path):
-  parents = {'text': text_dataset_parent(tmp_path)[1], 'brown': tmp_path / 'tfds' / 'brown'}
-  for leftover in (parents['text'] / 'incomplete.K1LLED_1.0.0',
-                   parents['brown'] / 'incomplete.K1LLED_1.0.0'):
+  parents = {prepared.NplmTokens.VERSION: text_dataset_parent(tmp_path)[1],
+             brown.Brown.VERSION: tmp_path / 'tfds' / 'brown'}
+  for version, parent in parents.items():
+    leftover = parent / f'incomplete.K1LLED_{version}'
     leftover.mkdir(parents=True)  # As TFDS left it when SIGKILL stopped its preparation.
     (leftover / 'nplm_tokens-train.array_record-00000-of-00001').write_bytes(b'')
   load_text(tmp_path / 'tfds', tmp_path / 'ptb')
   brown.load_texts(tmp_path / 'tfds', FIXTURE_DIR, **FIXTURE)
-  for directory in parents.values():
-    assert sorted(p.name for p in directory.iterdir()) == [tfds_dirs.LOCK_NAME, '1.0.0']
+  for version, directory in parents.items():
+    assert sorted(p.name for p in directory.iterdir()) == [tfds_dirs.LOCK_NAME, str(version)]
 
 
 def test_a_preparation_in_progress_is_waited_for_not_removed(tmp_path):
   source, parent = text_dataset_parent(tmp_path)
   parent.mkdir(parents=True)
-  in_progress, holding, intact = parent / 'incomplete.OTHER0_1.0.0', threading.Event(), []
+  in_progress = parent / f'incomplete.OTHER0_{prepared.NplmTokens.VERSION}'
+  holding, intact = threading.Event(), []
 
   def another_preparer():  # Its own open file: flock excludes it as another process.
     with open(parent / tfds_dirs.LOCK_NAME, 'a') as lock:

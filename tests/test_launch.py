@@ -87,10 +87,10 @@ def test_launcher_refuses_bad_input_in_one_line(args, phrase):
 
 
 def test_each_process_gets_the_flags_the_coordinator_and_its_own_id():
-  argvs = local.command_lines(3, ['--flagfile=experiments/flags/fast.flags', '--mesh=data:4'],
+  argvs = local.command_lines(3, ['--flagfile=fast', '--mesh=data:4'],
                               'localhost:1234', python='/venv/bin/python')
   assert argvs == [['/venv/bin/python', '-m', 'experiments.brown',
-                    '--flagfile=experiments/flags/fast.flags', '--mesh=data:4',
+                    '--flagfile=fast', '--mesh=data:4',
                     '--coordinator_address=localhost:1234', '--num_processes=3',
                     f'--process_id={i}'] for i in range(3)]
   env = local.process_environment(4, {'PATH': '/bin', 'JAX_PLATFORMS': 'cuda'})

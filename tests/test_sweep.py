@@ -10,14 +10,12 @@ from pathlib import Path
 import pytest
 
 from nplm.cli import config_from_flagfile
-from experiments.sweep import FLAGS_DIR, SWEEPS
+from nplm.cli.sweep import SWEEPS
 from nplm import train
 from nplm.config import ConfigError
 from nplm.sweep import (grid, point_configs, point_name, random_search, run_sweep,
                         write_results, zipped)
 from tests.test_train import tiny_config
-
-ROOT = Path(__file__).parent.parent
 
 
 def test_grid_is_every_combination_the_last_axis_fastest():
@@ -124,9 +122,10 @@ def test_an_invalid_point_fails_the_sweep_before_any_run(tiny_corpus, tmp_path):
   assert not (tmp_path / 'sweep').exists()
 
 
-def test_cli_names_the_known_sweeps_for_an_unknown_one():
-  result = subprocess.run([sys.executable, '-m', 'experiments.sweep', '--sweep=nonexistent'],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_cli_names_the_known_sweeps_for_an_unknown_one(tmp_path):
+  """`nplm sweep`, run outside the checkout: it needs no `experiments` package."""
+  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'sweep', '--sweep=nonexistent'],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
   assert result.returncode == 2, result.stderr
   assert 'Traceback' not in result.stderr
   assert result.stderr.startswith('error: ') and result.stderr.count('\n') == 1
@@ -135,11 +134,11 @@ def test_cli_names_the_known_sweeps_for_an_unknown_one():
 
 def test_every_named_sweep_is_valid_on_its_flagfile(tmp_path):
   for name, (flagfile, points) in SWEEPS.items():
-    base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'))
+    base = config_from_flagfile(flagfile)  # A recipe's name.
     configs = point_configs(base, points, tmp_path)
     assert len({config.workdir for config in configs}) == len(points)
   flagfile, points = SWEEPS['mlp9_lr_seed']  # Meant to be trained --together.
-  base = config_from_flagfile(str(FLAGS_DIR / f'{flagfile}.flags'))
+  base = config_from_flagfile(flagfile)
   shared_order = base.replace(data_seed=base.batch_order_seed)
   assert len(train.check_together(point_configs(shared_order, points, tmp_path))) == 16
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import table1
+from nplm import table1
 from nplm.cli import mix
 from nplm import ngram
 from nplm.checkpoint import saved_params
@@ -119,8 +119,10 @@ def test_unknown_rows_and_untrained_workdirs_are_refused(tmp_path, tiny_corpus):
 
 
 def test_cli_reports_a_bad_row_in_one_line(tmp_path):
-  result = subprocess.run([sys.executable, '-m', 'experiments.table1', '--rows=KN6',
-                           f'--workdir={tmp_path}'], capture_output=True, text=True)
+  """`nplm table1`, run outside the checkout: it needs no `experiments` package."""
+  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'table1', '--rows=KN6',
+                           f'--workdir={tmp_path}'], cwd=tmp_path, capture_output=True,
+                          text=True)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines() == [
       f"error: unknown rows ['KN6']; known: {', '.join(table1.ROW_ORDER)}"]
@@ -129,7 +131,7 @@ def test_cli_reports_a_bad_row_in_one_line(tmp_path):
 def test_real_corpus_kneser_ney_rows_match_kenlm(real_data_dir, tmp_path):
   """The CLI on the real corpus; KN3-5 against KenLM lmplz's perplexities on the same tokens,
   recorded by experiments/kenlm_check.py in experiments/results/kenlm/."""
-  result = subprocess.run([sys.executable, '-m', 'experiments.table1', '--rows=KN3,KN4,KN5',
+  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'table1', '--rows=KN3,KN4,KN5',
                            f'--data_dir={real_data_dir}', f'--workdir={tmp_path}'],
                           capture_output=True, text=True, timeout=900)
   assert result.returncode == 0, result.stderr

@@ -288,7 +288,7 @@ def test_bad_word2vec_settings_are_refused_by_name(changes, message):
 
 @pytest.mark.parametrize('name', ['cbow_ns', 'cbow_hs', 'skipgram_ns', 'skipgram_hs'])
 def test_the_flagfiles_set_word2vecs_defaults(name):
-  config = config_from_flagfile(str(ROOT / 'experiments' / 'flags' / f'{name}.flags'))
+  config = config_from_flagfile(name)  # The recipe nplm/recipes/<name>.flags.
   config.resolved().validate()
   model, head = name.split('_')
   assert config.model == model and config.head == {'ns': 'negative_sampling',

@@ -26,7 +26,7 @@ from nplm.lm import build_language_model
 from nplm.optimizer import hyperparameters_of, make_optimizer
 from nplm.window_training import init_state, make_train_step, tables_read
 
-# Table 1 rows of Bengio et al. (2003), as in experiments/flags/mlp{1,9}.flags.
+# Table 1 rows of Bengio et al. (2003), as in the recipes mlp1 and mlp9 (nplm/recipes).
 SHAPES = {
     'MLP1': dict(order=5, feature_size=60, hidden_size=50, direct=True),
     'MLP9': dict(order=5, feature_size=30, hidden_size=100, direct=False),

@@ -3,15 +3,15 @@ r"""Train-step throughput of nplm's recurrent LSTM against the same LSTM written
   python -m experiments.benchmarks.lstm --out=runs/rnn_benchmark
   python -m experiments.benchmarks.lstm --steps=2 --repeats=1 --out=/tmp/rnnbench  # a look
 
-For the shape of experiments/flags/<--flagfile_name>.flags (lstm: 1 layer, E = H = 200, tied
-embeddings, dropout 0.3, B = 32 streams of T = 35 words, clipping, AdamW) it times the real
-jitted nplm.stream_training step, driven through the trainer's StreamFeed on the Brown
-training streams: the epoch's first --steps segments in order, the recurrent state carried
-from each to the next. An untimed run compiles; then --repeats timed runs, each ended by
-block_until_ready (median, min and max). When PyTorch is installed, experiments/benchmarks/torch_lstm.py
-trains on the very same segments, and the timed runs alternate (nplm, PyTorch, nplm, …) so
-that a busy spell of a shared machine slows both. Rates count real tokens: the mask's sum,
-without the padding at the streams' tail.
+For the shape of the recipe --flagfile_name (lstm, nplm/recipes/lstm.flags: 1 layer, E = H =
+200, tied embeddings, dropout 0.3, B = 32 streams of T = 35 words, clipping, AdamW) it times
+the real jitted nplm.stream_training step, driven through the trainer's StreamFeed on the
+Brown training streams: the epoch's first --steps segments in order, the recurrent state
+carried from each to the next. An untimed run compiles; then --repeats timed runs, each ended
+by block_until_ready (median, min and max). When PyTorch is installed,
+experiments/benchmarks/torch_lstm.py trains on the very same segments, and the timed runs
+alternate (nplm, PyTorch, nplm, …) so that a busy spell of a shared machine slows both. Rates
+count real tokens: the mask's sum, without the padding at the streams' tail.
 """
 
 import os
@@ -31,19 +31,15 @@ from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.stream_training import StreamFeed
 
-FLAGS_DIR = Path(__file__).parent.parent / 'flags'
 SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embeddings',
                 'dropout', 'batch_size', 'bptt_length', 'clip_norm', 'optimizer',
                 'learning_rate', 'lr_decay', 'weight_decay', 'head', 'seed')
 
 
 def flagfile_config(name: str) -> Config:
-  """The Config of experiments/flags/<name>.flags; the PyTorch baseline is a softmax LSTM."""
-  path = FLAGS_DIR / f'{name}.flags'
-  if not path.exists():
-    known = ', '.join(sorted(p.stem for p in FLAGS_DIR.glob('*.flags')))
-    raise ConfigError(f'no {path}; --flagfile_name is one of {known}')
-  config = config_from_flagfile(str(path), workdir='unused').validate()
+  """The Config of the recipe `name` (or a flagfile at that path); the PyTorch baseline is
+  a softmax LSTM."""
+  config = config_from_flagfile(name, workdir='unused').validate()
   if config.model != 'lstm' or config.head != 'softmax':
     raise ConfigError(f'{name}.flags has --model={config.model} --head={config.head}; '
                       'the PyTorch baseline is an LSTM under a full softmax')
@@ -159,7 +155,8 @@ def write_report(report: dict, out: str) -> None:
 def define_flags() -> None:
   """Only when run as a program: absl refuses a flag defined twice in one process."""
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS default).')
-  flags.DEFINE_string('flagfile_name', 'lstm', 'Benchmarks experiments/flags/<name>.flags.')
+  flags.DEFINE_string('flagfile_name', 'lstm', 'Benchmarks this recipe (nplm/recipes/NAME.flags) '
+                      'or flagfile.')
   flags.DEFINE_integer('steps', 20, 'Consecutive segments (updates) in one timed run.')
   flags.DEFINE_integer('repeats', 5, 'Timed runs of each implementation; the median is reported.')
   flags.DEFINE_string('out', '', 'If set, a directory that receives rnn_benchmark.{md,json}.')

@@ -9,7 +9,7 @@ sampling).
 Both train on Brown's training split as nplm's models see it (ids mapped back to words,
 `<unk>`, `</p>` and `</text>` included; --max_words: its first N tokens, vocabulary and all,
 for a quick look), handed to gensim in pieces of 10,000 words (longer sentences gensim cuts).
-The settings come from experiments/flags/<name>.flags and are translated once
+The settings come from the recipes (nplm/recipes/<name>.flags), translated once
 (gensim_settings): sg, hs with negative 0 or hs 0 with negative k, vector_size, window,
 sample, epochs, ns_exponent, the learning rate (per example: per_example_rate) and its linear
 decay, workers = the usable cores; gensim also trains at its own default rate (alpha 0.025
@@ -41,7 +41,6 @@ from nplm.data.datasets import load_dataset
 from nplm.scoring import NoTrainedModelError, load_trained
 from nplm.train import train_and_evaluate
 
-FLAGS_DIR = Path(__file__).parent.parent / 'flags'
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
 SENTENCE_WORDS = 10_000  # gensim's MAX_WORDS_IN_BATCH: it cuts longer sentences there.
 LINEAR_FLOOR = 1e-4  # nplm's linear schedule ends at ε0·1e-4 (the word2vec tool's floor).
@@ -56,12 +55,8 @@ def usable_cores() -> int:
 
 
 def flagfile_config(name: str, **overrides) -> Config:
-  """The Config of experiments/flags/<name>.flags, with `overrides`."""
-  path = FLAGS_DIR / f'{name}.flags'
-  if not path.exists():
-    raise ConfigError(f'no {path}: the word2vec models and their flagfiles are not in this '
-                      'checkout')
-  return config_from_flagfile(str(path), **overrides).resolved().validate()
+  """The Config of the recipe `name` (nplm/recipes/NAME.flags), with `overrides`."""
+  return config_from_flagfile(name, **overrides).resolved().validate()
 
 
 def output_settings(config: Config) -> dict:
@@ -252,7 +247,7 @@ def define_flags() -> None:
   """Only when run as a program: absl refuses a flag defined twice in one process."""
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared corpus (empty: TFDS '
                       'default).')
-  flags.DEFINE_list('configs', list(CONFIGS), 'Flagfiles (experiments/flags/NAME.flags) to '
+  flags.DEFINE_list('configs', list(CONFIGS), 'Recipes (nplm/recipes/NAME.flags) to '
                     'compare.')
   flags.DEFINE_integer('epochs', 0, 'Epochs for both (0: the flagfiles\').')
   flags.DEFINE_integer('max_words', 0, 'Train on the first N training tokens only (0: all).')

@@ -3,18 +3,23 @@ checkout) and what they share: flags from Config, progress lines, one-line error
 
 import dataclasses
 import errno
+import functools
 import logging
+import os
 import sys
 import textwrap
+from pathlib import Path
 
 import tensorflow_datasets as tfds
 from absl import app, flags
 from absl import logging as absl_logging
 
+from nplm import recipes
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
 from nplm.data.acquire import CorpusError
 from nplm.scoring import NoTrainedModelError
+from nplm.stop_requests import Interrupted
 from nplm.train import TrainingDiverged
 from nplm.workdir_lock import WorkdirBusyError
 
@@ -50,14 +55,82 @@ def config_from_flags(**overrides) -> Config:
   return Config(**{**values, **overrides})
 
 
-def config_from_flagfile(path: str, **overrides) -> Config:
-  """The Config a flagfile sets (as `--flagfile=path` would), then `overrides`; for runners
-  that read several flagfiles, so the flags go to a private FlagValues."""
+def config_from_flagfile(path: str | Path, **overrides) -> Config:
+  """The Config a flagfile sets (as `--flagfile=path` would: a path, or a recipe's name such
+  as 'mlp9'), then `overrides`; for runners that read several flagfiles, so the flags go to a
+  private FlagValues. A missing or unreadable file, or a bad line, is a ConfigError."""
   flag_values = flags.FlagValues()
   define_config_flags(flag_values)
-  flag_values(['config_from_flagfile', f'--flagfile={path}'])
+  try:
+    flag_values(['config_from_flagfile', *flagfile_lines(str(path))])
+  except flags.Error as error:
+    raise ConfigError(f'--flagfile={path}: {" ".join(str(error).split())}') from None
   config = Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
   return config.replace(**overrides)
+
+
+_FLAGFILE_PREFIXES = ('--flagfile=', '-flagfile=')
+
+
+def flagfile_lines(typed: str, _including: tuple[Path, ...] = ()) -> list[str]:
+  """The flags a flagfile sets, read as absl reads them (one a line; blank lines and lines
+  starting with # or // skipped; a --flagfile line expanded where it stands). `typed` is a
+  path relative to the current directory or, where no such file exists, a recipe's name
+  (nplm/recipes). A missing, unreadable or binary file is a one-line ConfigError."""
+  path = recipes.find(typed) if typed else None
+  if path is None:
+    raise ConfigError(f'--flagfile={typed}: no such file (recipes: '
+                      f'{", ".join(recipes.names())})')
+  if path.resolve() in _including:
+    raise ConfigError(f'--flagfile={typed} includes itself')
+  try:
+    data = path.read_bytes()
+  except OSError as error:  # A directory, a file without read permission.
+    raise ConfigError(f'--flagfile={typed}: cannot be read '
+                      f'({error.strerror or type(error).__name__})') from None
+  bad = data.find(b'\0')
+  try:
+    text = data.decode('utf-8')
+  except UnicodeDecodeError as error:
+    bad = error.start if bad < 0 else min(bad, error.start)
+  if bad >= 0:
+    raise ConfigError(f'--flagfile={typed}: not a text file of flags (byte {data[bad]:#04x} '
+                      f'at offset {bad:,})')
+  lines = []
+  for line in text.splitlines():
+    line = line.strip()
+    if not line or line.startswith(('#', '//')):
+      continue
+    if line.startswith(_FLAGFILE_PREFIXES):
+      try:
+        lines += flagfile_lines(line.split('=', 1)[1], (*_including, path.resolve()))
+      except ConfigError as error:
+        raise ConfigError(f'{error} (read by --flagfile={typed})') from None
+    else:
+      lines.append(line)
+  return lines
+
+
+def flagfiles_first(argv: list[str]) -> list[str]:
+  """argv with its flagfiles' flags first and the flags typed on the command line after
+  them, in their order: absl keeps a flag's last value, so a typed flag wins over a
+  flagfile's wherever it stands on the line (a flagfile's --workdir never overrides the
+  typed one). Flagfiles later on the line win over earlier ones; nothing after `--` moves."""
+  from_files, typed, rest = [], [], list(argv[1:])
+  while rest:
+    arg = rest.pop(0)
+    if arg == '--':
+      typed += [arg, *rest]
+      break
+    if arg in ('--flagfile', '-flagfile'):  # --flagfile FILE
+      if not rest:
+        raise ConfigError('--flagfile needs a file or a recipe name: --flagfile=FILE')
+      from_files += flagfile_lines(rest.pop(0))
+    elif arg.startswith(_FLAGFILE_PREFIXES):
+      from_files += flagfile_lines(arg.split('=', 1)[1])
+    else:
+      typed.append(arg)
+  return [*argv[:1], *from_files, *typed]
 
 
 def show_progress_lines() -> None:
@@ -98,7 +171,38 @@ def start(main, argv=None) -> None:
       sys.exit(0)
     return _parse_flags(argv)
 
-  app.run(main, argv=argv, flags_parser=parse)
+  quiet_when_stdout_closes(lambda: app.run(stops_when_interrupted(main), argv=argv,
+                                           flags_parser=parse))
+
+
+def stops_when_interrupted(main):
+  """main, ending with its message and INTERRUPTED_EXIT_STATUS when a stop request comes in
+  a phase with nothing to save (nplm.stop_requests.Interrupted: preparing a dataset)."""
+  @functools.wraps(main)
+  def run(argv):
+    try:
+      return main(argv)
+    except Interrupted as interrupted:
+      stop_interrupted(str(interrupted))
+  return run
+
+
+# What a shell reports for a program killed by SIGPIPE (128 + 13).
+CLOSED_PIPE_EXIT_STATUS = 141
+
+
+def quiet_when_stdout_closes(run) -> None:
+  """run(), and if whoever reads stdout stops reading (`nplm export --help | head -1`),
+  exit quietly with CLOSED_PIPE_EXIT_STATUS as a Unix tool does, not with a traceback."""
+  try:
+    try:
+      run()
+    finally:
+      sys.stdout.flush()  # Inside the try: a closed pipe fails here, not at exit.
+  except BrokenPipeError:
+    # Python flushes stdout again at exit: point it at /dev/null so that cannot fail too.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(CLOSED_PIPE_EXIT_STATUS)
 
 
 def grouped_help(doc: str, command: str) -> str:
@@ -115,8 +219,12 @@ def grouped_help(doc: str, command: str) -> str:
     if names:
       lines += [f'{group.capitalize()}: {GROUP_HELP[group]}',
                 *(line for name in names for line in _flag_help(flags.FLAGS[name])), '']
-  lines += ['--flagfile=FILE reads flags from a file (one --flag=value a line).',
-            "--helpfull lists every flag, absl's too."]
+  lines += textwrap.wrap(
+      '--flagfile=FILE reads flags from a file (one --flag=value a line): a path, relative '
+      'to the current directory, or the name of a recipe shipped with nplm: '
+      f'{", ".join(recipes.names())}. A flag typed on the command line wins over a '
+      "flagfile's, wherever it stands on the line.", 96)
+  lines += ["--helpfull lists every flag, absl's too."]
   return '\n'.join(lines)
 
 
@@ -131,7 +239,12 @@ def _flag_help(flag) -> list[str]:
 
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's parsing, with a bad flag (or flagfile line) a one-line error and status 2 like
-  every other mistake (absl prints two lines and exits 1)."""
+  every other mistake (absl prints two lines and exits 1). Flagfiles are read first, so a
+  typed flag wins wherever it stands (flagfiles_first)."""
+  try:
+    argv = flagfiles_first(argv)
+  except ConfigError as error:
+    fail(error)
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:

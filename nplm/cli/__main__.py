@@ -3,6 +3,9 @@
 import importlib
 import sys
 
+import nplm
+from nplm.cli import quiet_when_stdout_closes
+
 COMMANDS = {
     'train': 'Train (or resume) a model on any --dataset; exact perplexities at the end.',
     'evaluate': "A trained model's exact perplexity on a dataset's splits or a text file.",
@@ -13,16 +16,27 @@ COMMANDS = {
     'embeddings': 'Feature vectors in word2vec format, scored on similarity and analogies.',
     'mix': 'A trained model mixed with the interpolated trigram.',
     'export': 'A dataset\'s token streams as text files.',
+    'sweep': 'A named sweep over a recipe: one run per point, a results table and plot.',
+    'table1': 'Table 1 of Bengio et al. (2003) on identical tokens, beside the paper.',
 }
+_VERSION_FLAGS = ('--version', '-V')
 
 
 def usage() -> str:
-  lines = ['usage: nplm <command> [--flags]   (nplm <command> --help for its flags)', '']
+  lines = ['usage: nplm <command> [--flags]   (nplm <command> --help for its flags)',
+           '       nplm --version', '']
   lines += [f'  {name:11} {text}' for name, text in COMMANDS.items()]
   return '\n'.join(lines)
 
 
 def main() -> None:
+  quiet_when_stdout_closes(_main)  # `nplm | head -1`: no traceback.
+
+
+def _main() -> None:
+  if len(sys.argv) >= 2 and sys.argv[1] in _VERSION_FLAGS:
+    print(f'nplm {nplm.__version__}')
+    sys.exit(0)
   if len(sys.argv) < 2 or sys.argv[1] in ('-h', '--help', 'help'):
     print(usage())
     sys.exit(0 if len(sys.argv) >= 2 else 2)

@@ -22,6 +22,7 @@ from nplm import cli, embeddings
 from nplm.errors import ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.scoring import load_trained
+from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 TITLES = {'wordsim353': 'WordSim-353', 'simlex999': 'SimLex-999', 'analogies': 'Analogies'}
@@ -88,7 +89,10 @@ def main(argv):
   cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
-    report = export(FLAGS.workdir, FLAGS.out)
+    with interrupting(f'exporting the embeddings of {FLAGS.workdir}'):
+      report = export(FLAGS.workdir, FLAGS.out)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   print('\n'.join(report_lines(report)))

@@ -5,6 +5,13 @@ r"""A trained model's exact perplexity on any dataset's splits, or on a text fil
   nplm evaluate --workdir=runs/mlp9 --text_file=my_text.txt     # a file, Brown-tokenized
   python -m experiments.evaluate --workdir=runs/mlp9 --json
 
+Without --dataset or --text_file the model is scored on its own data: the dataset its
+run.json records, where it was when the model trained (paths are recorded absolute, so this
+works from any directory). If that data is gone or no longer what the model was trained on
+(its fingerprint differs: the files were edited), evaluate refuses in one line; to score the
+data as it is now, or a copy elsewhere, name it with --dataset (the first line says whether
+it is the data the model was trained on).
+
 The text is tokenized as the model's dataset was (nplm.data.tokenize) and read through the
 model's own vocabulary: a word it never learned is scored as `<unk>`, and the words that
 fell to `<unk>` most often are listed. Every token is scored once by the head's exact,
@@ -17,11 +24,12 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli
+from nplm import cli, paths
 from nplm.config import LOCATION_AND_SPLIT_FIELDS, ConfigError
 from nplm.data.text_sources import read_lines
-from nplm.evaluation import dataset_types, evaluate, file_types
+from nplm.evaluation import dataset_types, evaluate, file_types, own_dataset_types, same_data
 from nplm.scoring import load_trained
+from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 
@@ -43,34 +51,44 @@ def _text_and_splits(trained):
   if FLAGS.text_file and FLAGS.dataset:
     raise ConfigError('give --dataset or --text_file, not both')
   if FLAGS.text_file:
-    path = Path(FLAGS.text_file)
+    path = Path(paths.absolute(FLAGS.text_file))
     if not path.is_file():
-      raise ConfigError(f'--text_file={path}: no such file')
+      raise ConfigError(f'--text_file={FLAGS.text_file}: no such file')
     types, splits = file_types(read_lines(path), config)
-    return f'{path} as {config.dataset} text ({config.tokens})', types, splits
-  if FLAGS.dataset:
+    if not len(splits['file']):
+      raise ConfigError(f'--text_file={FLAGS.text_file} is empty: no text to score')
+    return f'{FLAGS.text_file} as {config.dataset} text ({config.tokens})', types, splits
+  if FLAGS.dataset:  # Other data, named: scored whatever it holds.
     overrides = {name: FLAGS[name].value for name in LOCATION_AND_SPLIT_FIELDS
                  if FLAGS[name].present}
     config = dataclasses.replace(config, dataset=FLAGS.dataset, unk_max_count=-1,
                                  **({'train_tokens': 0, 'valid_tokens': 0} | overrides))
-  elif FLAGS['data_dir'].present:
-    config = config.replace(data_dir=FLAGS.data_dir)
-  types, splits = dataset_types(config)
+    types, splits = dataset_types(config.absolute_paths())
+    own = {True: 'the data it was trained on', False: 'not the data it was trained on',
+           None: 'its run recorded no data fingerprint to compare'}[same_data(trained, types,
+                                                                             splits)]
+    where = f'--dataset={FLAGS.dataset} ({config.tokens}; {own})'
+  else:  # Its own data, where run.json says it lies: refused if it changed.
+    data_dir = FLAGS.data_dir if FLAGS['data_dir'].present else ''
+    types, splits = own_dataset_types(trained, data_dir)
+    where = f'its own --dataset={paths.shown_dataset(config.dataset)} ({config.tokens})'
   unknown = [name for name in FLAGS.splits if name not in splits]
   if unknown:
     raise ConfigError(f'--splits: no split {", ".join(unknown)}; give train, valid or test')
-  return (f'--dataset={config.dataset} ({config.tokens})', types,
-          {name: splits[name] for name in FLAGS.splits})
+  return where, types, {name: splits[name] for name in FLAGS.splits}
 
 
 def main(argv):
   cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
-    trained = load_trained(FLAGS.workdir)
-    trained.require_language_model()  # Before the text is read.
-    where, types, splits = _text_and_splits(trained)
-    results = evaluate(trained, types, splits, FLAGS.top_unknown)
+    with interrupting(f'evaluating {FLAGS.workdir}'):
+      trained = load_trained(FLAGS.workdir)
+      trained.require_language_model()  # Before the text is read.
+      where, types, splits = _text_and_splits(trained)
+      results = evaluate(trained, types, splits, FLAGS.top_unknown)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   heading = (f'{FLAGS.workdir} ({trained.config.model}, --head={trained.config.head}, '

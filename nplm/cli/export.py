@@ -24,6 +24,7 @@ from nplm.data.corpus import SPLIT_NAMES, Corpus
 from nplm.data.datasets import is_brown, load_dataset
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END
 from nplm.files import write_text_atomically
+from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 
@@ -79,9 +80,12 @@ def main(argv: list[str]) -> None:
   cli.show_progress_lines()
   config = cli.config_from_flags()
   try:
-    config = config.resolved().validate_data()
-    corpus = load_dataset(config)
-    paths = export_splits(corpus, FLAGS.out, config.dataset, config.tokens)
+    config = config.resolved().validate_data().absolute_paths()
+    with interrupting(f'exporting --dataset={config.dataset}'):
+      corpus = load_dataset(config)
+      paths = export_splits(corpus, FLAGS.out, config.dataset, config.tokens)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   sizes = ', '.join(f'{name} {corpus.stats[name]["tokens"]:,}' for name in SPLIT_NAMES)

@@ -19,6 +19,7 @@ from nplm.data.tokenize import words_of
 from nplm.data.vocab import UNK
 from nplm.generation import Sampling, as_text, generate
 from nplm.scoring import load_trained
+from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 
@@ -38,16 +39,20 @@ def main(argv):
   try:
     sampling = Sampling(FLAGS.length, FLAGS.temperature, FLAGS.top_k, FLAGS.no_unk,
                         FLAGS.samples).validate()
-    trained = load_trained(FLAGS.workdir)
-    config = trained.config
-    prompt = words_of(FLAGS.prompt, config.dataset, config.tokens)
-    ids = trained.vocab.encode(prompt)
-    unknown = sorted({t for t, i in zip(prompt, ids) if i == trained.vocab.unk_id and t != UNK})
-    if unknown:
-      print(f'prompt tokens read as {UNK} (not in the vocabulary): {" ".join(unknown)}',
-            file=sys.stderr)
-    samples = generate(trained, ids, sampling, FLAGS.seed)
-  except cli.USER_ERRORS as error:
+    with interrupting(f'sampling from {FLAGS.workdir}'):
+      trained = load_trained(FLAGS.workdir)
+      config = trained.config
+      prompt = words_of(FLAGS.prompt, config.dataset, config.tokens)
+      ids = trained.vocab.encode(prompt)
+      unknown = sorted({t for t, i in zip(prompt, ids)
+                        if i == trained.vocab.unk_id and t != UNK})
+      if unknown:
+        print(f'prompt tokens read as {UNK} (not in the vocabulary): {" ".join(unknown)}',
+              file=sys.stderr)
+      samples = generate(trained, ids, sampling, FLAGS.seed)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
+  except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   print(report(trained.vocab, prompt, samples, config.tokens))
 

@@ -14,6 +14,7 @@ from nplm import cli
 from nplm.errors import ConfigError
 from nplm.neighbours import feature_vectors, nearest, plot_words
 from nplm.scoring import load_trained
+from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 
@@ -24,14 +25,17 @@ def main(argv):
   try:
     if not FLAGS.words:
       raise ConfigError('--words names no word; give some, comma-separated')
-    trained = load_trained(FLAGS.workdir)
-    vectors = feature_vectors(trained)
-    lists = {word: nearest(vectors, trained.vocab, word, FLAGS.k) for word in FLAGS.words}
-    if FLAGS.plot:
-      chosen = FLAGS.plot_words or [w for near in lists.values() for w, _ in near]
-      plot_words(vectors, trained.vocab, list(dict.fromkeys(chosen)), FLAGS.plot,
-                 queries=FLAGS.words)
-  except cli.USER_ERRORS as error:
+    with interrupting(f'reading {FLAGS.workdir}'):
+      trained = load_trained(FLAGS.workdir)
+      vectors = feature_vectors(trained)
+      lists = {word: nearest(vectors, trained.vocab, word, FLAGS.k) for word in FLAGS.words}
+      if FLAGS.plot:
+        chosen = FLAGS.plot_words or [w for near in lists.values() for w, _ in near]
+        plot_words(vectors, trained.vocab, list(dict.fromkeys(chosen)), FLAGS.plot,
+                   queries=FLAGS.words)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
+  except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   for word, near in lists.items():
     print(word)

@@ -16,12 +16,13 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli, ngram
+from nplm import cli, ngram, paths
 from nplm.config import DATA_FIELDS, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.perplexity import perplexity
+from nplm.stop_requests import Interrupted, interrupting
 from nplm.summary import bits_per_token
 
 FLAGS = flags.FLAGS
@@ -61,7 +62,7 @@ def results(corpus: Corpus, config, model: str, order: int) -> dict:
 
 def report(summary: dict) -> str:
   name = f'KN{summary["order"]}' if summary['model'] == 'kn' else 'DelInt3'
-  lines = [f'{name} on {summary["dataset"]} ({summary["tokenization"]}), '
+  lines = [f'{name} on {paths.shown_dataset(summary["dataset"])} ({summary["tokenization"]}), '
            f'|V| = {summary["vocab_size"]:,}']
   return '\n'.join(lines + cli.summary_lines(summary))
 
@@ -72,12 +73,16 @@ def main(argv):
   try:
     if FLAGS.model not in ('kn', 'delint'):
       raise ConfigError(f'unknown --model={FLAGS.model!r}; known: kn, delint')
-    config = cli.config_from_flags().resolved().validate_data()
-    corpus = load_dataset(config)
-    summary = results(corpus, config, FLAGS.model, FLAGS.order)
-    out = Path(FLAGS.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out / 'ngram.json', summary)
+    # Absolute: ngram.json records where the data lies, readable from anywhere.
+    config = cli.config_from_flags().resolved().validate_data().absolute_paths()
+    with interrupting(f'fitting an n-gram model on --dataset={config.dataset}'):
+      corpus = load_dataset(config)
+      summary = results(corpus, config, FLAGS.model, FLAGS.order)
+      out = Path(FLAGS.out)
+      out.mkdir(parents=True, exist_ok=True)
+      write_json_atomically(out / 'ngram.json', summary)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   print(report(summary))

@@ -19,6 +19,7 @@ from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
 from nplm.scoring import load_trained
 from nplm.sentences import SentenceScore, score_sentences
+from nplm.stop_requests import Interrupted, interrupting
 
 
 def _label(token) -> str:
@@ -49,8 +50,11 @@ def main(argv):
   try:
     if len(argv) < 2:
       raise ConfigError('give one or more sentences to score, each one quoted argument')
-    scores = score_sentences(load_trained(flags.FLAGS.workdir), argv[1:])
-  except cli.USER_ERRORS as error:
+    with interrupting(f'scoring with {flags.FLAGS.workdir}'):
+      scores = score_sentences(load_trained(flags.FLAGS.workdir), argv[1:])
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
+  except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   print(as_json(scores) if flags.FLAGS.json else report(scores))
 

@@ -1,18 +1,23 @@
 r"""Train a language model on any dataset: early-stop, report exact perplexities.
 
-  nplm train --flagfile=experiments/flags/mlp9.flags                    # Brown, Table 1's MLP9
+  nplm train --flagfile=mlp9                                            # Brown, Table 1's MLP9
+  nplm train --workdir=runs/mine --flagfile=mlp9 --epochs=3             # the recipe, changed
+  nplm train --flagfile=my.flags                                        # a flagfile of yours
   nplm train --dataset=text:data/ptb --model=lstm --workdir=runs/ptb    # PTB's layout
   nplm train --dataset=tfds:lm1b --tfds_splits=train[:99%],train[99%:],test --head=nce
-  python -m experiments.brown --flagfile=experiments/flags/mlp9.flags   # in a checkout
+  python -m experiments.brown --flagfile=mlp9                           # in a checkout
 
-Every field of nplm.config.Config is a flag (see --helpfull); a flagfile sets a Table 1 row
-and any flag after it overrides it. From Python: `nplm.train.run(Config(...))`.
+Every field of nplm.config.Config is a flag (see --helpfull). --flagfile reads a file of
+flags, or a recipe shipped with nplm by name (mlp1 ... mlp9: Table 1's rows; the list is at
+the end). A flag typed on the command line wins over a flagfile's, before or after it: the
+recipes set --workdir=runs/<recipe>, and a typed --workdir replaces it. From Python:
+`nplm.train.run(Config(...))`.
 """
 
 import sys
 
 
-from nplm import cli, parallel
+from nplm import cli, parallel, stop_requests
 from nplm.train import run
 
 
@@ -23,15 +28,31 @@ def report(summary: dict) -> str:
   rows = [f'{summary["dataset"]}   |V| = {summary["vocab_size"]:,}   '
           f'status: {summary["status"]}   '
           f'epochs: {summary["epochs"]} (best {summary["best_epoch"]})   '
-          f'{summary["train_examples_per_second"]:.0f} train examples/s   '
-          f'{summary["wall_seconds"]:.0f} s']
+          f'{summary["train_examples_per_second"]:,.0f} train examples/s   '
+          f'{summary["wall_seconds"]:,.0f} s']
   return '\n'.join(rows + cli.summary_lines(summary))
+
+
+def out_of_memory(error: BaseException) -> bool:
+  """Whether `error` is memory running out (XLA's RESOURCE_EXHAUSTED; Python's MemoryError):
+  what nplm.memory's estimate did not foresee."""
+  return isinstance(error, MemoryError) or 'RESOURCE_EXHAUSTED' in str(error)
+
+
+def _first_line(error: BaseException) -> str:
+  lines = str(error).strip().splitlines()
+  return lines[0][:200] if lines else type(error).__name__
 
 
 def main(argv):
   cli.refuse_arguments(argv)
   cli.show_progress_lines()
   config = cli.config_from_flags()
+  # A stop request ends the process within seconds, even inside one long computation.
+  stop_requests.end_process_within(
+      lambda what: f'Interrupted ({what}) at once; the last checkpoint in {config.workdir} '
+                   '(if any) is kept. Rerun the same command to resume from it.',
+      status=cli.INTERRUPTED_EXIT_STATUS)
   try:
     summary = run(config)
   except cli.USER_ERRORS as error:
@@ -40,6 +61,10 @@ def main(argv):
     cli.stop_interrupted(f'Interrupted at once; the last checkpoint in {config.workdir} is '
                          'kept. Rerun the same command to resume from it.')
   except Exception as error:
+    if out_of_memory(error):
+      cli.fail(f'out of memory ({_first_line(error)}): lower --batch_size or '
+               f'--eval_batch_size, or the model\'s sizes; the last checkpoint in '
+               f'{config.workdir} (if any) is kept')
     if not cli.disk_full(error):
       raise
     cli.fail(f'no space left on the disk of --workdir={config.workdir}: free some space and '

@@ -93,7 +93,7 @@ def load_texts(data_dir: str | os.PathLike | None = None,
   builder = Brown(data_dir=None if data_dir is None else os.fspath(data_dir),
                   corpus_dir=corpus_dir, expected_words=expected_words,
                   expected_files=expected_files)
-  tfds_dirs.prepare(builder)
+  tfds_dirs.prepare(builder, data_dir, 'preparing the Brown corpus')
   if corpus_dir is not None:
     _check_source(builder, Path(corpus_dir), brown_format.corpus_file_names(expected_files))
   with tfds_dirs.damage_reported(builder.data_dir):

@@ -35,11 +35,18 @@ class Corpus:
   @functools.cached_property
   def fingerprint(self) -> str:
     """Digest of the vocabulary and every split's ids: equal fingerprints, the same data."""
-    digest = hashlib.sha256(self.vocab.fingerprint().encode())
-    for name in SPLIT_NAMES:
-      digest.update(f'{name}:{len(self.splits[name])}\n'.encode())
-      digest.update(np.ascontiguousarray(self.splits[name], np.int32).tobytes())
-    return digest.hexdigest()[:16]
+    return data_fingerprint(self.vocab, self.splits)
+
+
+def data_fingerprint(vocab: Vocabulary, splits: Mapping[str, np.ndarray]) -> str:
+  """Corpus.fingerprint of a vocabulary and the ids of train, valid and test under it: what a
+  workdir records (run.json's data_fingerprint), so that a reader who maps a dataset's types
+  through a trained model's vocabulary can tell whether it is the data the model trained on."""
+  digest = hashlib.sha256(vocab.fingerprint().encode())
+  for name in SPLIT_NAMES:
+    digest.update(f'{name}:{len(splits[name])}\n'.encode())
+    digest.update(np.ascontiguousarray(splits[name], np.int32).tobytes())
+  return digest.hexdigest()[:16]
 
 
 def tokens_from_texts(texts: Sequence[Sequence[Sequence[str]]]) -> list[str]:

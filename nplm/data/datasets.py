@@ -6,7 +6,10 @@
 
 Adding a source: a class in text_sources.py with `kind`, `name`, `tokens`, `fingerprint()`
 and `lines(split)`, and a branch in `_text_source` below; preparation, the vocabulary and
-everything after them are source-blind.
+everything after them are source-blind. Optional: `check_reads()` (raise CorpusError if what
+`lines` read is not what `fingerprint()` hashed: text files check their bytes) and
+`check_text()` (refuse a split without a word, naming its file; otherwise the splits are
+scanned for one by text_sources.check_text).
 """
 
 from __future__ import annotations

@@ -9,9 +9,14 @@ at load time, so one preparation serves every vocabulary.
 
 The dataset is `nplm_tokens/<kind>-<name>-<tokens>-<fingerprint>` in the data dir: another
 source, other content or another tokenization is another dataset, never confused with this
-one. One process prepares at a time, in a directory renamed when done (nplm.data.tfds_dirs),
-so an interrupted preparation leaves nothing that a later load would use; a later load checks
-every split's token count and SHA-256 against the metadata, so a damaged file is refused.
+one. The source checks that the bytes it read are those it was fingerprinted from (a file
+edited during the preparation is refused: the dataset would hold one text under the name
+of another). A split without a word (an empty file, blank lines only) is refused before
+anything is written. One process prepares at a time, in a directory renamed when done
+(nplm.data.tfds_dirs), so an interrupted preparation (SIGTERM and Ctrl-C included) leaves
+nothing that a later load would use. metadata.json carries a checksum of everything it holds
+(types, training counts, token counts, each split's SHA-256), and a load checks every split's
+token count and SHA-256 against it: damage is refused, never read as other words.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import dataclasses
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -29,9 +35,10 @@ import tensorflow_datasets as tfds
 from etils import epath
 from tqdm import tqdm
 
-from nplm.data import tfds_dirs
+from nplm.data import text_sources, tfds_dirs
 from nplm.data.acquire import CorpusError
 from nplm.data.text_sources import SPLITS, tokens_of_line
+from nplm.stop_requests import check_interrupted, interrupting
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +81,9 @@ class PreparedTokens:
 class NplmTokens(tfds_dirs.ArrayRecordBuilder):
   """Token ids of one text source (nplm.data.text_sources), one config per source."""
 
-  VERSION = tfds.core.Version('1.0.0')
-  RELEASE_NOTES = {'1.0.0': 'Type indices in chunks; types and training counts in metadata.'}
+  VERSION = tfds.core.Version('1.1.0')
+  RELEASE_NOTES = {'1.0.0': 'Type indices in chunks; types and training counts in metadata.',
+                   '1.1.0': 'A checksum of the metadata; the source checked to be unchanged.'}
 
   def __init__(self, *, source, **kwargs):
     self._source = source
@@ -119,6 +127,10 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
         counts[:len(self._train_counts)] += self._train_counts
         self._train_counts = counts
       yield index, {'ids': ids}
+    if not self._tokens[split]:  # Checked before, so the source changed (or cannot tell).
+      _check_reads(self._source)
+      raise CorpusError(f'{self._source.kind}:{self._source.name} has no text in its {split} '
+                        'split; every split needs at least one line')
 
   def _chunks(self, split: str):
     """The split's tokens as type indices, about _CHUNK_TOKENS at a time."""
@@ -128,12 +140,14 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
       for line in self._source.lines(split):
         pending += tokens_of_line(line, tokens)
         if len(pending) >= _CHUNK_TOKENS:
+          check_interrupted()  # A safe point, should a stop request's exception be lost.
           yield self._indices(pending)
           bar.update(len(pending))
           pending = []
           if self._tokens[split] % _LOG_EVERY < _CHUNK_TOKENS:
             log.info('preparing %s: %d tokens, %d types', split, self._tokens[split],
                      len(self._types))
+      check_interrupted()
       if pending:
         yield self._indices(pending)
     log.info('prepared %s: %d tokens, %d types in all so far', split, self._tokens[split],
@@ -148,6 +162,7 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
 
   def _download_and_prepare(self, dl_manager, download_config):
     super()._download_and_prepare(dl_manager, download_config)
+    _check_reads(self._source)  # What was read is what the dataset is named after.
     # Written with dataset_info.json, after every split, inside the incomplete directory.
     self.info.metadata.update(
         types=list(self._types),
@@ -156,6 +171,25 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
         tokens=self._tokens,
         sha256={split: digest.hexdigest() for split, digest in self._digests.items()},
         source=f'{self._source.kind}:{self._source.name}', tokenization=self._source.tokens)
+    self.info.metadata['checksum'] = metadata_checksum(self.info.metadata)
+
+
+_CHECKSUMMED = ('types', 'train_counts', 'tokens', 'sha256', 'source', 'tokenization')
+
+
+def metadata_checksum(metadata) -> str:
+  """SHA-256 of everything metadata.json holds but the checksum (as its JSON would read)."""
+  content = {key: metadata[key] for key in _CHECKSUMMED}
+  return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False,
+                                   separators=(',', ':')).encode()).hexdigest()
+
+
+def _check_reads(source) -> None:
+  """The source's own check that what it read is what it was fingerprinted from (text files:
+  their bytes; a TFDS dataset is a prepared dataset, not edited in place)."""
+  check = getattr(source, 'check_reads', None)
+  if check is not None:
+    check()
 
 
 def config_name(source) -> str:
@@ -165,23 +199,29 @@ def config_name(source) -> str:
 
 
 def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens:
-  """The source's prepared tokens, prepared into data_dir first if they are not there."""
-  builder = NplmTokens(source=source, data_dir=None if data_dir is None else os.fspath(data_dir))
-  if not builder.data_path.exists():
-    log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
-             builder.data_dir)
-  with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints what the log lines above say.
-    tfds_dirs.prepare(builder)
+  """The source's prepared tokens, prepared into data_dir first if they are not there.
+
+  SIGTERM or Ctrl-C meanwhile raises nplm.stop_requests.Interrupted (status 75 from a
+  command), nothing of the preparation kept; a data dir that cannot be written, or fills
+  up, is a CorpusError naming --data_dir (tfds_dirs.prepare)."""
+  what = f'preparing {source.kind}:{source.name} ({source.tokens})'
+  with interrupting(f'{what} in {tfds_dirs.data_dir_named(data_dir)}'):
+    builder = NplmTokens(source=source,  # Fingerprints the source: text files are hashed.
+                         data_dir=None if data_dir is None else os.fspath(data_dir))
+    if not builder.data_path.exists():
+      text_sources.check_text(source)  # Before anything is written.
+      log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
+               builder.data_dir)
+    with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints what the log lines say.
+      tfds_dirs.prepare(builder, data_dir, what)
   metadata = tfds_dirs.metadata(builder)
   try:
+    if metadata['checksum'] != metadata_checksum(metadata):
+      raise tfds_dirs.damaged(builder.data_dir, 'its metadata.json does not match its checksum')
     tokens = PreparedTokens(tuple(metadata['types']),
                             np.array(metadata['train_counts'], np.int64), builder)
-    empty = [split for split in SPLITS if not metadata['tokens'][split]]
   except (KeyError, TypeError) as error:
     raise tfds_dirs.damaged(builder.data_dir, f'its metadata lacks {error}') from None
   if len(tokens.train_counts) != len(tokens.types):
     raise tfds_dirs.damaged(builder.data_dir, 'its metadata is inconsistent')
-  if empty:
-    raise CorpusError(f'{source.kind}:{source.name} has no text in its {", ".join(empty)} '
-                      'split; every split needs at least one line')
   return tokens

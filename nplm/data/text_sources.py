@@ -9,18 +9,27 @@ A line's tokens are its whitespace-separated words (or its characters, the space
 followed by `<eos>`: a blank line is a lone `<eos>`. These are the tokens that PyTorch's
 word_language_model and the published Penn Treebank and WikiText perplexities count.
 Sources stream their lines: nothing here holds a split in memory.
+
+A text source is fingerprinted from its files' bytes, and every complete read of a file
+hashes the bytes it read: `check_reads()` then tells whether what a preparation read is
+what was fingerprinted (a file edited while it is prepared is refused, never cached under
+the fingerprint of its other content). `check_text()` refuses a split without a single
+token other than `<eos>` (an empty file, or blank lines only) before anything is prepared.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
+import io
 import itertools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from nplm import paths
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.vocab import END_OF_SENTENCE
 from nplm.errors import ConfigError
@@ -35,6 +44,70 @@ _READ_LINES = 1 << 22  # Characters of lines read at a time.
 def tokens_of_line(line: str, tokens: str) -> list[str]:
   """A line's tokens: words (or characters) then <eos>; `line` has no line break."""
   return [*(line.split() if tokens == 'words' else line), END_OF_SENTENCE]
+
+
+def blank_lines(lines: Iterable[str], tokens: str) -> int | None:
+  """None as soon as a line has a token besides <eos> (a word; a character); else the number
+  of lines, every one blank (0: no lines at all)."""
+  count = 0
+  for count, line in enumerate(lines, 1):
+    if line.split() if tokens == 'words' else line:
+      return None
+  return count
+
+
+def _no_text(blank: int, tokens: str) -> str:
+  unit = 'words' if tokens == 'words' else 'characters'
+  if not blank:
+    return 'is empty'
+  return f'has no {unit}, only {blank:,} blank line{"s" if blank > 1 else ""}'
+
+
+def check_text(source) -> None:
+  """Raises CorpusError unless every split of `source` has a token besides <eos>: a split
+  of blank lines only would train or score nothing but line ends. A source may say where
+  the split comes from (its `check_text()`); otherwise its splits are scanned here."""
+  own = getattr(source, 'check_text', None)
+  if own is not None:
+    return own()
+  for index, split in enumerate(SPLITS):
+    blank = blank_lines(source.lines(split), source.tokens)
+    if blank is not None:
+      names = getattr(source, 'split_names', SPLITS)
+      raise CorpusError(
+          f'the {split} split ({names[index]}) of {source.kind}:{source.name} '
+          f'{_no_text(blank, source.tokens)}: every split needs at least one '
+          f'{_unit(source.tokens)}')
+
+
+def _unit(tokens: str) -> str:
+  return 'word' if tokens == 'words' else 'character'
+
+
+class _CheckedReads:
+  """A source's files: the SHA-256 of each when the source was fingerprinted (once, at its
+  first fingerprint), and that of the bytes of every complete read of it since."""
+
+  def __init__(self):
+    self.fingerprinted: dict[Path, str] = {}
+    self.reads: list[tuple[Path, str]] = []
+
+  def sha256(self, path: Path) -> str:
+    if path not in self.fingerprinted:
+      self.fingerprinted[path] = _file_sha256(path)
+    return self.fingerprinted[path]
+
+  def lines(self, path: Path, stop: int | None = None) -> Iterator[str]:
+    return read_lines(path, stop, on_end=lambda digest: self.reads.append((path, digest)))
+
+  def check(self) -> None:
+    """Raises CorpusError if a read had other bytes than the file had when fingerprinted."""
+    for path, digest in self.reads:
+      if digest != self.fingerprinted.get(path, digest):
+        raise CorpusError(
+            f'{paths.shown(path)} changed while it was being prepared (the bytes read differ '
+            'from those it had when the preparation began); nothing of it was kept: rerun '
+            'once it no longer changes')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,16 +133,28 @@ class TextFiles:
     self.tokens, self.directory = tokens, directory
     self.files = {split: _split_file(directory, split) for split in SPLITS}
     self.name = directory.name
+    self._reads = _CheckedReads()
 
   def fingerprint(self) -> str:
-    digest = hashlib.sha256(f'text-dir\n{self.tokens}\n'.encode())
-    for split in SPLITS:
-      digest.update(f'{split}\n'.encode())
-      _hash_file(digest, self.files[split])
-    return digest.hexdigest()
+    """Of the tokenization and each file's bytes (as they were at the first call)."""
+    text = f'text-dir\n{self.tokens}\n' + ''.join(
+        f'{split} {self._reads.sha256(self.files[split])}\n' for split in SPLITS)
+    return hashlib.sha256(text.encode()).hexdigest()
 
   def lines(self, split: str) -> Iterator[str]:
-    return read_lines(self.files[split])
+    return self._reads.lines(self.files[split])
+
+  def check_reads(self) -> None:
+    self._reads.check()
+
+  def check_text(self) -> None:
+    for split, path in self.files.items():
+      blank = blank_lines(self.lines(split), self.tokens)
+      if blank is not None:
+        raise CorpusError(
+            f'{paths.shown(path)} {_no_text(blank, self.tokens)}: every split needs at least '
+            f'one {_unit(self.tokens)}; put text in it (--dataset=text:'
+            f'{paths.shown(self.directory)} reads its {split} split from it)')
 
 
 class TextFile:
@@ -80,15 +165,36 @@ class TextFile:
   def __init__(self, path: Path, tokens: str, plan: SplitPlan):
     self.tokens, self.path, self.plan, self.name = tokens, path, plan, path.stem
     self._bounds = None
+    self._reads = _CheckedReads()
 
   def fingerprint(self) -> str:
-    digest = hashlib.sha256(f'text-file\n{self.tokens}\n{self.plan.describe()}\n'.encode())
-    _hash_file(digest, self.path)
-    return digest.hexdigest()
+    """Of the tokenization, the cut and the file's bytes (as they were at the first call)."""
+    text = (f'text-file\n{self.tokens}\n{self.plan.describe()}\n'
+            f'{self._reads.sha256(self.path)}\n')
+    return hashlib.sha256(text.encode()).hexdigest()
 
   def lines(self, split: str) -> Iterator[str]:
     start, stop = self.bounds()[split]
-    return itertools.islice(read_lines(self.path), start, stop)
+    # Read on past `stop` (unparsed): only a read to the end of the file can be checked.
+    return itertools.islice(self._reads.lines(self.path, stop), start, None)
+
+  def check_reads(self) -> None:
+    self._reads.check()
+
+  def check_text(self) -> None:
+    blank = blank_lines(self._reads.lines(self.path), self.tokens)
+    if blank is not None:
+      raise CorpusError(f'{paths.shown(self.path)} {_no_text(blank, self.tokens)}: text:FILE '
+                        f'needs at least one {_unit(self.tokens)} in each of the train, valid '
+                        'and test splits it is cut into')
+    bounds = self.bounds()
+    for split, (start, stop) in bounds.items():
+      if blank_lines(self.lines(split), self.tokens) is not None:
+        raise CorpusError(
+            f'the {split} split of {paths.shown(self.path)} (its lines {start + 1:,} to '
+            f'{stop:,} of {bounds["test"][1]:,}, cut by {self.plan.describe()}) has no '
+            f'{_unit(self.tokens)}s, only blank lines: every split needs at least one; give '
+            'other --split_fractions (or --train_tokens, --valid_tokens)')
 
   def bounds(self) -> dict[str, tuple[int, int]]:
     """[start, stop) line numbers of each split."""
@@ -100,7 +206,7 @@ class TextFile:
     if self.plan.train_tokens:
       train_end, valid_end, total, tokens = self._token_boundaries()
     else:
-      total = sum(1 for _ in read_lines(self.path))
+      total = sum(1 for _ in self._reads.lines(self.path))
       train_end = round(total * self.plan.fractions[0])
       valid_end = train_end + round(total * self.plan.fractions[1])
     bounds = {'train': (0, train_end), 'valid': (train_end, valid_end),
@@ -123,7 +229,7 @@ class TextFile:
     file's lines and tokens."""
     limits, ends = [self.plan.train_tokens, self.plan.valid_tokens], []
     count = tokens = split_start = 0
-    for count, line in enumerate(read_lines(self.path), 1):
+    for count, line in enumerate(self._reads.lines(self.path), 1):
       tokens += len(tokens_of_line(line, self.tokens))
       if len(ends) < 2 and tokens - split_start >= limits[len(ends)]:
         ends.append(count)
@@ -186,18 +292,98 @@ def _tfds_builder(name: str, data_dir: str | None):
   """The prepared TFDS dataset `name` (NAME or NAME/CONFIG), prepared first if need be."""
   import tensorflow_datasets as tfds  # Only tfds: sources need it at this point.
   from nplm.data import tfds_dirs
+  _check_tfds_name(name)
   try:
     builder = tfds.builder(name, data_dir=data_dir, file_format='array_record')
-  except Exception as error:  # TFDS raises several types for an unknown or unreadable name.
-    raise CorpusNotFoundError(f'tfds:{name}: {error}') from None
+  except tfds.core.registered.DatasetNotFoundError:  # Its message lists the whole catalogue.
+    raise CorpusNotFoundError(_unknown_tfds_name(name)) from None
+  except ImportError as error:
+    raise CorpusError(_missing_module(name, error)) from None
+  except Exception as error:  # TFDS raises several types for an unreadable dataset.
+    raise CorpusNotFoundError(f'tfds:{name}: {_first_line(error)}') from None
   try:
     tfds_dirs.prepare(builder)  # One preparer at a time; killed preparations cleaned.
   except CorpusError:
     raise
   except Exception as error:
+    # TensorFlow or another module the builder's code (or TFDS's extractor, which wraps the
+    # error) imports.
+    missing = _import_error_in(error)
+    if missing is not None:
+      raise CorpusError(_missing_module(name, missing)) from None
     raise CorpusError(f'tfds:{name} is not prepared in {builder.data_dir} and preparing it '
-                      f'failed: {error}') from error
+                      f'failed: {_first_line(error)}') from error
   return builder
+
+
+def _check_tfds_name(name: str) -> None:
+  """CorpusNotFoundError (one line, with the closest names) if TFDS has no dataset NAME or
+  NAME has no config CONFIG; TFDS's own error lists its whole catalogue. A name TFDS does not
+  register may still be a dataset prepared in the data dir: tfds.builder then reads it."""
+  import tensorflow_datasets as tfds
+  base, _, config = name.partition('/')
+  try:
+    builder_cls = tfds.builder_cls(base)
+  except tfds.core.registered.DatasetNotFoundError:
+    return  # Maybe prepared in the data dir; if not, tfds.builder raises it again.
+  except Exception:  # pylint: disable=broad-except
+    return  # Whatever stops the class loading, tfds.builder reports it.
+  configs = [c.name for c in builder_cls.BUILDER_CONFIGS or ()]
+  if config and config not in configs:
+    if not configs:
+      raise CorpusNotFoundError(f'tfds:{name}: TFDS dataset {base} has no configs; name it '
+                                f'tfds:{base}')
+    shown = ', '.join(configs[:12]) + (f' ({len(configs):,} in all)' if len(configs) > 12 else '')
+    close = _closest(config, configs)
+    raise CorpusNotFoundError(f'tfds:{name}: TFDS dataset {base} has no config {config!r}'
+                              f'{f" (did you mean {close}?)" if close else ""}; its configs: '
+                              f'{shown}')
+
+
+def _unknown_tfds_name(name: str) -> str:
+  import tensorflow_datasets as tfds
+  close = _closest(name.partition('/')[0], tfds.list_builders(with_community_datasets=False))
+  return (f'tfds:{name}: no such TFDS dataset{f"; did you mean {close}?" if close else ""} '
+          '(tfds.list_builders() lists them)')
+
+
+def _closest(name: str, names) -> str:
+  """The (up to three) names closest to `name`, case aside: 'a', 'a or b', 'a, b or c'; or
+  ''."""
+  by_lower = {n.lower(): n for n in names}
+  close = [by_lower[n] for n in difflib.get_close_matches(name.lower(), by_lower, n=3,
+                                                          cutoff=0.6)]
+  if not close:
+    return ''
+  return close[0] if len(close) == 1 else f'{", ".join(close[:-1])} or {close[-1]}'
+
+
+def _missing_module(name: str, error: ImportError) -> str:
+  """The one line for a TFDS builder that needs a module this install lacks."""
+  module = (error.name or '').split('.')[0]
+  if module == 'tensorflow':
+    return (f'tfds:{name}: preparing it needs TensorFlow (TFDS catalogue builders read their '
+            f'downloads with it), which cannot be imported ({_first_line(error)}): '
+            'pip install "nplm[tf]"')
+  return (f'tfds:{name}: preparing it needs the Python module {module or "?"}, which cannot be '
+          f'imported ({_first_line(error)}): install it (pip install {module or "..."}, or the '
+          'package that provides it)')
+
+
+def _import_error_in(error: BaseException | None) -> ImportError | None:
+  """The ImportError that `error` is or was caused by (through wrapped errors), or None."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, ImportError):
+      return error
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return None
+
+
+def _first_line(error: BaseException) -> str:
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  return lines[0] if lines else type(error).__name__
 
 
 def _split_file(directory: Path, split: str) -> Path:
@@ -212,20 +398,57 @@ def _split_file(directory: Path, split: str) -> Path:
                             '(text:DIR holds train, valid and test files)')
 
 
-def _hash_file(digest, path: Path) -> None:
+def _file_sha256(path: Path) -> str:
+  digest = hashlib.sha256()
   with open(path, 'rb') as f:
     while block := f.read(1 << 24):
       digest.update(block)
+  return digest.hexdigest()
 
 
-def read_lines(path: Path) -> Iterator[str]:
+class _HashingReader(io.RawIOBase):
+  """A file's bytes, each one read also fed to `digest`."""
+
+  def __init__(self, path: Path):
+    super().__init__()
+    self._file = open(path, 'rb', buffering=0)
+    self.digest = hashlib.sha256()
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    count = self._file.readinto(buffer)
+    if count:
+      self.digest.update(memoryview(buffer)[:count])
+    return count
+
+  def read_rest(self) -> None:
+    while block := self._file.read(1 << 24):
+      self.digest.update(block)
+
+  def close(self) -> None:
+    self._file.close()
+    super().close()
+
+
+def read_lines(path: Path, stop: int | None = None, on_end=None) -> Iterator[str]:
   """The file's lines without their line breaks ('\\n', '\\r\\n' or '\\r'), strict UTF-8 (an
-  error names the file and the line)."""
+  error names the file and the line); the first `stop` of them if `stop` is given. Once the
+  read reaches the end of the file (past `stop`, the rest is read but not decoded),
+  `on_end(sha256)` gets the hex SHA-256 of every byte that was read."""
   try:
-    with open(path, encoding='utf-8', newline=None) as f:
-      while lines := f.readlines(_READ_LINES):
-        for line in lines:
+    reader = _HashingReader(path)
+    with io.TextIOWrapper(io.BufferedReader(reader, 1 << 20), encoding='utf-8',
+                          newline=None) as f:
+      count = 0
+      while (stop is None or count < stop) and (lines := f.readlines(_READ_LINES)):
+        for line in lines[:None if stop is None else stop - count]:
           yield line.removesuffix('\n')
+        count += len(lines)
+      reader.read_rest()  # What f buffered was read (and hashed) already.
+      if on_end is not None:
+        on_end(reader.digest.hexdigest())
   except UnicodeDecodeError as error:
     raise CorpusError(f'{path} is not UTF-8 text (line {_undecodable_line(path):,}: '
                       f'{error.reason} at {error.object[error.start:error.end]!r}); convert it '
