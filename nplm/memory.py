@@ -130,13 +130,17 @@ def _scores_per_example(config, lm, vocab_size: int, shards: int, training: bool
   if training and config.head in ('is', 'nce', 'negative_sampling'):
     samples = config.num_samples + 1
     return samples * width if config.noise_per_example else samples
-  return -(-vocab_size // shards)
+  return _ceil(vocab_size, shards)
+
+
+def _ceil(a: int, b: int) -> int:
+  return -(-a // b)
 
 
 def activations(config, lm, vocab_size: int, data: int = 1, shards: int = 1) -> tuple[int, int]:
   """(train step, evaluation step) activation bytes per device, by the module's formula."""
   model = lm.model
-  batch, evaluated = -(-config.batch_size // data), -(-config.eval_batch_size // data)
+  batch, evaluated = _ceil(config.batch_size, data), _ceil(config.eval_batch_size, data)
   m, h, n, layers = config.feature_size, config.hidden_size, config.order, config.num_layers
   head_train = 3 * _scores_per_example(config, lm, vocab_size, shards, True)
   head_eval = _scores_per_example(config, lm, vocab_size, shards, False)
@@ -177,9 +181,9 @@ def data_bytes(config, lm, split_sizes: dict, data: int = 1) -> int:
     return WORD * (sum(n + pad for n in split_sizes.values()) + split_sizes['train'] + pad)
   if lm.model.recurrent:  # Words, targets, mask of B streams; one stream in evaluation.
     streams, length = config.batch_size, config.bptt_length
-    per_stream = -(-(-(-split_sizes.get('train', 0) // streams)) // length) * length
+    per_stream = _ceil(_ceil(split_sizes.get('train', 0), streams), length) * length
     longest, segment = max(split_sizes.values()), config.eval_batch_size
-    return WORD * 3 * (-(-streams // data) * per_stream + -(-longest // segment) * segment)
+    return WORD * 3 * (_ceil(streams, data) * per_stream + _ceil(longest, segment) * segment)
   return WORD * sum(n + config.order - 1 for n in split_sizes.values())
 
 
@@ -241,19 +245,19 @@ def host_available_bytes() -> int:
   return available
 
 
-def available_memory() -> tuple[int, str, int] | None:
-  """(bytes, where they are, devices sharing them); None where an accelerator does not say."""
+def available_memory() -> tuple[int, str, bool] | None:
+  """(bytes, where they are, whether every device shares them: a CPU's are the host's);
+  None where an accelerator does not say."""
   device = jax.local_devices()[0]
   if device.platform == 'cpu':
-    devices = jax.local_device_count()
-    return host_available_bytes(), 'this machine has', devices
+    return host_available_bytes(), 'this machine has', True
   try:
     limit = (device.memory_stats() or {}).get('bytes_limit')
   except Exception:  # pylint: disable=broad-except
     limit = None
   if not limit:
     return None
-  return int(limit), f'each {device.platform.upper()} device has', 1
+  return int(limit), f'each {device.platform.upper()} device has', False
 
 
 def require_fit(config, lm, counts, split_sizes: dict | None = None, mesh=None,
@@ -263,7 +267,8 @@ def require_fit(config, lm, counts, split_sizes: dict | None = None, mesh=None,
   available = available_memory()
   if available is None:
     return
-  budget, where, devices = available
+  budget, where, shared = available
+  devices = mesh.devices.size if shared and mesh is not None else 1
 
   traced = {}  # (model, state bytes) by model and streams (a recurrent state holds B's).
 
@@ -288,7 +293,7 @@ def require_fit(config, lm, counts, split_sizes: dict | None = None, mesh=None,
                     lambda c, l: needed(c, l, with_state).needed)
   flags = ' '.join([f'--{name}={getattr(config, name)}' for name in names]
                    + [f'--model={config.model}', f'--head={config.head}'])
-  per_device = '' if devices == 1 or where.startswith('each') else f' on its {devices} devices'
+  per_device = f' on its {devices} devices' if devices > 1 else ''
   about = 'about' if with_state else 'more than'
   raise ConfigError(
       f'{flags} needs {about} '

@@ -110,7 +110,8 @@ class ModelRun:
     remedy = ('Lower its --learning_rate and train it again' if self.name else
               'Lower --learning_rate (or --lr_decay) and rerun in a new --workdir')
     self.diverged = f'Training diverged: {what}; {where}. {remedy}.'
-    log.warning('%s%s', self.name, self.diverged)
+    if self.name:  # Among models trained together; a lone run's is its error (raised).
+      log.warning('%s%s', self.name, self.diverged)
 
   def record_validation(self, ppl: float) -> bool:
     """Records an epoch's validation perplexity and whether it stops the run early;
@@ -129,7 +130,7 @@ class ModelRun:
     since_best = progress['epochs_done'] - progress['best_epoch']
     progress['stopped_early'] = not keep_last and since_best >= self.config.patience
     note = ('  (kept: --patience=0)' if keep_last else '  (best)' if improved
-            else f'  ({since_best} epochs since the best)')
+            else f'  ({since_best} epoch{"" if since_best == 1 else "s"} since the best)')
     log.info('%sepoch %d  valid perplexity %.2f%s', self.name, progress['epochs_done'], ppl,
              note)
     return improved

@@ -33,8 +33,8 @@ def _logged(items: Iterable, total: int, desc: str, initial: int) -> Iterator:
     now = time.perf_counter()
     if now - last >= LOG_SECONDS and done < total:
       rate = (done - initial) / (now - started)
-      log.info('%s: %.0f%% (%d/%d), %s left', desc, 100 * done / total, done, total,
-               duration((total - done) / rate))
+      log.info('%s: %.0f%% (%s/%s), %s left', desc, 100 * done / total, f'{done:,}',
+               f'{total:,}', duration((total - done) / rate))
       last = now
 
 

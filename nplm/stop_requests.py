@@ -15,6 +15,8 @@
   signal's wakeup fd whatever the main thread is doing) and, if the process is still alive
   STOP_SECONDS later, prints the message and ends it with status 75. That is a kill -9 as
   far as the run is concerned, which it survives: a rerun resumes from its last checkpoint.
+- A multi-process run's processes stop together, at an update they agree on
+  (nplm.parallel.agreed_stop): the other phases run to their end, and no deadline applies.
 """
 
 import contextlib
@@ -113,7 +115,7 @@ class StopRequests:
 
   def __init__(self):
     self.requested = threading.Event()
-    self.signal_name = ''
+    self.signal_name = self.requested_in = ''  # The first request's signal and phase.
     self.phase = 'starting'
 
   def is_set(self) -> bool:
@@ -122,16 +124,17 @@ class StopRequests:
   def handler(self, signum, frame):
     if self.requested.is_set():
       raise KeyboardInterrupt
-    self.signal_name = signal.Signals(signum).name
+    self.signal_name, self.requested_in = signal.Signals(signum).name, self.phase
     then = {TRAINING: 'saving a checkpoint and stopping',
             SAVING: 'stopping once it is saved'}.get(self.phase, 'stopping')
     log.warning('%s while %s: %s.', self.signal_name, self.phase, then)
     self.requested.set()
 
   def check(self) -> None:
-    """RunInterrupted if a stop was requested."""
-    if self.requested.is_set():
-      raise RunInterrupted(f'{self.signal_name} while {self.phase}')
+    """RunInterrupted if a stop was requested. Not in a multi-process run: its processes
+    stop together, at an update they agree on (nplm.parallel.agreed_stop)."""
+    if self.requested.is_set() and jax.process_count() == 1:
+      raise RunInterrupted(f'{self.signal_name} while {self.requested_in}')
 
 
 _running: list[StopRequests] = []  # The loop's, while it runs (innermost last).
@@ -152,7 +155,7 @@ def pace(dispatched: list) -> None:
   program's deadline), then RunInterrupted."""
   if len(dispatched) > IN_FLIGHT:
     jax.block_until_ready(dispatched[-1 - IN_FLIGHT])
-  if _running and _running[-1].is_set():
+  if _running and _running[-1].is_set() and jax.process_count() == 1:
     jax.block_until_ready(dispatched[-1 - IN_FLIGHT:])
     check()
 

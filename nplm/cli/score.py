@@ -36,7 +36,7 @@ def report(scores: Sequence[SentenceScore]) -> str:
     lines = [score.text]
     lines += [f'  {_label(t):{width}} {t.log_prob:9.4f}' for t in score.tokens]
     lines.append(f'  total log p {score.log_prob:.4f}   perplexity {score.perplexity:.2f} '
-                 f'({len(score.tokens)} tokens)')
+                 f'({len(score.tokens):,} token{"" if len(score.tokens) == 1 else "s"})')
     blocks.append('\n'.join(lines))
   return '\n\n'.join(blocks)
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from absl import flags
 
 from nplm import cli
-from nplm.data.corpus import load_corpus
+from nplm.config import Config
+from nplm.data.datasets import load_dataset
 from nplm.table1 import ROW_ORDER, Interrupted, build_table, markdown, needed_rows
 
 
@@ -34,8 +35,8 @@ def main(argv):
   started = time.perf_counter()
   try:
     needed_rows(options.rows)  # A typo is refused before the corpus is read.
-    corpus = load_corpus(data_dir=options.data_dir or None,
-                         corpus_dir=options.corpus_dir or None)
+    corpus = load_dataset(Config(dataset='brown', data_dir=options.data_dir,
+                                 corpus_dir=options.corpus_dir).resolved().absolute_paths())
     report = build_table(options.workdir, corpus, options.rows, overrides)
   except Interrupted as stopped:
     cli.stop_interrupted(str(stopped))

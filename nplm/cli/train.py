@@ -17,14 +17,14 @@ recipes set --workdir=runs/<recipe>, and a typed --workdir replaces it. From Pyt
 import sys
 
 
-from nplm import cli, parallel, stop_requests
+from nplm import cli, parallel, paths, stop_requests
 from nplm.train import run
 
 
 def report(summary: dict) -> str:
   if summary['status'] == 'interrupted':
     return (f'Interrupted at step {summary["steps"]}; checkpoint saved. '
-            f'Rerun the same command to resume from {summary["workdir"]}.')
+            f'Rerun the same command to resume from {paths.shown(summary["workdir"])}.')
   rows = [f'{summary["dataset"]}   |V| = {summary["vocab_size"]:,}   '
           f'status: {summary["status"]}   '
           f'epochs: {summary["epochs"]} (best {summary["best_epoch"]})   '

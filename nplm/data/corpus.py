@@ -22,6 +22,9 @@ from nplm.data.vocab import PARAGRAPH_END, SPECIAL_TOKENS, TEXT_END, Vocabulary
 from nplm.errors import ConfigError
 
 SPLIT_NAMES = ('train', 'valid', 'test')
+# The paper's split of Brown: the first 800,000 tokens train, the next 200,000 valid, the
+# rest test.
+BROWN_SPLIT = {'train_tokens': 800_000, 'valid_tokens': 200_000}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -131,12 +134,14 @@ def _corpus(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: in
 
 def load_corpus(data_dir: str | os.PathLike | None = None,
                 corpus_dir: str | os.PathLike | None = None,
-                unk_max_count: int = 3, train_tokens: int = 800_000,
-                valid_tokens: int = 200_000,
+                unk_max_count: int = 3, train_tokens: int | None = None,
+                valid_tokens: int | None = None,
                 expected_words: int | None = brown_format.BROWN_WORDS,
                 expected_files: Sequence[str] | None = None, max_vocab_size: int = 0,
                 tokenization: str = 'words') -> Corpus:
   """The Brown corpus as id streams, prepared into the TFDS data_dir on first use."""
+  train_tokens = BROWN_SPLIT['train_tokens'] if train_tokens is None else train_tokens
+  valid_tokens = BROWN_SPLIT['valid_tokens'] if valid_tokens is None else valid_tokens
   texts = brown.load_texts(data_dir, corpus_dir, expected_words, expected_files)
   return build_corpus(tokens_from_texts(texts), unk_max_count, train_tokens, valid_tokens,
                       max_vocab_size, tokenization)

@@ -20,7 +20,7 @@ from nplm.data.acquire import CorpusError
 from nplm.data.vocab import END_OF_SENTENCE, SPECIAL_TOKENS, TEXT_END, UNK
 
 KINDS = ('brown', 'text:', 'tfds:')
-BROWN_SPLIT = {'train_tokens': 800_000, 'valid_tokens': 200_000}  # The paper's.
+BROWN_SPLIT = corpus_lib.BROWN_SPLIT  # The paper's.
 BROWN_UNK_MAX_COUNT = 3  # The paper merged words seen at most 3 times into one symbol.
 
 
