@@ -46,3 +46,8 @@ def duration(seconds: float) -> str:
   if seconds < 3600:
     return f'{seconds // 60}m{seconds % 60:02d}s'
   return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
+
+
+def counted(number: int, noun: str) -> str:
+  """'1 token', '2,926 tokens'."""
+  return f'{number:,} {noun}{"" if number == 1 else "s"}'

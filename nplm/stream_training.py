@@ -135,7 +135,7 @@ class StreamFeed:
 
   def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
                num_models: int = 1):
-    if num_models > 1:  # nplm.train.check_together refuses it first, by name.
+    if num_models > 1:  # nplm.run_checks.check_together refuses it first, by name.
       raise ValueError('a StreamFeed trains one model')
     mesh = mesh or parallel.make_mesh()
     parallel.check_divides('--batch_size', config.batch_size, mesh)

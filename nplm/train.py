@@ -14,7 +14,6 @@ normalized log-probabilities of every token of a split (the feed's `log_probs`).
 """
 
 import logging
-import os
 import time
 
 import jax
@@ -24,14 +23,15 @@ from tqdm import tqdm
 
 from nplm import memory, models, optimizer, parallel, paths, plots, stop_requests
 from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
-from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
+from nplm.config import Config
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
 from nplm.model_run import ModelRun, TrainingDiverged
 from nplm.perplexity import exploded, perplexity
-from nplm.progress import duration
+from nplm.run_checks import check_corpus, check_together
+from nplm.progress import counted, duration
 from nplm.stop_requests import (SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests,
                                  interrupting)
 from nplm.stream_training import StreamFeed
@@ -39,54 +39,10 @@ from nplm.summary import RunStatus, parameter_count, run_summary
 from nplm.window_training import WindowFeed
 from nplm.word2vec_training import Word2VecFeed
 
-__all__ = ['RunInterrupted', 'TrainingDiverged', 'check_together', 'run', 'train_and_evaluate',
+__all__ = ['RunInterrupted', 'TrainingDiverged', 'run', 'train_and_evaluate',
            'train_together']
 
 log = logging.getLogger(__name__)
-
-
-def check_together(configs: list[Config]) -> list[Config]:
-  """The configs, validated; ConfigError if they cannot be trained as one program."""
-  if not configs:
-    raise ConfigError('no models to train')
-  # Paths absolute once, here: a run records where its data lies (Config.absolute_paths).
-  configs = [config.validate().absolute_paths() for config in configs]
-  for name in configs[0].to_dict():
-    values = sorted({repr(getattr(config, name)) for config in configs})
-    if name not in PER_MODEL_FIELDS and len(values) > 1:
-      raise ConfigError(f'models trained together differ only in {", ".join(PER_MODEL_FIELDS)}; '
-                        f'their --{name} differ: {", ".join(values)}')
-  if len({config.batch_order_seed for config in configs}) > 1:
-    raise ConfigError('models trained together read the same batches: give them one '
-                      '--data_seed (their --seed differ)')
-  if len(configs) > 1 and models.MODELS[configs[0].model].recurrent:
-    raise ConfigError(f'training together is for feed-forward models (--model=nnlm), not '
-                      f'--model={configs[0].model}; train recurrent models one by one')
-  workdirs = {os.path.realpath(config.workdir) for config in configs}  # A link loop: itself.
-  if len(workdirs) < len(configs):
-    raise ConfigError('each model trained together needs a --workdir of its own')
-  return configs
-
-
-def check_corpus(config: Config, lm, split_sizes: dict) -> None:
-  """ConfigError for a training split shorter than one training example: a window of
-  --order tokens, word2vec's 2c+1 around a word, a BPTT segment of --bptt_length. (A batch
-  larger than the split is fine: it is padded and masked.)"""
-  model = lm.model
-  if not model.language_model:
-    flag, value, span = '--window', config.window, 2 * config.window + 1
-    what = f'reads the {span:,} tokens around a word'
-  elif model.recurrent:
-    flag, value, span = '--bptt_length', config.bptt_length, config.bptt_length
-    what = f'trains on segments of {span:,} tokens'
-  else:
-    flag, value, span = '--order', config.order, config.order
-    what = f'reads windows of {span:,} tokens'
-  train = split_sizes['train']
-  if train < span:
-    raise ConfigError(f'{flag}={value} {what}, and the train split of --dataset='
-                      f'{paths.shown_dataset(config.dataset)} has {_count(train, "token")}: '
-                      f'lower {flag} or train on a larger corpus')
 
 
 def feed_of(model):
@@ -374,7 +330,7 @@ class _Loop:
       nll[name] = self.split_nll(name, self.join(params), f'final evaluation: {name}')
       ppl = ', '.join(f'{perplexity(n, len(ids))["ppl"]:.2f}' for n in nll[name])
       log.info('final evaluation: %s perplexity %s (%s, %s)', name, ppl,
-               _count(len(ids), 'token'), duration(time.perf_counter() - started))
+               counted(len(ids), 'token'), duration(time.perf_counter() - started))
     return [self.summary(k, loop_status, {name: nll[name][k] for name in nll}, params[k])
             for k in range(self.count)]
 
@@ -416,13 +372,9 @@ class _Loop:
     return (f'{config.dataset} ({config.tokens}): |V| = {corpus.vocab.size:,}, tokens '
             f'{tokens} · model {models.MODELS[config.model].describe(config)} · head '
             f'{config.head} · {parameter_count(self.template.params, corpus.vocab.size):,} '
-            f'parameters · {_count(self.feed.steps_per_epoch, "step")} per epoch · '
-            f'{_count(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
+            f'parameters · {counted(self.feed.steps_per_epoch, "step")} per epoch · '
+            f'{counted(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
             f'{workdirs} ({state})')
-
-
-def _count(number: int, noun: str) -> str:
-  return f'{number:,} {noun}{"" if number == 1 else "s"}'
 
 
 def train_models(configs: list[Config], corpus: Corpus) -> list[dict]:

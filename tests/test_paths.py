@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from nplm import train
+from nplm import run_checks, train
 from nplm.checkpoint import saved_params
 from nplm.cli import mix as mix_program
 from nplm.config import Config, ConfigError
@@ -270,7 +270,7 @@ def test_a_workdir_that_cannot_hold_a_run_is_refused_where_it_is_made(tmp_path, 
   with pytest.raises(ConfigError, match='loop is a symbolic link that leads nowhere'):
     prepare_workdir(tmp_path / 'loop' / 'run')
   with pytest.raises(ConfigError, match='each model trained together needs a --workdir'):
-    train.check_together([Config(workdir=str(tmp_path / 'a')),
+    run_checks.check_together([Config(workdir=str(tmp_path / 'a')),
                           Config(workdir=str(tmp_path / 'b' / '..' / 'a'))])
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from nplm.cli import config_from_flagfile
 from nplm.cli.sweep import SWEEPS
-from nplm import train
+from nplm import run_checks, train
 from nplm.config import ConfigError
 from nplm.sweep import (grid, point_configs, point_name, random_search, run_sweep,
                         write_results, zipped)
@@ -140,7 +140,7 @@ def test_every_named_sweep_is_valid_on_its_flagfile(tmp_path):
   flagfile, points = SWEEPS['mlp9_lr_seed']  # Meant to be trained --together.
   base = config_from_flagfile(flagfile)
   shared_order = base.replace(data_seed=base.batch_order_seed)
-  assert len(train.check_together(point_configs(shared_order, points, tmp_path))) == 16
+  assert len(run_checks.check_together(point_configs(shared_order, points, tmp_path))) == 16
 
 
 def test_a_sweep_trained_together_equals_it_trained_point_by_point(tiny_corpus, tmp_path,

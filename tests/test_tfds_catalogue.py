@@ -127,12 +127,12 @@ def test_an_unknown_tfds_name_is_one_line_with_a_close_match(tmp_path):
 
 
 def test_unknown_config_names_the_configs(tmp_path):
-  from nplm.data import text_sources
+  from nplm.data import tfds_source
   from nplm.data.acquire import CorpusNotFoundError
   for name, phrases in [('wiki40b/EN', ["no config 'EN' (did you mean en?)", 'en, ar']),
                         ('lm1b/en', ['lm1b has no configs; name it tfds:lm1b'])]:
     try:
-      text_sources.TfdsText(name, 'text', ('train', 'validation', 'test'), 'words',
+      tfds_source.TfdsText(name, 'text', ('train', 'validation', 'test'), 'words',
                             str(tmp_path))
     except CorpusNotFoundError as error:
       assert all(p in str(error) for p in phrases) and '\n' not in str(error), error

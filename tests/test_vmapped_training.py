@@ -14,7 +14,8 @@ from experiments.benchmarks import vmapped as vmapped_benchmark
 from nplm import parallel
 from nplm import checkpoint
 from nplm.config import ConfigError
-from nplm.train import check_together, train_and_evaluate, train_together
+from nplm.run_checks import check_together
+from nplm.train import train_and_evaluate, train_together
 from nplm.data import batching
 from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB
 from tests.test_train import tiny_config

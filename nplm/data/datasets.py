@@ -2,7 +2,7 @@
 
   brown                          the paper's corpus and split (nplm.data.corpus)
   text:DIR | text:FILE           text files (nplm.data.text_sources)
-  tfds:NAME[/CONFIG][:FEATURE]   a TFDS text dataset
+  tfds:NAME[/CONFIG][:FEATURE]   a TFDS text dataset (nplm.data.tfds_source)
 
 Adding a source: a class in text_sources.py with `kind`, `name`, `tokens`, `fingerprint()`
 and `lines(split)`, and a branch in `_text_source` below; preparation, the vocabulary and
@@ -14,7 +14,7 @@ scanned for one by text_sources.check_text).
 
 from __future__ import annotations
 
-from nplm.data import brown, prepared, text_sources
+from nplm.data import brown, prepared, text_sources, tfds_source
 from nplm.data import corpus as corpus_lib
 from nplm.data.acquire import CorpusError
 from nplm.data.vocab import END_OF_SENTENCE, SPECIAL_TOKENS, TEXT_END, UNK
@@ -61,9 +61,9 @@ def _text_source(config):
   kind, _, rest = config.dataset.partition(':')
   if kind == 'text':
     return text_sources.text_source(rest, config.tokens, split_plan(config))
-  name, feature = text_sources.parse_tfds(rest)
+  name, feature = tfds_source.parse_tfds(rest)
   split_names = tuple(config.tfds_splits.split(','))
-  return text_sources.TfdsText(name, feature, split_names, config.tokens,
+  return tfds_source.TfdsText(name, feature, split_names, config.tokens,
                                config.data_dir or None)
 
 
