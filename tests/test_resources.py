@@ -157,7 +157,8 @@ for argv in json.loads(sys.argv[1]):
     except SystemExit as exit:
       code = exit.code
   results.append({'code': code, 'stderr': err.getvalue(),
-                  'seconds': time.perf_counter() - started})
+                  'seconds': time.perf_counter() - started,
+                  'peak_bytes': 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
 print(json.dumps({'results': results,
                   'peak_bytes': 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 '''
@@ -208,7 +209,11 @@ def test_runs_too_large_or_corpora_too_small_are_refused_in_one_line_before_allo
     assert 'of memory' in lines[-1] or 'train split' in lines[-1], lines[-1]
     assert result['seconds'] < 15, (flags, result['seconds'])
   assert not list(tmp_path.iterdir())  # Refused before any workdir was made.
-  assert ran['peak_bytes'] < 2 ** 30, ran['peak_bytes']  # jax, TFDS and a tiny corpus
+  peaks = [(flags, result['peak_bytes']) for (flags, _), result in zip(cases, ran['results'])]
+  # jax, TFDS and a tiny corpus take ~0.3 GB; each case would need ~1 TB or more. One run of
+  # the whole suite on two workers saw a 2.0 GB peak that no run alone reproduced: the bound
+  # leaves room for that, the message names each case's peak.
+  assert ran['peak_bytes'] < 4 * 2 ** 30, peaks
 
 
 def test_memory_running_out_anyway_is_recognized_and_rates_have_separators():
