@@ -21,7 +21,7 @@ from nplm.cli.export import export_splits
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.data.vocab import END_OF_SENTENCE
-from nplm.scoring import load_trained
+from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
 SPLITS = ('valid', 'test')

@@ -364,6 +364,6 @@ RESUMABLE_FIELDS = (_fields([RUN_BOUNDS, OBSERVATION, DEVICES])
 OBSERVING_FIELDS = _fields([OBSERVATION, DEVICES]) + _fields([DATA], LOCATION)
 # Models trained together differ only in these (each has a workdir of its own).
 PER_MODEL_FIELDS = _fields([PER_MODEL]) + ('workdir',)
-# The per-model values that enter the train step as traced arrays (nplm.optimizer).
+# The per-model values that enter the train step as traced arrays (nplm.training.optimizer).
 HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(Config)
                         if field.metadata['group'] == PER_MODEL and field.type is float)

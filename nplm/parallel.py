@@ -116,7 +116,7 @@ def agreed_stop(requested: bool, at_sync_point: bool) -> bool:
   return bool(np.any(multihost_utils.process_allgather(np.array(requested))))
 
 
-def settle(result):
+def wait_on_cpu_devices(result):
   """`result`, after waiting for it when the computation spans several CPU devices. There,
   about a hundred calls in flight at once, each with its collectives, deadlock: one device's
   thread never reaches an all-reduce and XLA aborts after 40 s, or, across processes (gloo),

@@ -1,11 +1,11 @@
 """The trainer: one loop for K >= 1 models, and `run(config)`.
 
 What one update reads and how a split is scored differ by model family: n-gram windows for
-feed-forward models (nplm.window_training), BPTT streams for recurrent ones
-(nplm.stream_training); the loop drives either through the same small interface. A lone
+feed-forward models (nplm.training.window_feed), BPTT streams for recurrent ones
+(nplm.training.stream_feed); the loop drives either through the same small interface. A lone
 run is K = 1; models trained together (K > 1, feed-forward, one compiled vmapped step)
 differ only in their per-model hyperparameters and workdirs, and each validates, stops
-early, diverges and is saved on its own (nplm.model_run).
+early, diverges and is saved on its own (nplm.run_files.model_run).
 
 Loop discipline (after big_vision): the states are created or resumed, every update is
 rebuilt from its number (so a rerun resumes exactly), losses are checked on logged steps,
@@ -21,23 +21,26 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from nplm import memory, models, optimizer, parallel, paths, plots, stop_requests
-from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
+from nplm import models, parallel, paths, stop_requests
+from nplm.training import memory
+from nplm.training import optimizer
+from nplm.run_files import plots
+from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
 from nplm.config import Config
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.lm import build_language_model
-from nplm.model_run import ModelRun, TrainingDiverged
+from nplm.run_files.model_run import ModelRun, TrainingDiverged
 from nplm.perplexity import exploded, perplexity
-from nplm.run_checks import check_corpus, check_together
-from nplm.progress import counted, duration
+from nplm.training.run_checks import check_corpus, check_together
+from nplm.display import counted, duration
 from nplm.stop_requests import (SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests,
                                  interrupting)
-from nplm.stream_training import StreamFeed
-from nplm.summary import RunStatus, parameter_count, run_summary
-from nplm.window_training import WindowFeed
-from nplm.word2vec_training import Word2VecFeed
+from nplm.training.stream_feed import StreamFeed
+from nplm.run_files.summary import RunStatus, parameter_count, run_summary
+from nplm.training.window_feed import WindowFeed
+from nplm.training.word2vec_feed import Word2VecFeed
 
 __all__ = ['RunInterrupted', 'TrainingDiverged', 'run', 'train_and_evaluate',
            'train_together']
@@ -154,7 +157,7 @@ class _Loop:
   def save_unsaved(self, stop: StopRequests) -> None:
     """A checkpoint of every model still training that has none at this step."""
     stop.phase = SAVING
-    self.states = self.feed.settle(self.states)  # Lazily decayed rows as the dense update's.
+    self.states = self.feed.pay_decay_debts(self.states)  # Lazily decayed rows as the dense update's.
     for k in self.training():
       if self.models[k].saved_step != self.step:
         self.save(k)

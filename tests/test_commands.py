@@ -17,10 +17,10 @@ from nplm.config import Config
 from nplm.data import datasets
 from nplm.data.tokenize import brown_words, file_tokens, words_of
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK
-from nplm.evaluation import file_types
-from nplm.scoring import load_trained
-from nplm.sentences import score_sentences
-from nplm.sweep import grid, run_sweep
+from nplm.use.evaluation import file_types
+from nplm.use.trained import load_trained
+from nplm.use.sentences import score_sentences
+from nplm.studies.sweep import grid, run_sweep
 from tests.test_datasets import NplmTestLines, expected_tokens, write_dir
 from tests.test_rnn import numpy_split_log_probs
 

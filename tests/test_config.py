@@ -13,7 +13,7 @@ import pytest
 
 from nplm import config as config_lib
 from nplm.config import GROUPS, Config
-from nplm.summary import RunStatus, finished_summary
+from nplm.run_files.summary import RunStatus, finished_summary
 
 ROOT = Path(__file__).parent.parent
 
@@ -25,7 +25,7 @@ HAND_WRITTEN = {
     'RESUMABLE_FIELDS': ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                          'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
                          'distributed', 'coordinator_address', 'num_processes', 'process_id'),
-    # nplm/sweep.py's _OBSERVING_FIELDS (experiments/table1.py's lacked the last five).
+    # nplm/studies/sweep.py's _OBSERVING_FIELDS (experiments/table1.py's lacked the last five).
     'OBSERVING_FIELDS': ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                          'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
                          'num_processes', 'process_id'),

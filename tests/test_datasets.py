@@ -13,7 +13,7 @@ import pytest
 import tensorflow_datasets as tfds
 from etils import epath
 
-from nplm.checkpoint import IncompatibleCheckpointError
+from nplm.run_files.checkpoint import IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
 from nplm.data import brown, datasets, prepared, text_sources, tfds_dirs
 from nplm.data import corpus as corpus_lib

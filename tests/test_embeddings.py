@@ -13,8 +13,8 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 from scipy.stats import spearmanr
 
-from nplm import embeddings
-from nplm.checkpoint import saved_params
+from nplm.use import embeddings
+from nplm.run_files.checkpoint import saved_params
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.data.vocab import Vocabulary

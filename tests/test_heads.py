@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nplm.checkpoint import saved_params
+from nplm.run_files.checkpoint import saved_params
 from nplm.config import Config
 from nplm.data import batching
 from nplm.data.vocab import TEXT_END
@@ -21,9 +21,9 @@ from nplm.heads import build_head
 from nplm.heads.binary_tree import balanced_tree, huffman_tree
 from nplm.heads.class_softmax import WordClasses
 from nplm.lm import build_language_model
-from nplm.optimizer import make_optimizer
+from nplm.training.optimizer import make_optimizer
 from nplm.train import run
-from nplm.window_training import init_state
+from nplm.training.window_feed import init_state
 from tests.test_train import brute_force_perplexity, tiny_config
 
 V, D, B = 37, 8, 5  # Not a power of 2; D = 8 gives the adaptive tails 2 and 1 dimensions.

@@ -166,7 +166,7 @@ def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_dat
                                                             tmp_path, mesh, head, shape):
   """2 processes × 2 CPU devices (jax.distributed, gloo collectives) train the same model as
   one process on one device: same steps, same exact perplexities; process 0 alone writes."""
-  # 105 evaluation batches of the training split in a row: without parallel.settle, about
+  # 105 evaluation batches of the training split in a row: without parallel.wait_on_cpu_devices, about
   # a hundred computations in flight deadlock jax's CPU collectives.
   flags = dict(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=4,
                epochs=2, learning_rate=0.05, log_every=1000, checkpoint_every=20,

@@ -4,7 +4,7 @@ worse than the better component on the tokens they were fitted on, normalized mi
 import numpy as np
 import pytest
 
-from nplm import mixture
+from nplm.ngram import mixture
 from nplm.ngram import perplexity
 
 

@@ -18,10 +18,10 @@ from experiments.benchmarks import devices as devices_benchmark
 from nplm import parallel
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
-from nplm.stream_training import StreamFeed
+from nplm.training.stream_feed import StreamFeed
 from nplm.train import train_and_evaluate
 from nplm.train import train_together
-from nplm.window_training import WindowFeed
+from nplm.training.window_feed import WindowFeed
 from tests import multidevice
 from tests.conftest import TINY_SPLIT, load_tiny_corpus
 
@@ -123,7 +123,7 @@ def check_checkpoints_move_between_device_counts():
 
 def check_a_hundred_steps_in_flight_do_not_deadlock():
   """jax 0.10.2's CPU collectives deadlock with about a hundred un-awaited calls in flight
-  (XLA aborts after 40 s); parallel.settle waits on each. 200 evaluation batches in a row."""
+  (XLA aborts after 40 s); parallel.wait_on_cpu_devices waits on each. 200 evaluation batches in a row."""
   vocab = 14000  # Steps slow enough that dispatch runs far ahead of them.
   config = WINDOW.replace(eval_batch_size=2048)
   mesh = parallel.make_mesh('data:8')

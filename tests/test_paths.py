@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from nplm import run_checks, train
-from nplm.checkpoint import saved_params
+from nplm import train
+from nplm.training import run_checks
+from nplm.run_files.checkpoint import saved_params
 from nplm.cli import mix as mix_program
 from nplm.config import Config, ConfigError
-from nplm.evaluation import dataset_types, own_dataset_types, same_data
-from nplm.scoring import load_trained
-from nplm.workdir_lock import prepare_workdir
+from nplm.use.evaluation import dataset_types, own_dataset_types, same_data
+from nplm.use.trained import load_trained
+from nplm.run_files.lock import prepare_workdir
 from tests.conftest import write_text_corpus
 
 NPLM = Path(sys.executable).parent / 'nplm'  # The installed program, as a user runs it.

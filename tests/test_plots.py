@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from nplm import plots
+from nplm.run_files import plots
 
 PNG = b'\x89PNG'
 

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from experiments.fault_harness import flip_bytes, newest, truncate
-from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
+from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
 from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
-from nplm.plots import read_metrics
-from nplm.scoring import load_trained
+from nplm.run_files.plots import read_metrics
+from nplm.use.trained import load_trained
 from nplm.train import TrainingDiverged, train_and_evaluate
-from nplm.window_training import WindowFeed
-from nplm.workdir_lock import WorkdirBusyError, WorkdirLock
+from nplm.training.window_feed import WindowFeed
+from nplm.run_files.lock import WorkdirBusyError, WorkdirLock
 from tests.test_train import ROOT, tiny_config
 
 REPORTED = ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs',
@@ -147,7 +147,7 @@ def test_a_second_trainer_is_refused_while_the_first_holds_the_workdir(tiny_corp
 def test_a_lock_left_by_a_killed_trainer_is_stale(tmp_path):
   holder = subprocess.Popen(
       [sys.executable, '-c', 'import sys, time; from pathlib import Path; '
-       'from nplm.workdir_lock import WorkdirLock; WorkdirLock(Path(sys.argv[1])).acquire(); '
+       'from nplm.run_files.lock import WorkdirLock; WorkdirLock(Path(sys.argv[1])).acquire(); '
        'print("held", flush=True); time.sleep(60)', str(tmp_path)],
       cwd=ROOT, stdout=subprocess.PIPE, text=True)
   assert holder.stdout.readline().strip() == 'held'

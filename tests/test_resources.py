@@ -1,7 +1,7 @@
 """Runs too large for the machine, corpora too small for the run, and stop requests in every
 phase: refused in one line before anything large exists, or ended within seconds (75).
 
-The memory estimate (nplm.memory) is checked against independent counts: the bytes of real
+The memory estimate (nplm.training.memory) is checked against independent counts: the bytes of real
 states and of optax's own Adam state, and XLA's count of a compiled step's temporaries.
 The command-line cases run `nplm train` on one corpus prepared for the module: a short
 training split (3,150 tokens) and long validation and test splits, so that an evaluation
@@ -20,15 +20,16 @@ import numpy as np
 import optax
 import pytest
 
-from nplm import memory, parallel
+from nplm import parallel
+from nplm.training import memory
 from nplm.cli.train import out_of_memory, report
 from nplm.config import Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.lm import build_language_model
-from nplm.optimizer import hyperparameters_of
-from nplm.scoring import load_trained
+from nplm.training.optimizer import hyperparameters_of
+from nplm.use.trained import load_trained
 from nplm.train import TrainingDiverged, feed_of, train_and_evaluate
-from nplm.window_training import WindowFeed
+from nplm.training.window_feed import WindowFeed
 from tests.test_train import ROOT, tiny_config
 
 STOP_BOUND = 5.0  # Seconds from a stop request to the process's end: generous (it is 3).

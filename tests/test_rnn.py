@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from flax.training import train_state
 
-from nplm import stream_training
-from nplm.checkpoint import saved_params
+from nplm.training import stream_feed
+from nplm.run_files.checkpoint import saved_params
 from nplm.config import Config, ConfigError
 from nplm.data import streams
 from nplm.data.vocab import TEXT_END
 from nplm.heads import HEADS
 from nplm.lm import build_language_model
-from nplm.optimizer import apply_gradients, hyperparameters_of, make_optimizer
-from nplm.scoring import load_trained
+from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
+from nplm.use.trained import load_trained
 from nplm.train import train_and_evaluate
 from tests.conftest import TINY_SPLIT
 
@@ -136,7 +136,7 @@ def test_segmented_evaluation_equals_one_unsegmented_numpy_pass(cell, tiny_corpu
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   want = numpy_split_log_probs(lm, params, ids, boundary)
   for segment_length in (7, len(ids)):
-    got = stream_training.split_log_probs(lm, params, ids, boundary, segment_length)
+    got = stream_feed.split_log_probs(lm, params, ids, boundary, segment_length)
     assert got.shape == (len(ids),)
     np.testing.assert_allclose(got, want, atol=2e-5)
 
@@ -148,7 +148,7 @@ def test_training_carries_the_state_from_segment_to_segment_and_resets_it_each_e
   config = rnn_config(optimizer='sgd', learning_rate=1e-30, clip_norm=0.0)
   lm = build_language_model(config, tiny_corpus.vocab.counts)
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
-  feed = stream_training.StreamFeed(config, lm, tiny_corpus.splits, boundary)
+  feed = stream_feed.StreamFeed(config, lm, tiny_corpus.splits, boundary)
   state = feed.create_state(jax.random.key(0))
   params = state.params
   words, targets, mask = streams.streams(tiny_corpus.splits['train'], config.batch_size,
@@ -188,7 +188,7 @@ def test_every_head_scores_recurrent_states_normalized_and_trains(head, tiny_cor
     np.testing.assert_allclose(log_prob(np.full((2, 4), target)), log_probs[..., target],
                                atol=1e-5)
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
-  feed = stream_training.StreamFeed(config, lm, tiny_corpus.splits, boundary)
+  feed = stream_feed.StreamFeed(config, lm, tiny_corpus.splits, boundary)
   state = feed.create_state(jax.random.key(0))
   state, loss = feed.step(state, (0,), jax.random.key(1))
   assert math.isfinite(float(loss))
@@ -204,7 +204,7 @@ def test_tied_embeddings_are_one_array_for_input_and_output(tiny_corpus):
   C = params['model']['C']['embedding']
   untied = {**params, 'head': {'output': {**params['head']['output'], 'embedding': C}}}
   assert lm.variables_of(params)['params']['head']['output']['embedding'] is C
-  got = stream_training.split_log_probs(lm.clone(tied=False), untied, ids, boundary, 9)
+  got = stream_feed.split_log_probs(lm.clone(tied=False), untied, ids, boundary, 9)
   np.testing.assert_allclose(got, want, atol=2e-5)
 
 

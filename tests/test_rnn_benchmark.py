@@ -10,7 +10,7 @@ from experiments.benchmarks import lstm as rnn_benchmark
 from nplm.config import Config, ConfigError
 from nplm.data.vocab import TEXT_END
 from nplm.lm import build_language_model
-from nplm.stream_training import StreamFeed
+from nplm.training.stream_feed import StreamFeed
 
 TINY_LSTM = Config(workdir='unused', model='lstm', feature_size=8, hidden_size=8,
                    tie_embeddings=True, dropout=0.3, batch_size=2, bptt_length=5,

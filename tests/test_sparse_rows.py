@@ -10,13 +10,13 @@ import optax
 import pytest
 from flax.training import train_state
 
-from nplm import sparse_rows
+from nplm.training import sparse_rows
 from nplm.config import Config, ConfigError
 from nplm.data import batching
 from nplm.lm import build_language_model
-from nplm.optimizer import (apply_gradients, hyperparameters_of, learning_rate_at,
-                            make_optimizer, settle)
-from nplm.window_training import WindowFeed, batch_loss
+from nplm.training.optimizer import (apply_gradients, hyperparameters_of, learning_rate_at,
+                            make_optimizer, pay_decay_debts)
+from nplm.training.window_feed import WindowFeed, batch_loss
 
 VOCAB = 40
 COUNTS = np.arange(VOCAB, 0, -1)
@@ -63,7 +63,7 @@ def test_sgd_on_read_rows_equals_dense_sgd(head, changes):
                                           jax.random.fold_in(run_rng, step)))(params)
     updates, opt_state = tx.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-  settled = jax.tree.map(np.asarray, feed.settle(state).params)
+  settled = jax.tree.map(np.asarray, feed.pay_decay_debts(state).params)
   for got, want in zip(jax.tree.leaves(settled), jax.tree.leaves(params)):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
 
@@ -114,7 +114,7 @@ def test_lazy_adam_equals_numpy_lazy_adam():
     state = apply_gradients(config, state, grads, hyperparameters_of([config]), rows)
     updates, adamw_state = adamw.update(dense_grad, adamw_state, dense)
     dense = optax.apply_updates(dense, updates)
-  settled = jax.tree.map(np.asarray, settle(state).params)
+  settled = jax.tree.map(np.asarray, pay_decay_debts(state).params)
   want_table = numpy_lazy_adam(params['C']['embedding'], [(i, g) for i, g, _ in steps], config)
   want_bias = numpy_lazy_adam(params['C']['bias'], [(i, b) for i, _, b in steps], config,
                               decayed=False)

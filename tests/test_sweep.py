@@ -11,9 +11,10 @@ import pytest
 
 from nplm.cli import config_from_flagfile
 from nplm.cli.sweep import SWEEPS
-from nplm import run_checks, train
+from nplm import train
+from nplm.training import run_checks
 from nplm.config import ConfigError
-from nplm.sweep import (grid, point_configs, point_name, random_search, run_sweep,
+from nplm.studies.sweep import (grid, point_configs, point_name, random_search, run_sweep,
                         write_results, zipped)
 from tests.test_train import tiny_config
 

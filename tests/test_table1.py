@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm import table1
+from nplm.studies import table1
 from nplm.cli import mix
 from nplm import ngram
-from nplm.checkpoint import saved_params
+from nplm.run_files.checkpoint import saved_params
 from nplm.data.vocab import TEXT_END
-from nplm.scoring import NoTrainedModelError, load_trained
+from nplm.use.trained import NoTrainedModelError, load_trained
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from flax.training import train_state
 
-from nplm.checkpoint import IncompatibleCheckpointError, saved_params
+from nplm.run_files.checkpoint import IncompatibleCheckpointError, saved_params
 from nplm.config import Config, ConfigError
 from nplm.data.corpus import build_corpus
 from nplm.data.vocab import TEXT_END
-from nplm.optimizer import apply_gradients, hyperparameters_of, make_optimizer
+from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
 from nplm.train import TrainingDiverged, train_and_evaluate
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1

@@ -10,16 +10,16 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.checkpoint import saved_params
+from nplm.run_files.checkpoint import saved_params
 from nplm.config import ConfigError
 from nplm.data import batching
 from nplm.data.vocab import TEXT_END
-from nplm.generation import Sampling, generate
+from nplm.use.generation import Sampling, generate
 from nplm.lm import build_language_model, in_compute_dtype
 from nplm.models.transformer import sinusoidal_encodings
-from nplm.scoring import load_trained
+from nplm.use.trained import load_trained
 from nplm.train import train_and_evaluate, train_together
-from nplm.window_training import WindowFeed
+from nplm.training.window_feed import WindowFeed
 from tests.test_heads import TRAINED_HEADS
 from tests.test_train import tiny_config
 
@@ -236,7 +236,7 @@ def train_by_feed(config, corpus, epochs):
     state, batches = feed.start_epoch(state, epoch, 0)
     for batch, _ in batches:
       state, _ = feed.step(state, batch, run_rng)
-  state = feed.settle(state)
+  state = feed.pay_decay_debts(state)
   return before, feed.evaluate(state.params, 'valid')['ppl'], lm, state.params
 
 

@@ -15,12 +15,12 @@ import pytest
 
 from nplm.cli import generate as generate_program
 from nplm.cli import score as score_program
-from nplm import neighbours
+from nplm.use import neighbours
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
-from nplm.generation import Sampling, generate, sampling_logits
-from nplm.scoring import load_trained
-from nplm.sentences import score_sentences
+from nplm.use.generation import Sampling, generate, sampling_logits
+from nplm.use.trained import load_trained
+from nplm.use.sentences import score_sentences
 from nplm.train import train_and_evaluate
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model, numpy_split_log_probs, rnn_config

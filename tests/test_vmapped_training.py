@@ -12,9 +12,9 @@ import pytest
 from experiments.benchmarks import harness
 from experiments.benchmarks import vmapped as vmapped_benchmark
 from nplm import parallel
-from nplm import checkpoint
+from nplm.run_files import checkpoint
 from nplm.config import ConfigError
-from nplm.run_checks import check_together
+from nplm.training.run_checks import check_together
 from nplm.train import train_and_evaluate, train_together
 from nplm.data import batching
 from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB

@@ -12,19 +12,19 @@ import numpy as np
 import pytest
 from flax.training import train_state
 
-from nplm.checkpoint import saved_params
+from nplm.run_files.checkpoint import saved_params
 from nplm.cli import config_from_flagfile
 from nplm.cli.mix import mix_report
 from nplm.config import Config, ConfigError
-from nplm.evaluation import evaluate
-from nplm.generation import generate
+from nplm.use.evaluation import evaluate
+from nplm.use.generation import generate
 from nplm.lm import build_language_model
-from nplm.neighbours import feature_vectors, nearest
-from nplm.optimizer import apply_gradients, hyperparameters_of, learning_rate_at, make_optimizer
-from nplm.scoring import load_trained
-from nplm.sentences import score_sentences
+from nplm.use.neighbours import feature_vectors, nearest
+from nplm.training.optimizer import apply_gradients, hyperparameters_of, learning_rate_at, make_optimizer
+from nplm.use.trained import load_trained
+from nplm.use.sentences import score_sentences
 from nplm.train import run
-from nplm.word2vec_training import (Subsampler, Word2VecFeed, context_windows,
+from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
                                     keep_probabilities, make_log_prob_step, padded_stream,
                                     window_radii)
 from tests.conftest import TINY_SPLIT

@@ -23,8 +23,8 @@ from nplm.data import batching, load_corpus
 from nplm.data.brown import Brown
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
-from nplm.optimizer import hyperparameters_of, make_optimizer
-from nplm.window_training import init_state, make_train_step, tables_read
+from nplm.training.optimizer import hyperparameters_of, make_optimizer
+from nplm.training.window_feed import init_state, make_train_step, tables_read
 
 # Table 1 rows of Bengio et al. (2003), as in the recipes mlp1 and mlp9 (nplm/recipes).
 SHAPES = {
@@ -116,7 +116,7 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
 
 
 def steps_runner(train_step, state, hyperparameters, padded, run_rng):
-  """run_steps(batches) -> the last loss(es): `train_step` (nplm.window_training's, for one
+  """run_steps(batches) -> the last loss(es): `train_step` (nplm.training.window_feed's, for one
   or K stacked models) over the batches, the state carried (donated) from call to call."""
   loop = {'state': state}
 

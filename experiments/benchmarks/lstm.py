@@ -5,7 +5,7 @@ r"""Train-step throughput of nplm's recurrent LSTM against the same LSTM written
 
 For the shape of the recipe --flagfile_name (lstm, nplm/recipes/lstm.flags: 1 layer, E = H =
 200, tied embeddings, dropout 0.3, B = 32 streams of T = 35 words, clipping, AdamW) it times
-the real jitted nplm.stream_training step, driven through the trainer's StreamFeed on the
+the real jitted nplm.training.stream_feed step, driven through the trainer's StreamFeed on the
 Brown training streams: the epoch's first --steps segments in order, the recurrent state
 carried from each to the next. An untimed run compiles; then --repeats timed runs, each ended
 by block_until_ready (median, min and max). When PyTorch is installed,
@@ -29,7 +29,7 @@ from nplm.cli import config_from_flagfile
 from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
-from nplm.stream_training import StreamFeed
+from nplm.training.stream_feed import StreamFeed
 
 SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embeddings',
                 'dropout', 'batch_size', 'bptt_length', 'clip_norm', 'optimizer',

@@ -6,7 +6,7 @@ K models trained one after another, measured in one run.
 For each K in --models (1, 4, 16): K models of one shape (--shape) that differ in seed and
 learning rate, on the trainer's first --steps batches of the real Brown training split.
 - together: nplm.train's step for models trained together over the K stacked states, --steps updates;
-- one by one: the trainer's own step (nplm.window_training), --steps updates of each of the
+- one by one: the trainer's own step (nplm.training.window_feed), --steps updates of each of the
   K models in turn, as K separate runs would take.
 Aggregate examples/s = K × the examples of the batches ÷ seconds. Compilation is left out
 (an untimed run first); each repeat times both ways back to back, and medians are reported.
@@ -23,8 +23,8 @@ from experiments.benchmarks import harness
 from nplm import parallel
 from nplm.data import batching
 from nplm.lm import build_language_model
-from nplm.optimizer import hyperparameters_of, make_optimizer
-from nplm.window_training import init_state, make_train_step, tables_read
+from nplm.training.optimizer import hyperparameters_of, make_optimizer
+from nplm.training.window_feed import init_state, make_train_step, tables_read
 
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 

@@ -17,7 +17,7 @@ to 0.0001), as its users run it;
 min_count 1, since the words handed over are nplm's vocabulary already (rarer ones read as
 `<unk>`), so both keep the same words. Training speed is corpus words × epochs ÷ training
 seconds: gensim's `train` call; nplm's updates (summary.json's train_seconds, compilation,
-checkpoints and its exact evaluation excluded). Scores: nplm.embeddings (gensim's own
+checkpoints and its exact evaluation excluded). Scores: nplm.use.embeddings (gensim's own
 evaluation) on each side's vectors. --workdirs adds the same scores of trained NNLM, LSTM, …
 runs. Writes OUT/word2vec.{json,md}; nplm's runs stay in OUT/runs/<name>.
 """
@@ -34,11 +34,11 @@ from gensim.models import Word2Vec
 
 from experiments.benchmarks.harness import (CorpusNotPrepared, machine_info, machine_line,
                                             report, require_prepared_brown, table_lines)
-from nplm import embeddings
+from nplm.use import embeddings
 from nplm.cli import config_from_flagfile
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
-from nplm.scoring import NoTrainedModelError, load_trained
+from nplm.use.trained import NoTrainedModelError, load_trained
 from nplm.train import train_and_evaluate
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')

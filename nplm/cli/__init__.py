@@ -15,13 +15,13 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from nplm import recipes
-from nplm.checkpoint import CheckpointError, IncompatibleCheckpointError
+from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
 from nplm.data.acquire import CorpusError
-from nplm.scoring import NoTrainedModelError
+from nplm.use.trained import NoTrainedModelError
 from nplm.stop_requests import Interrupted
 from nplm.train import TrainingDiverged
-from nplm.workdir_lock import WorkdirBusyError
+from nplm.run_files.lock import WorkdirBusyError
 
 _DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
                    float: flags.DEFINE_float, str: flags.DEFINE_string}

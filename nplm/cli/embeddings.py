@@ -5,7 +5,7 @@ r"""A trained model's word features C written in word2vec's text format and scor
 
 OUT receives embeddings.txt (word2vec's text format: `gensim.models.KeyedVectors.
 load_word2vec_format(path)` reads it, as do most embedding tools), embeddings.json (the scores)
-and embeddings.md (a table of them). The scores (nplm.embeddings): the Spearman ρ of
+and embeddings.md (a table of them). The scores (nplm.use.embeddings): the Spearman ρ of
 WordSim-353 and SimLex-999 against the cosine similarities of C, Google's analogy accuracy,
 each with its coverage (the share of pairs or questions whose words the vocabulary holds).
 The workdir is read only: a run still training there is not disturbed.
@@ -18,10 +18,11 @@ from pathlib import Path
 import gensim
 from absl import flags
 
-from nplm import cli, embeddings
+from nplm import cli
+from nplm.use import embeddings
 from nplm.errors import ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
-from nplm.scoring import load_trained
+from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS

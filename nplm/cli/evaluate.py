@@ -27,8 +27,8 @@ from absl import flags
 from nplm import cli, paths
 from nplm.config import LOCATION_AND_SPLIT_FIELDS, ConfigError
 from nplm.data.text_sources import read_lines
-from nplm.evaluation import dataset_types, evaluate, file_types, own_dataset_types, same_data
-from nplm.scoring import load_trained
+from nplm.use.evaluation import dataset_types, evaluate, file_types, own_dataset_types, same_data
+from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS

@@ -3,7 +3,7 @@ r"""Text sampled from a trained model, word by word from its exact distribution.
   nplm generate --workdir=runs/mlp9 --length=50 --temperature=1.0 --top_k=0
   python -m experiments.generate --workdir=runs/lstm --prompt="The jury said" --samples=3
 
-Each sample continues the prompt (after the start-of-split context, nplm.generation) for
+Each sample continues the prompt (after the start-of-split context, nplm.use.generation) for
 --length tokens or until the model ends the text (Brown: `</text>`; text datasets: the line,
 `<eos>`); `</p>` and `<eos>` print as line breaks. The same --seed gives the same text.
 """
@@ -17,8 +17,8 @@ from absl import flags
 from nplm import cli
 from nplm.data.tokenize import words_of
 from nplm.data.vocab import UNK
-from nplm.generation import Sampling, as_text, generate
-from nplm.scoring import load_trained
+from nplm.use.generation import Sampling, as_text, generate
+from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS

@@ -17,7 +17,7 @@ from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.errors import ConfigError
 from nplm.ngram import InterpolatedTrigram, perplexity
-from nplm.scoring import NoTrainedModelError, TrainedModel, load_trained
+from nplm.use.trained import NoTrainedModelError, TrainedModel, load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
 

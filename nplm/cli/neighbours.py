@@ -3,7 +3,7 @@ r"""The words whose learned feature vectors C(w) lie nearest to some words, and 
   nplm neighbours --workdir=runs/mlp9 --words=dog,cat,the --k=10
   python -m experiments.neighbours --workdir=runs/mlp9 --words=Monday,he --plot=/tmp/c.png
 
-Per word: its k nearest words by cosine similarity of C, the word itself first (nplm.neighbours).
+Per word: its k nearest words by cosine similarity of C, the word itself first (nplm.use.neighbours).
 --plot saves the PCA projection of --plot_words (by default the listed words and their
 neighbours), each point labelled, the --words marked as queries.
 """
@@ -12,8 +12,8 @@ from absl import flags
 
 from nplm import cli
 from nplm.errors import ConfigError
-from nplm.neighbours import feature_vectors, nearest, plot_words
-from nplm.scoring import load_trained
+from nplm.use.neighbours import feature_vectors, nearest, plot_words
+from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS

@@ -23,7 +23,7 @@ from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.perplexity import perplexity
 from nplm.stop_requests import Interrupted, interrupting
-from nplm.summary import bits_per_token
+from nplm.run_files.summary import bits_per_token
 
 FLAGS = flags.FLAGS
 

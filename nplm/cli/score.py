@@ -5,7 +5,7 @@ r"""How probable a trained model finds each word of some sentences.
 
 Per sentence: each word's natural-log probability given the words before it (a word outside
 the vocabulary is read as `<unk>`, its typed form noted), the total log-probability and the
-per-token perplexity exp(-mean log p). Each sentence starts as a split does (nplm.sentences)
+per-token perplexity exp(-mean log p). Each sentence starts as a split does (nplm.use.sentences)
 and is tokenized as the model's dataset was (nplm.data.tokenize: Brown's punctuation apart).
 """
 
@@ -17,8 +17,8 @@ from absl import flags
 from nplm import cli
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
-from nplm.scoring import load_trained
-from nplm.sentences import SentenceScore, score_sentences
+from nplm.use.trained import load_trained
+from nplm.use.sentences import SentenceScore, score_sentences
 from nplm.stop_requests import Interrupted, interrupting
 
 

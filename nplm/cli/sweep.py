@@ -7,9 +7,9 @@ r"""Named sweeps over a recipe: each point trained in its own workdir, one resul
   python -m experiments.sweep --sweep=table1_h   # in a checkout
 
 Points already finished under --root are reused and an interrupted one resumes, so rerunning
-the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.sweep),
+the same command continues the sweep. Writes <root>/results.csv, .md and .png (nplm.studies.sweep),
 the plot with the Kneser-Ney 5-gram's test perplexity on the same tokens as its reference
-line (fitted once, kept in <root>/kn5.json). From Python: nplm.sweep.run_sweep(base_config,
+line (fitted once, kept in <root>/kn5.json). From Python: nplm.studies.sweep.run_sweep(base_config,
 points, root).
 """
 
@@ -23,7 +23,7 @@ from nplm.config import PER_MODEL_FIELDS
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
-from nplm.sweep import SweepInterrupted, grid, markdown, run_sweep, write_results
+from nplm.studies.sweep import SweepInterrupted, grid, markdown, run_sweep, write_results
 
 # name: (the recipe the points start from (nplm/recipes/NAME.flags), the points).
 SWEEPS = {

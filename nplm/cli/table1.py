@@ -12,7 +12,7 @@ KN3, KN4, KN5 (interpolated modified Kneser-Ney). Every perplexity is exact over
 of its split, and each row's test perplexity is also a ratio to KN5's, the comparison that
 carries across vocabularies. Writes <workdir>/table1.md and table1.json; rows already
 computed in the same workdir are reused, and an interrupted network's training resumes.
-From Python: nplm.table1.build_table(workdir, corpus, rows).
+From Python: nplm.studies.table1.build_table(workdir, corpus, rows).
 """
 
 import time
@@ -23,7 +23,7 @@ from absl import flags
 from nplm import cli
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
-from nplm.table1 import ROW_ORDER, Interrupted, build_table, markdown, needed_rows
+from nplm.studies.table1 import ROW_ORDER, Interrupted, build_table, markdown, needed_rows
 
 
 def main(argv):

@@ -35,7 +35,7 @@ def report(summary: dict) -> str:
 
 def out_of_memory(error: BaseException) -> bool:
   """Whether `error` is memory running out (XLA's RESOURCE_EXHAUSTED; Python's MemoryError):
-  what nplm.memory's estimate did not foresee."""
+  what nplm.training.memory's estimate did not foresee."""
   return isinstance(error, MemoryError) or 'RESOURCE_EXHAUSTED' in str(error)
 
 

@@ -10,7 +10,7 @@ works with direct connections unchanged.
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nplm import sparse_rows
+from nplm.training import sparse_rows
 
 
 class NNLM(nn.Module):

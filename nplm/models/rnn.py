@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nplm import sparse_rows
+from nplm.training import sparse_rows
 
 # Gate blocks of the fused input matmul, and state parts carried per layer.
 _GATES = {'rnn': 1, 'lstm': 4, 'gru': 3}

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm import sparse_rows
+from nplm.training import sparse_rows
 
 POSITIONS = ('sinusoidal', 'learned')
 

@@ -7,7 +7,7 @@ language model: they learn word vectors C(w) from the words around each word.
   0 < |j| <= b; the head predicts w_t from it.
 - Skip-gram: hidden = C(w_t); the head predicts each context word w_{t+j}, 0 < |j| <= b,
   one example per (w_t, w_{t+j}) pair.
-The window radius b is drawn per position in training (nplm.word2vec_training), so nearer
+The window radius b is drawn per position in training (nplm.training.word2vec_feed), so nearer
 words weigh more (Mikolov et al. 2013a, section 3.2).
 
 A context is [batch, 2c] word ids, w_{t-c} … w_{t-1}, w_{t+1} … w_{t+c}, with ABSENT where
@@ -22,7 +22,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nplm import sparse_rows
+from nplm.training import sparse_rows
 
 ABSENT = -1  # A context slot without a word.
 

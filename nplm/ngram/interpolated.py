@@ -5,7 +5,7 @@
 
 p1, p2, p3 are relative frequencies in the training split; q_t = l(freq(w_{t-2}, w_{t-1}))
 bins the training frequency of the context, and each bin has its own weights, fitted by EM
-on the validation split (`nplm.mixture`). The paper does not give l; here it is log2 bins:
+on the validation split (`nplm.ngram.mixture`). The paper does not give l; here it is log2 bins:
 q = 0 for an unseen context, else 1 + ⌊log2 freq⌋, the last bin open-ended. Where a
 context was never followed by a token in training, p3 (or p2) takes the next lower order's
 value, so every component stays normalized over the vocabulary.
@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from nplm import mixture
+from nplm.ngram import mixture
 from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, perplexity, stream_windows
 
 DEFAULT_BINS = 16  # Contexts seen 2^14 times or more share the last bin.

@@ -19,12 +19,13 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from nplm import parallel, plots, train
+from nplm import parallel, train
+from nplm.run_files import plots
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_text_atomically
-from nplm.summary import RunStatus, finished_summary
+from nplm.run_files.summary import RunStatus, finished_summary
 
 log = logging.getLogger(__name__)
 

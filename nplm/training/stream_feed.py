@@ -20,11 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel, sparse_rows, stop_requests, window_training
+from nplm import parallel, stop_requests
+from nplm.training import optimizer
+from nplm.training import sparse_rows
+from nplm.training import window_feed
 from nplm.data import streams
 from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.perplexity import perplexity
-from nplm.progress import progress as show_progress
+from nplm.display import progress as show_progress
 
 
 class RecurrentTrainState(train_state.TrainState):
@@ -35,7 +38,7 @@ BATCH_AXES = {'carry': 2}  # The carry [layers, parts, B, H] is split over 'data
 
 
 def tables_read(config, lm) -> tuple:
-  """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+  """The parameters the train step reads by row (nplm.training.sparse_rows), if it does."""
   if not optimizer.reads_rows(config):
     return ()
   words, key = jnp.zeros((1, 1), jnp.int32), jax.random.key(0)
@@ -54,7 +57,7 @@ def init_state(config, lm, rng, tx) -> RecurrentTrainState:
 
 def abstract_state(config, lm) -> RecurrentTrainState:
   """The initial state as shapes and dtypes only: `jax.eval_shape` traces the
-  initialization and allocates nothing (nplm.memory)."""
+  initialization and allocates nothing (nplm.training.memory)."""
   tx = optimizer.make_optimizer(config, tables_read(config, lm))
   return jax.eval_shape(lambda rng: init_state(config, lm, rng, tx), jax.random.key(0))
 
@@ -78,7 +81,7 @@ def make_train_step(lm, config, mesh, state_sharding):
                                           rngs={'dropout': dropout_rng}, method=lm.loss,
                                           mutable=mutable or [])
       carry = carry.astype(state.carry.dtype)  # Carried in float32 under any --dtype.
-      return (window_training.masked_mean(losses, mask), carry), mutated
+      return (window_feed.masked_mean(losses, mask), carry), mutated
 
     if optimizer.reads_rows(config):
       (loss, carry), grads, rows = sparse_rows.value_and_row_grads(
@@ -113,7 +116,7 @@ def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int, segment_lengt
                     log_prob_step=None, mesh=None, progress: str = '') -> np.ndarray:
   """log p(w_t | w_0 … w_{t-1}) for every token of a split, in order (float64): one stream
   from h_0 = 0, the state carried across every segment. `progress` names the pass in
-  progress lines (nplm.progress)."""
+  progress lines (nplm.display)."""
   mesh = mesh or parallel.make_mesh()
   log_prob_step = log_prob_step or make_log_prob_step(lm, segment_length, mesh)
   words, targets, mask = streams.streams(ids, 1, segment_length, boundary_id)
@@ -122,7 +125,7 @@ def split_log_probs(lm, params, ids: np.ndarray, boundary_id: int, segment_lengt
   pieces = []
   segments = streams.num_segments(len(ids), 1, segment_length)
   for index in show_progress(range(segments), segments, progress, 'segment'):
-    log_p, carry = parallel.settle(log_prob_step(params, words, targets, index, carry))
+    log_p, carry = parallel.wait_on_cpu_devices(log_prob_step(params, words, targets, index, carry))
     pieces.append(log_p)
     stop_requests.pace(pieces)  # A few segments queued at most; a stop request ends the pass.
   return np.concatenate([parallel.fetch(p) for p in pieces], axis=1)[mask > 0].astype(np.float64)
@@ -135,7 +138,7 @@ class StreamFeed:
 
   def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
                num_models: int = 1):
-    if num_models > 1:  # nplm.run_checks.check_together refuses it first, by name.
+    if num_models > 1:  # nplm.training.run_checks.check_together refuses it first, by name.
       raise ValueError('a StreamFeed trains one model')
     mesh = mesh or parallel.make_mesh()
     parallel.check_divides('--batch_size', config.batch_size, mesh)
@@ -162,7 +165,7 @@ class StreamFeed:
                                             rng, self.mesh, self.lm.vocab_parallel,
                                             batch_axes=BATCH_AXES)
     self.train_step = make_train_step(self.lm, self.config, self.mesh, sharding)
-    self.settle = (jax.jit(optimizer.settle, donate_argnums=0, out_shardings=sharding)
+    self.pay_decay_debts = (jax.jit(optimizer.pay_decay_debts, donate_argnums=0, out_shardings=sharding)
                    if tables else lambda state: state)
     return state
 
@@ -177,11 +180,11 @@ class StreamFeed:
 
   def step(self, state, batch, run_rng, hyperparameters=None):
     """(state, loss) after the update on segment `batch`, with `hyperparameters`
-    (nplm.optimizer.hyperparameters_of; default: the config's)."""
+    (nplm.training.optimizer.hyperparameters_of; default: the config's)."""
     (index,) = batch
     hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
                                                                       self.steps_per_epoch)
-    return parallel.settle(self.train_step(state, hyperparameters, *self.train_arrays, index,
+    return parallel.wait_on_cpu_devices(self.train_step(state, hyperparameters, *self.train_arrays, index,
                                            run_rng))
 
   def log_probs(self, params, split: str, progress: str = '') -> np.ndarray:

@@ -1,6 +1,6 @@
 """Whether a run fits in memory: an estimate made before anything large is allocated.
 
-nplm.train (before a model's state is created and its step compiled) and nplm.scoring
+nplm.train (before a model's state is created and its step compiled) and nplm.use.trained
 (before a trained model's parameters are read) call `require_fit`, which refuses what cannot
 fit in one ConfigError line: the figure, the memory there is, and the flags whose lowering
 cuts the figure most.
@@ -50,7 +50,10 @@ from pathlib import Path
 
 import jax
 
-from nplm import parallel, stream_training, window_training, word2vec_training
+from nplm import parallel
+from nplm.training import stream_feed
+from nplm.training import window_feed
+from nplm.training import word2vec_feed
 from nplm.errors import ConfigError
 from nplm.heads import OUTPUT_ROW_HEADS
 from nplm.lm import build_language_model
@@ -103,10 +106,10 @@ def size(bytes_: float) -> str:
 def abstract_state(config, lm):
   """The model's initial train state as shapes and dtypes (nothing allocated)."""
   if not lm.model.language_model:
-    return word2vec_training.abstract_state(config, lm)
+    return word2vec_feed.abstract_state(config, lm)
   if lm.model.recurrent:
-    return stream_training.abstract_state(config, lm)
-  return window_training.abstract_state(config, lm)
+    return stream_feed.abstract_state(config, lm)
+  return window_feed.abstract_state(config, lm)
 
 
 def device_bytes(tree, mesh=None, vocab_parallel: bool = False, batch_axes=None) -> int:
@@ -191,7 +194,7 @@ def state_bytes(config, lm, mesh=None) -> tuple[int, int]:
   """(the train state's, the parameters') bytes per device, exactly, from the traced
   initialization (nothing allocated)."""
   abstract = abstract_state(config, lm)
-  batch_axes = stream_training.BATCH_AXES if lm.model.recurrent else None
+  batch_axes = stream_feed.BATCH_AXES if lm.model.recurrent else None
   return (device_bytes(abstract, mesh, lm.vocab_parallel, batch_axes),
           device_bytes(abstract.params, mesh, lm.vocab_parallel))
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 
 from tqdm import tqdm
 
-log = logging.getLogger('nplm.progress')
+log = logging.getLogger('nplm.display')
 
 LOG_SECONDS = 15.0
 

@@ -9,14 +9,14 @@ and writes all |V| of them every step: the step's cost grows with |V| though its
 Here a module reads a table through `take_rows`. When a train step asks for row gradients
 (the ROW_IDS collection is mutable), the rows are gathered from the table with its gradient
 stopped, plus a zero perturbation (flax's `perturb`) whose gradient is the gradient of each
-gathered row; the ids are sown beside it. The optimizer (nplm.optimizer) then sums the
+gathered row; the ids are sown beside it. The optimizer (nplm.training.optimizer) then sums the
 gradients of repeated ids and updates those rows only. Evaluation reads the tables as usual.
 
 Weight decay on a table stays exact although untouched rows are not written: row r touched
 last at step a and next at step b owes the factor Π_{a<s<b} (1 - ε_s λ). The running sum
 L_t = Σ_{s<t} log(1 - ε_s λ) is kept in two float32s (a compensated sum), each row keeps L at
 its last update (its mark), and the owed factor is exp(L_b - mark). A step reads its rows
-with their debt paid, and `settle` pays every row's: the parameters are then exactly those
+with their debt paid, and `pay_decay_debts` pays every row's: the parameters are then exactly those
 of the dense update.
 """
 
@@ -60,7 +60,7 @@ class Embed(nn.Embed):
 def value_and_row_grads(apply_loss: Callable, params, row_debts: dict):
   """((loss, aux), dense grads, rows) of `apply_loss(variables, mutable) -> ((loss, aux),
   mutated)`; rows maps each table's path in `params` to (ids [N], row gradients [N, ...]).
-  `row_debts` (nplm.optimizer.row_debts) lets the rows be read with their decay paid."""
+  `row_debts` (nplm.training.optimizer.row_debts) lets the rows be read with their decay paid."""
   def loss_of(params, perturbations):
     (loss, aux), mutated = apply_loss({'params': params, PERTURBATIONS: perturbations,
                                        ROW_DEBTS: row_debts}, mutable=[ROW_IDS])

@@ -24,8 +24,8 @@ from nplm.data.acquire import CorpusNotFoundError
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
-from nplm.scoring import TrainedModel
-from nplm.summary import bits_per_token
+from nplm.use.trained import TrainedModel
+from nplm.run_files.summary import bits_per_token
 
 
 def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:

@@ -1,12 +1,12 @@
 """What a run is refused for before anything is built: models that cannot be trained as one
 program, and a training split shorter than one training example. (Whether it fits in memory:
-nplm.memory.)"""
+nplm.training.memory.)"""
 
 import os
 
 from nplm import models, paths
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
-from nplm.progress import counted
+from nplm.display import counted
 
 
 def check_together(configs: list[Config]) -> list[Config]:

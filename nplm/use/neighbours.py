@@ -18,7 +18,7 @@ import numpy as np
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.errors import ConfigError
 from nplm.files import save_figure_atomically
-from nplm.scoring import TrainedModel
+from nplm.use.trained import TrainedModel
 
 
 def feature_vectors(trained: TrainedModel) -> np.ndarray:

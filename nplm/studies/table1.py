@@ -28,11 +28,11 @@ from nplm.config import Config
 from nplm.data.corpus import Corpus
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.models import MODELS
-from nplm.scoring import load_trained
-from nplm.summary import RunStatus, finished_summary
+from nplm.use.trained import load_trained
+from nplm.run_files.summary import RunStatus, finished_summary
 from nplm.train import train_and_evaluate
 
-log = logging.getLogger('nplm.table1')
+log = logging.getLogger('nplm.studies.table1')
 
 PAPER_TABLE = Path(__file__).parent / 'reference' / 'bengio2003_table1.csv'
 SPLITS = ('train', 'valid', 'test')

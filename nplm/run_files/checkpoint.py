@@ -1,7 +1,7 @@
 """Checkpoints of a run: the latest (for resumption) and the best on validation, verified.
 
 Each checkpoint holds the train state and the loop's progress (a small JSON) with a checksum
-of both (nplm.checksum); every restore verifies it. A checkpoint that cannot be read or fails
+of both (nplm.run_files.checksum); every restore verifies it. A checkpoint that cannot be read or fails
 verification is reported in one line and the next good one is used instead: for resuming,
 the newest good one of either directory; for the best parameters, the same step's copy in
 the other directory. The trainer moves a damaged checkpoint it passed over to `damaged/`
@@ -30,7 +30,7 @@ import jax
 from jax.experimental import multihost_utils
 import orbax.checkpoint as ocp
 
-from nplm.checksum import checkpoint_checksum
+from nplm.run_files.checksum import checkpoint_checksum
 from nplm.config import Config
 from nplm.files import write_json_atomically
 from nplm.paths import absolute, shown

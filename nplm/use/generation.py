@@ -26,7 +26,7 @@ import numpy as np
 
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END
 from nplm.errors import ConfigError
-from nplm.scoring import TrainedModel
+from nplm.use.trained import TrainedModel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,7 @@ from gensim.test.utils import datapath
 
 from nplm.errors import ConfigError
 from nplm.files import write_text_atomically
-from nplm.scoring import TrainedModel, load_trained
+from nplm.use.trained import TrainedModel, load_trained
 
 # gensim's evaluation files (gensim/test/test_data), by the name nplm reports them under.
 PAIR_BENCHMARKS = {'wordsim353': 'wordsim353.tsv', 'simlex999': 'simlex999.txt'}

@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 
 from nplm import paths
-from nplm.checkpoint import Checkpoints, claim_workdir
+from nplm.run_files.checkpoint import Checkpoints, claim_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus
-from nplm.metrics import MetricsWriter
-from nplm.summary import RunStatus
-from nplm.workdir_lock import WorkdirLock, prepare_workdir
+from nplm.run_files.metrics import MetricsWriter
+from nplm.run_files.summary import RunStatus
+from nplm.run_files.lock import WorkdirLock, prepare_workdir
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Typed sentences scored by a trained model: log p of each word given the words before it.
 
-Each sentence is read as the start of a split (nplm.scoring.TrainedModel.split_log_probs), as
+Each sentence is read as the start of a split (nplm.use.trained.TrainedModel.split_log_probs), as
 if a text (Brown) or a line (text datasets) had just ended: a feed-forward model's first
 context is n-1 copies of the boundary token, a recurrent model starts from h_0 = 0 with it as
 its first input. A sentence is tokenized as the model's dataset was (nplm.data.tokenize:
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from nplm.data.tokenize import words_of
 from nplm.errors import ConfigError
-from nplm.scoring import TrainedModel
+from nplm.use.trained import TrainedModel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The optimizer: the paper's SGD with weight decay and a decaying learning rate, AdamW, or
 lazy Adam; gradient clipping before any.
 
-SGD and lazy Adam are row-sparse (nplm.sparse_rows): the tables a step reads by word (C, the
+SGD and lazy Adam are row-sparse (nplm.training.sparse_rows): the tables a step reads by word (C, the
 sampled and tree heads' output rows) are updated only in the rows it read, their decay paid
 lazily and exactly; every other parameter gets the dense update. SGD's results are the dense
 SGD's; lazy Adam moves a row's moments only when the row is read. AdamW is dense throughout.
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import traverse_util
 
-from nplm import sparse_rows
+from nplm.training import sparse_rows
 from nplm.config import HYPERPARAMETERS, Config
 
 ROW_SPARSE = ('sgd', 'lazy_adam')
@@ -103,7 +103,7 @@ def make_optimizer(config: Config, tables=(), planned_steps=None,
                           jnp.zeros(2, jnp.float32))
 
   def update(updates, state, params=None):
-    raise TypeError('a row-sparse optimizer updates through nplm.optimizer.apply_gradients')
+    raise TypeError('a row-sparse optimizer updates through nplm.training.optimizer.apply_gradients')
 
   return optax.GradientTransformation(init, update)
 
@@ -176,7 +176,7 @@ def _is_table(_, value) -> bool:
   return isinstance(value, dict) and 'marks' in value
 
 
-def settle(state):
+def pay_decay_debts(state):
   """The state with every table row's owed decay paid (sparse_rows): its parameters are then
   the dense optimizer's, to evaluate or save. Any other state as it is."""
   opt = state.opt_state

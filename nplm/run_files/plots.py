@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def read_metrics(workdir: str | Path) -> dict[str, list[dict]]:
   """metrics.jsonl by kind ('train', 'valid'), in step order. A resumed run may have written
-  a step twice (nplm.metrics): its last record counts. A line cut short (a kill or a full
+  a step twice (nplm.run_files.metrics): its last record counts. A line cut short (a kill or a full
   disk mid-write, the next record appended to it) is skipped: the picture misses a point,
   and the numbers that matter are in summary.json."""
   records, skipped = {}, 0
@@ -69,7 +69,7 @@ def _say(axes, text: str) -> None:
 
 def sweep_results(rows: list[dict], path: str | Path,
                   baseline: tuple[str, float] | None = None) -> Path:
-  """Valid and test perplexity of every point of a sweep (nplm.sweep rows), one pair of
+  """Valid and test perplexity of every point of a sweep (nplm.studies.sweep rows), one pair of
   horizontal bars a point, named as its workdir is; the axis spans the data (not from zero:
   a 159-192 spread must show), and `baseline` (name, test perplexity) is a reference line."""
   from matplotlib.figure import Figure

@@ -1,7 +1,7 @@
 """word2vec's models (CBOW, skip-gram) in the loop: subsampled streams, windows, exact scores.
 
 What the word2vec tool and gensim do, as nplm's loop can drive it (the interface of
-nplm.window_training.WindowFeed):
+nplm.training.window_feed.WindowFeed):
 - Frequent-word subsampling (the word2vec tool's form of Mikolov et al. 2013b, section 2.3,
   whose Eq. 5 discards with probability 1 - √(t/f)): each epoch, a training token of word w
   is kept with probability min(1, (√(f/tN) + 1)·tN/f), f its training count, N the training
@@ -31,7 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel, sparse_rows, window_training
+from nplm import parallel
+from nplm.training import optimizer
+from nplm.training import sparse_rows
+from nplm.training import window_feed
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.heads import OUTPUT_ROW_HEADS
@@ -115,7 +118,7 @@ def make_train_step(lm, config, mesh, state_sharding, num_models: int = 1):
     radii = window_radii(window_rng, positions.shape[0], config.window)
     windows, centers = context_windows(stream, positions, radii, config.window)
     context, targets, examples = model.examples(windows, centers, mask)
-    loss, grads, rows = window_training.loss_and_grads(lm, config, state, context, targets,
+    loss, grads, rows = window_feed.loss_and_grads(lm, config, state, context, targets,
                                                        examples, head_rng)
     return optimizer.apply_gradients(config, state, grads, hyperparameters, rows), loss
 
@@ -155,7 +158,7 @@ def _example(model, window: int):
 
 
 def tables_read(config, lm) -> tuple:
-  """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+  """The parameters the train step reads by row (nplm.training.sparse_rows), if it does."""
   if not optimizer.reads_rows(config):
     return ()
   key, (context, targets) = jax.random.key(0), _example(lm.model, config.window)
@@ -173,7 +176,7 @@ def init_state(config, lm, rng, tx) -> train_state.TrainState:
 
 def abstract_state(config, lm) -> train_state.TrainState:
   """One model's initial state as shapes and dtypes only: `jax.eval_shape` traces the
-  initialization and allocates nothing (nplm.memory)."""
+  initialization and allocates nothing (nplm.training.memory)."""
   tx = optimizer.make_optimizer(config, tables_read(config, lm))
   return jax.eval_shape(lambda rng: init_state(config, lm, rng, tx), jax.random.key(0))
 
@@ -219,8 +222,8 @@ class Word2VecFeed:
     self.log_prob_step = make_log_prob_step(self.lm, self.config.window, self.mesh,
                                             sharding.params, self.num_models,
                                             self.config.head in OUTPUT_ROW_HEADS)
-    settle = optimizer.settle if self.num_models == 1 else jax.vmap(optimizer.settle)
-    self.settle = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if self.tables
+    settle = optimizer.pay_decay_debts if self.num_models == 1 else jax.vmap(optimizer.pay_decay_debts)
+    self.pay_decay_debts = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if self.tables
                    else lambda state: state)
     return state
 
@@ -249,20 +252,20 @@ class Word2VecFeed:
 
   def step(self, state, batch, run_rng, hyperparameters=None):
     """(state, loss) after one update: K stacked states and K losses for K models, each
-    with its own `hyperparameters` (nplm.optimizer.hyperparameters_of; default: the
+    with its own `hyperparameters` (nplm.training.optimizer.hyperparameters_of; default: the
     config's)."""
     hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
                                                                       self.steps_per_epoch)
     stream, positions, mask = batch
     positions, mask = (parallel.put(array, self.mesh, 'data') for array in (positions, mask))
-    return parallel.settle(self.train_step(state, hyperparameters, stream, positions, mask,
+    return parallel.wait_on_cpu_devices(self.train_step(state, hyperparameters, stream, positions, mask,
                                            run_rng))
 
   def log_probs(self, params, split: str, progress: str = '') -> np.ndarray:
     """The model's own exact log-prob of every token of the split, in order: [N], or [K, N]
     for K models (CBOW: log p(w_t | its ±c words); skip-gram: the mean over them of
     log p(w_{t+j} | w_t))."""
-    return window_training.split_log_probs(self.log_prob_step, params, self.splits[split],
+    return window_feed.split_log_probs(self.log_prob_step, params, self.splits[split],
                                            self.sizes[split], self.config.eval_batch_size,
                                            self.mesh, progress)
 

@@ -2,7 +2,7 @@
 
 Perplexities, mixtures, sentence scores and the evaluate command all come from
 `split_log_probs`: the same per-token function the trainer's feeds evaluate with
-(nplm.window_training, nplm.stream_training), compiled once per model, from the head's exact,
+(nplm.training.window_feed, nplm.training.stream_feed), compiled once per model, from the head's exact,
 normalized `log_prob` whatever head trained it.
 """
 
@@ -16,8 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm import memory, parallel, paths, stream_training, window_training
-from nplm.checkpoint import read_identity, saved_params
+from nplm import parallel, paths
+from nplm.training import memory
+from nplm.training import stream_feed
+from nplm.training import window_feed
+from nplm.run_files.checkpoint import read_identity, saved_params
 from nplm.config import Config
 from nplm.data import batching, datasets
 from nplm.data.vocab import Vocabulary
@@ -64,14 +67,14 @@ class TrainedModel:
     batch_size = batch_size or self.config.eval_batch_size
     mesh = parallel.make_mesh('', devices=jax.devices()[:1])  # Any batch size divides it.
     if self.lm.model.recurrent:
-      step = self._log_prob_step(batch_size, lambda: stream_training.make_log_prob_step(
+      step = self._log_prob_step(batch_size, lambda: stream_feed.make_log_prob_step(
           self.lm, batch_size, mesh))
-      return stream_training.split_log_probs(self.lm, self.params, ids, boundary, batch_size,
+      return stream_feed.split_log_probs(self.lm, self.params, ids, boundary, batch_size,
                                              step, mesh)
-    step = self._log_prob_step('windows', lambda: window_training.make_log_prob_step(
+    step = self._log_prob_step('windows', lambda: window_feed.make_log_prob_step(
         self.lm, order, mesh))
     padded = parallel.put(batching.pad_split(np.asarray(ids), order, boundary), mesh)
-    return window_training.split_log_probs(step, self.params, padded, len(ids), batch_size,
+    return window_feed.split_log_probs(step, self.params, padded, len(ids), batch_size,
                                            mesh)
 
   def _log_prob_step(self, key, make):

@@ -8,7 +8,7 @@ position of its window (the Transformer) reads non-overlapping windows instead, 
 
 K models of one shape may be trained together (nplm.train): their states are stacked along
 a leading axis and one compiled step updates all of them with `jax.vmap`, every model reading
-the same batch with its own hyperparameters (nplm.optimizer). Small models leave an
+the same batch with its own hyperparameters (nplm.training.optimizer). Small models leave an
 accelerator mostly idle; K of them in one step do not.
 
 Data-parallel (nplm.parallel): the split is replicated, each update's B positions are split
@@ -21,12 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import optimizer, parallel, sparse_rows, stop_requests
+from nplm import parallel, stop_requests
+from nplm.training import optimizer
+from nplm.training import sparse_rows
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.lm import in_compute_dtype
 from nplm.perplexity import perplexity
-from nplm.progress import progress as show_progress
+from nplm.display import progress as show_progress
 
 
 def init_state(config, lm, rng, tx) -> train_state.TrainState:
@@ -41,7 +43,7 @@ def init_state(config, lm, rng, tx) -> train_state.TrainState:
 
 def abstract_state(config, lm) -> train_state.TrainState:
   """One model's initial state (parameters and optimizer state) as shapes and dtypes only:
-  `jax.eval_shape` traces the initialization and allocates nothing (nplm.memory)."""
+  `jax.eval_shape` traces the initialization and allocates nothing (nplm.training.memory)."""
   tx = optimizer.make_optimizer(config, tables_read(lm, config))
   return jax.eval_shape(lambda rng: init_state(config, lm, rng, tx), jax.random.key(0))
 
@@ -65,7 +67,7 @@ def batch_loss(lm, params, context, targets, mask, rng):
 
 def loss_and_grads(lm, config, state, context, targets, mask, rng):
   """(loss, dense gradients, row gradients of the tables or None): rows for a row-sparse
-  optimizer (nplm.optimizer)."""
+  optimizer (nplm.training.optimizer)."""
   if not optimizer.reads_rows(config):
     loss, grads = jax.value_and_grad(lambda params: batch_loss(
         lm, in_compute_dtype(params, config.dtype), context, targets, mask, rng))(state.params)
@@ -83,7 +85,7 @@ def loss_and_grads(lm, config, state, context, targets, mask, rng):
 
 
 def tables_read(lm, config) -> tuple:
-  """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
+  """The parameters the train step reads by row (nplm.training.sparse_rows), if it does."""
   if not optimizer.reads_rows(config):
     return ()
   context, targets = jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
@@ -126,12 +128,12 @@ def make_log_prob_step(lm, order: int, mesh, params_sharding=None, num_models: i
 def split_log_probs(log_prob_step, params, padded_split, num_tokens: int, batch_size: int,
                     mesh, progress: str = '') -> np.ndarray:
   """log p(w_t | its n-1 previous words) for every token of a split, in order (float64):
-  [N], or [K, N] for K models. `progress` names the pass in progress lines (nplm.progress)."""
+  [N], or [K, N] for K models. `progress` names the pass in progress lines (nplm.display)."""
   batches = show_progress(batching.eval_batches(num_tokens, batch_size),
                           batching.num_batches(num_tokens, batch_size), progress, 'batch')
   pieces, masks = [], []
   for positions, mask in batches:
-    pieces.append(parallel.settle(log_prob_step(params, padded_split,
+    pieces.append(parallel.wait_on_cpu_devices(log_prob_step(params, padded_split,
                                                 parallel.put(positions, mesh, 'data'))))
     masks.append(mask)
     stop_requests.pace(pieces)  # A few batches queued at most; a stop request ends the pass.
@@ -175,8 +177,8 @@ class WindowFeed:
                                       self.num_models)
     self.log_prob_step = make_log_prob_step(self.lm, self.config.order, self.mesh,
                                             sharding.params, self.num_models)
-    settle = optimizer.settle if self.num_models == 1 else jax.vmap(optimizer.settle)
-    self.settle = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if self.tables
+    settle = optimizer.pay_decay_debts if self.num_models == 1 else jax.vmap(optimizer.pay_decay_debts)
+    self.pay_decay_debts = (jax.jit(settle, donate_argnums=0, out_shardings=sharding) if self.tables
                    else lambda state: state)
     return state
 
@@ -190,12 +192,12 @@ class WindowFeed:
 
   def step(self, state, batch, run_rng, hyperparameters=None):
     """(state, loss) after one update: K stacked states and K losses for K models, each
-    with its own `hyperparameters` (nplm.optimizer.hyperparameters_of; default: the
+    with its own `hyperparameters` (nplm.training.optimizer.hyperparameters_of; default: the
     config's)."""
     hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
                                                                       self.steps_per_epoch)
     positions, mask = (parallel.put(array, self.mesh, 'data') for array in batch)
-    return parallel.settle(self.train_step(state, hyperparameters, self.splits['train'],
+    return parallel.wait_on_cpu_devices(self.train_step(state, hyperparameters, self.splits['train'],
                                            positions, mask, run_rng))
 
   def log_probs(self, params, split: str, progress: str = '') -> np.ndarray:
