@@ -26,8 +26,11 @@ SHORT = ['--feature_size=8', '--batch_size=16', '--eval_batch_size=64',
 NNLM = ['--model=nnlm', '--order=3', '--hidden_size=16']
 # (name, corpus, flags): every family (window, stream, word2vec), every head and optimizer.
 CASES = [
+    *[(f'nnlm {head}', 'text', [*NNLM, f'--head={head}'])
+      for head in ('softmax', 'class', 'tree')],
     *[(f'nnlm {head}', 'text', [*NNLM, f'--head={head}', '--num_samples=8'])
-      for head in ('softmax', 'class', 'tree', 'is', 'nce', 'negative_sampling', 'adaptive')],
+      for head in ('is', 'nce', 'negative_sampling')],
+    ('nnlm adaptive', 'text', [*NNLM, '--head=adaptive']),
     ('nnlm tree balanced', 'text', [*NNLM, '--head=tree', '--tree=balanced']),
     ('nnlm direct dropout', 'text', [*NNLM, '--direct', '--dropout=0.2', '--weight_decay=0.01']),
     ('nnlm sgd decay', 'text', [*NNLM, '--optimizer=sgd', '--learning_rate=0.1',
