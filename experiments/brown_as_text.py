@@ -62,7 +62,7 @@ def main(argv):
   cli.show_progress_lines()
   brown_config = Config(workdir='unused', data_dir=FLAGS.data_dir).resolved()
   brown = load_dataset(brown_config)
-  export_splits(brown, FLAGS.export_dir)
+  export_splits(brown, FLAGS.export_dir, brown_config.dataset)
   text = load_dataset(Config(workdir='unused', dataset=f'text:{FLAGS.export_dir}',
                              data_dir=FLAGS.data_dir).resolved())
   rows = []

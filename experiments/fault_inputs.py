@@ -150,8 +150,9 @@ HUGE = (('--order=100000', {'order': 100000}),
         ('--hidden_size=100000000', {'hidden_size': 100000000}),
         ('--eval_batch_size=100000000', {'eval_batch_size': 100000000}),
         ('transformer --order=3000', {'model': 'transformer', 'order': 3000, 'num_heads': 2}),
-        ('skipgram --window=100000', {'model': 'skipgram', 'window': 100000,
-                                      'head': 'negative_sampling'}))
+        # Skip-gram reads neither the common --order nor --hidden_size: their defaults.
+        ('skipgram --window=100000', {'model': 'skipgram', 'window': 100000, 'order': 5,
+                                      'hidden_size': 100, 'head': 'negative_sampling'}))
 
 
 def case_huge(c) -> None:

@@ -9,8 +9,7 @@ derived from the groups, below the class.
 import dataclasses
 from typing import Any
 
-from nplm import heads, models, parallel, paths
-from nplm.data import datasets
+from nplm import heads, models, paths
 from nplm.errors import ConfigError
 
 __all__ = ['Config', 'ConfigError']
@@ -81,8 +80,8 @@ class Config:
                            'train, valid and test (slices allowed: '
                            'train[:95%],train[95%:],test).', role=SPLITS)
 
-  model: str = _knob(MODEL, 'nnlm', 'nnlm (Bengio et al. 2003), transformer (causal, over the '
-                     'n-1 previous words), or a recurrent model: rnn (Elman), lstm, gru.')
+  model: str = _knob(MODEL, 'nnlm', f'{", ".join(models.MODELS)} (nplm.models), or '
+                     'module.path:Name, a model class of your own with their interface.')
   order: int = _knob(MODEL, 5, 'nnlm, transformer: n, the model predicts w_t from the n-1 '
                      'previous words.')
   feature_size: int = _knob(MODEL, 30, 'm: size of each word feature vector C(w) (the '
@@ -110,8 +109,8 @@ class Config:
                            'probability (√(f/tN) + 1)·tN/f each epoch (Mikolov et al. 2013b; '
                            'word2vec: 1e-3); 0 = keep every token.')
 
-  head: str = _knob(HEAD, 'softmax', 'Output head name in nplm.heads.HEADS: softmax, class, '
-                    'tree, is, nce, negative_sampling, adaptive.')
+  head: str = _knob(HEAD, 'softmax', f'{", ".join(heads.HEADS)} (nplm.heads), or '
+                    'module.path:Name, a head class of your own with their interface.')
   num_classes: int = _knob(HEAD, 0, 'class head: number of frequency-binned classes (0 = '
                            '√|V|).')
   tree: str = _knob(HEAD, 'huffman', 'tree head: huffman (from training counts) or balanced.')
@@ -195,13 +194,14 @@ class Config:
     return cls(**{name: value for name, value in saved.items() if name in known})
 
   def resolved(self) -> 'Config':
-    """This config with the dataset-dependent defaults filled in (--unk_max_count -1, Brown's
-    split): what a run records and compares."""
-    changes = {}
+    """This config with its source's defaults filled in (--unk_max_count -1; its split when
+    neither --train_tokens nor --valid_tokens is given): what a run records and compares."""
+    from nplm.data.sources import source_of  # Here, not above: it imports numpy.
+    source, changes = source_of(self.dataset), {}
     if self.unk_max_count == -1:
-      changes['unk_max_count'] = datasets.default_unk_max_count(self.dataset)
-    if datasets.is_brown(self.dataset) and not self.train_tokens and not self.valid_tokens:
-      changes.update(datasets.BROWN_SPLIT)
+      changes['unk_max_count'] = source.default_unk_max_count
+    if not self.train_tokens and not self.valid_tokens:
+      changes.update(source.default_split())
     return self.replace(**changes)
 
   def absolute_paths(self) -> 'Config':
@@ -225,22 +225,28 @@ class Config:
 
   def validate(self) -> 'Config':
     """Returns self, or raises ConfigError naming the first value that cannot work. The
-    models and heads check their own knobs (nplm.models, nplm.heads)."""
+    chosen model and head check their own knobs (nplm.models, nplm.heads); a knob that
+    neither reads must keep its default."""
+    from nplm import lm, parallel  # Here, not above: `import nplm.config` loads no Flax.
+    from nplm.training import optimizer
+    errors = (models.config_errors(self) + heads.config_errors(self)
+              + _unread_knob_errors(self))
     checks = [
-        *[(False, error) for error in models.config_errors(self) + heads.config_errors(self)],
-        (self.bptt_length >= 1, f'--bptt_length must be positive, got {self.bptt_length}'),
+        *[(False, error) for error in errors],
         (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
-        (self.dtype in ('float32', 'bfloat16'),
-         f'unknown --dtype={self.dtype!r}; known: bfloat16, float32'),
-        (self.optimizer in ('sgd', 'adamw', 'lazy_adam'),
-         f'unknown --optimizer={self.optimizer!r}; known: adamw, lazy_adam, sgd'),
+        (self.dtype in lm.COMPUTE_DTYPES,
+         f'unknown --dtype={self.dtype!r}; known: {", ".join(sorted(lm.COMPUTE_DTYPES))}'),
+        (self.optimizer in optimizer.OPTIMIZERS,
+         f'unknown --optimizer={self.optimizer!r}; known: '
+         f'{", ".join(sorted(optimizer.OPTIMIZERS))}'),
         (not (self.optimizer == 'lazy_adam' and self.tie_embeddings),
          '--optimizer=lazy_adam updates the rows a step reads, but with --tie_embeddings the '
          'softmax reads every row of C: use --optimizer=adamw'),
         (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
         (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
-        (self.lr_schedule in ('inverse', 'linear'),
-         f'unknown --lr_schedule={self.lr_schedule!r}; known: inverse, linear'),
+        (self.lr_schedule in optimizer.LR_SCHEDULES,
+         f'unknown --lr_schedule={self.lr_schedule!r}; known: '
+         f'{", ".join(optimizer.LR_SCHEDULES)}'),
         (self.lr_schedule != 'linear' or self.lr_decay == 0,
          '--lr_decay is the inverse schedule\'s r; --lr_schedule=linear decays by itself: '
          'leave --lr_decay out'),
@@ -288,14 +294,14 @@ class Config:
     return self
 
   def _data_checks(self) -> list[tuple[bool, str]]:
+    from nplm.data.sources import source_of  # Here, not above: it imports numpy.
+    source = source_of(self.dataset)  # A ConfigError if it names none.
     fractions = self.split_fractions.split(',')
     try:
       shares = [float(f) for f in fractions]
     except ValueError:
       shares = []
-    text_file_or_brown = datasets.is_brown(self.dataset) or self.dataset.startswith('text:')
     return [
-        (datasets.check_name(self.dataset) is None, datasets.check_name(self.dataset)),
         (self.tokens in ('words', 'chars'),
          f'unknown --tokens={self.tokens!r}; known: words, chars'),
         (self.unk_max_count >= -1,
@@ -305,9 +311,7 @@ class Config:
         (self.train_tokens >= 0 and self.valid_tokens >= 0
          and (self.train_tokens > 0) == (self.valid_tokens > 0),
          '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
-        (text_file_or_brown or not self.train_tokens,
-         f'--train_tokens and --valid_tokens cut brown or text:FILE; {self.dataset} comes '
-         'split (--tfds_splits picks a TFDS dataset\'s splits)'),
+        *[(False, error) for error in source.config_errors(self)],
         (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
          f'--split_fractions must be three positive shares summing to 1, got '
          f'{self.split_fractions!r}'),
@@ -350,6 +354,28 @@ _PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
 
 def group_of(name: str) -> str:
   return Config.__dataclass_fields__[name].metadata['group']
+
+
+# The knobs read by some models or heads only (their `knobs`): --bptt_length is the
+# recurrent models'.
+COMPONENT_KNOBS = tuple(name for name in _fields([MODEL, HEAD])
+                        if name not in ('model', 'head')) + ('bptt_length',)
+
+
+def _unread_knob_errors(config: Config) -> list[str]:
+  """A component knob set away from its default that neither the chosen model nor the
+  chosen head reads would change nothing: refused, naming those that read it."""
+  read = (*models.model_class(config.model).knobs, *heads.head_class(config.head).knobs)
+  errors = []
+  for name in COMPONENT_KNOBS:
+    if name in read or getattr(config, name) == Config.__dataclass_fields__[name].default:
+      continue
+    if model_readers := models.readers(name):
+      readers, chosen = f'--model={", ".join(model_readers)}', f'--model={config.model}'
+    else:
+      readers, chosen = f'--head={", ".join(heads.readers(name))}', f'--head={config.head}'
+    errors.append(f'--{name} is read by {readers}, not {chosen}: leave it out')
+  return errors
 
 
 # Which corpus a run reads (nplm.data.datasets.load_dataset).

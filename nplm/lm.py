@@ -120,10 +120,10 @@ def build_language_model(config, counts, mesh=None) -> LanguageModel:
     if config.head not in OUTPUT_ROW_HEADS:
       raise ConfigError(f'--tie_embeddings needs a head with one output row per word '
                         f'({", ".join(OUTPUT_ROW_HEADS)}); --head={config.head} has none')
-    if model.hidden_dim != config.feature_size:
+    if model.output_width != config.feature_size:
       raise ConfigError(f'--tie_embeddings needs the hidden vector as wide as the embeddings: '
-                        f'the model gives {model.hidden_dim}, --feature_size is '
+                        f'the model gives {model.output_width}, --feature_size is '
                         f'{config.feature_size}; make them equal')
-  language_model = RecurrentLanguageModel if model.recurrent else LanguageModel
-  return language_model(model=model, head=build_head(config, counts, model.hidden_dim, mesh),
+  language_model = RecurrentLanguageModel if model.family == 'streams' else LanguageModel
+  return language_model(model=model, head=build_head(config, counts, model.output_width, mesh),
                         tied=config.tie_embeddings)

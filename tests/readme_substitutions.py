@@ -22,9 +22,9 @@ import sys
 
 
 def install() -> None:
-  from nplm.data import brown, datasets
+  from nplm.data import brown, brown_source
   from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
-  datasets.BROWN_SPLIT.update(TINY_SPLIT)
+  brown_source.PAPER_SPLIT.update(TINY_SPLIT)  # The Brown source's default split.
   load_texts = brown.load_texts
 
   def tiny_brown(data_dir=None, corpus_dir=None, expected_words=None, expected_files=None):

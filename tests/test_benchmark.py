@@ -1,4 +1,5 @@
-"""The benchmark's measurement functions on a tiny vocabulary: structure and FLOP counts."""
+"""The benchmark's measurement functions on a tiny vocabulary: structure, FLOP counts, and
+every rate and ratio of a report against counts by hand (on a clock whose runs last 0.5 s)."""
 
 import json
 
@@ -7,6 +8,7 @@ import pytest
 
 from experiments.benchmarks import harness
 from experiments.benchmarks import nnlm as benchmark
+from tests.benchmark_clock import BenchmarkClock
 
 TINY_SHAPE = dict(order=3, feature_size=2, hidden_size=3, direct=True)
 TINY_VOCAB = 10
@@ -41,28 +43,51 @@ def test_batches_continue_into_the_next_epoch_when_the_split_is_short():
   assert [int(mask.sum()) for _, mask in batches] == [4, 4, 2, 4, 4]
 
 
-def test_run_benchmark_reports_every_measurement(tmp_path):
+def test_rates_count_the_real_examples_only():
+  batches = harness.benchmark_batches(num_examples=10, batch_size=4, steps=3)  # 4 + 4 + 2 real.
+  assert harness.rate_summary([2.0, 1.0, 4.0], batches, 0.5) == {
+      'median': 5.0, 'min': 2.5, 'max': 10.0, 'runs': [5.0, 10.0, 2.5],
+      'seconds_per_step': pytest.approx(2.0 / 3), 'last_loss': 0.5}
+
+
+def test_run_benchmark_reports_every_measurement(tmp_path, monkeypatch):
+  BenchmarkClock(tick=0.5).install(monkeypatch)  # Every timed run (or matmul) takes 0.5 s.
   ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)
   report = benchmark.run_benchmark(ids, np.ones(TINY_VOCAB), boundary_id=1, batch_size=4, steps=2,
                                    repeats=2, shapes={'tiny': TINY_SHAPE}, with_torch=False,
                                    square=16)
   assert report['machine']['cores'] >= 1 and report['settings']['repeats'] == 2
   assert report['square_matmul']['gflops_per_s'] > 0
+  assert report['square_matmul']['gflops_per_s'] == pytest.approx(2 * 16**3 / 0.5 / 1e9)
   (result,) = report['shapes']
   rate = result['jax']
   assert len(rate['runs']) == 2 and rate['min'] <= rate['median'] <= rate['max']
+  # A run: 2 steps of 4 examples in 0.5 s.
+  assert rate['runs'] == [16.0, 16.0] and rate['seconds_per_step'] == 0.25
   assert np.isfinite(rate['last_loss'])
   # XLA counts the matmuls and also the softmax, tanh and AdamW element-wise work.
   assert result['step_flops']['analytic'] == 1968
   assert result['step_flops']['xla'] >= result['step_flops']['analytic']
   assert result['step_gflops_per_s'] > 0 and result['share_of_matmul'] > 0
+  step_gflops = result['step_flops']['xla'] / 0.25 / 1e9
+  assert result['step_gflops_per_s'] == pytest.approx(step_gflops)
+  # The forward output layer's dot, [B, D]·[D, |V|]: D = (n-1)·m + h = 4 + 3.
+  output_gflops = 2 * 4 * 7 * TINY_VOCAB / 0.5 / 1e9
+  assert result['output_matmul'] == {'dims': [4, 7, TINY_VOCAB],
+                                     'gflops_per_s': pytest.approx(output_gflops)}
+  assert result['share_of_matmul'] == pytest.approx(step_gflops / output_gflops)
   assert result['torch'] is None and 'notorch' in result['torch_skipped']
   assert result['jax_bfloat16']['median'] > 0 and result['bfloat16_over_float32'] > 0
+  assert result['jax_bfloat16']['runs'] == [16.0, 16.0] and result['bfloat16_over_float32'] == 1
   assert 'tiny' in benchmark.format_report(report)
+  assert f'{2 * 16**3 / 0.5 / 1e9:.1f} GFLOP/s' in benchmark.format_report(report)
 
   benchmark.write_report(report, str(tmp_path / 'bench' / 'out.json'))
   assert json.loads((tmp_path / 'bench' / 'out.json').read_text())['shapes'][0]['shape'] == 'tiny'
   assert '| tiny |' in (tmp_path / 'bench' / 'out.md').read_text()
+  assert (f'| tiny | 16 [16–16] | {result["step_flops"]["xla"] / 1e9:.3f} / 0.000 | '
+          f'{step_gflops:.1f} | {output_gflops:.1f} | {step_gflops / output_gflops:.0%} | '
+          'skipped | – | 16 | 1.00 |') in (tmp_path / 'bench' / 'out.md').read_text()
   assert sorted(p.name for p in (tmp_path / 'bench').iterdir()) == ['out.json', 'out.md']
 
 

@@ -15,7 +15,8 @@ import pytest
 from nplm.cli import ngram as ngram_program
 from nplm.config import Config
 from nplm.data import datasets
-from nplm.data.tokenize import brown_words, file_tokens, words_of
+from nplm.data.brown_source import brown_words
+from nplm.data.tokenize import file_tokens, words_of
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK
 from nplm.use.evaluation import file_types
 from nplm.use.trained import load_trained
@@ -172,7 +173,7 @@ def test_a_tfds_dataset_trains_from_the_command_line_and_exports(tmp_path):
 
 def test_brown_export_read_back_as_text_gives_the_same_words(tiny_corpus, tmp_path):
   from nplm.cli.export import export_splits
-  export_splits(tiny_corpus, tmp_path / 'out')
+  export_splits(tiny_corpus, tmp_path / 'out', 'brown')
   corpus = datasets.load_dataset(Config(workdir='w', dataset=f'text:{tmp_path / "out"}',
                                         data_dir=str(tmp_path / 'tfds')).resolved())
   for split, ids in tiny_corpus.splits.items():

@@ -31,7 +31,8 @@ HAND_WRITTEN = {
                          'num_processes', 'process_id'),
     'PER_MODEL_FIELDS': ('seed', 'learning_rate', 'lr_decay', 'weight_decay', 'workdir'),
     'HYPERPARAMETERS': ('learning_rate', 'lr_decay', 'weight_decay'),
-    # nplm/cli/evaluate.py's _OTHER_DATA_FIELDS.
+    # What `nplm evaluate --dataset=NAME` takes from its flags over a trained run's config
+    # (nplm/cli/evaluate.py, which listed them by hand before the groups existed).
     'LOCATION_AND_SPLIT_FIELDS': ('data_dir', 'corpus_dir', 'train_tokens', 'valid_tokens',
                                   'split_fractions', 'tfds_splits'),
 }
@@ -87,6 +88,7 @@ def test_help_shows_the_groups_in_their_order():
 # process of its own, all at once.
 MISTAKES = {
     'train': ['nplm.cli', 'train', '--order=1'],
+    'train, a model path': ['nplm.cli', 'train', '--model=no_such_package.models:Model'],
     'evaluate': ['nplm.cli', 'evaluate', '--workdir=/nonexistent/run'],
     'ngram': ['nplm.cli', 'ngram', '--out=/tmp/unused', '--model=nope'],
     'score': ['nplm.cli', 'score', '--workdir=/nonexistent/run', 'a sentence'],

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nplm.cli import export
-from nplm.data import acquire, brown, brown_format, corpus
+from nplm.data import acquire, brown, brown_format, brown_source
 from nplm.data import CorpusNotFoundError, CorruptCorpusError, Vocabulary
 from nplm.data.vocab import PARAGRAPH_END, TEXT_END, UNK
 
@@ -95,8 +95,13 @@ def test_brown_file_names_follow_the_corpus():
 
 # --- acquisition ------------------------------------------------------------------------
 
-def test_check_corpus_accepts_the_fixture():
-  acquire.check_corpus(FIXTURE_DIR, **FIXTURE)
+def test_check_corpus_accepts_the_fixture_with_its_word_count_only():
+  assert acquire.check_corpus(FIXTURE_DIR, **FIXTURE) is None
+  # conftest counts FIXTURE_WORDS with str.split; one word more or less is refused.
+  for expected in (FIXTURE_WORDS - 1, FIXTURE_WORDS + 1):
+    with pytest.raises(CorruptCorpusError, match=f'holds {FIXTURE_WORDS:,} words; the corpus '
+                                                 f'has {expected:,}'):
+      acquire.check_corpus(FIXTURE_DIR, expected_words=expected, expected_files=FIXTURE_FILES)
 
 
 def test_check_corpus_names_missing_files(tmp_path):
@@ -230,10 +235,10 @@ def test_failed_prepare_leaves_nothing_prepared(tmp_path, empty_nltk_places, no_
 
 def test_tokens_mark_paragraph_and_text_ends():
   texts = [[['a', 'b'], ['c']], [['d']]]
-  assert corpus.tokens_from_texts(texts) == ['a', 'b', '</p>', 'c', '</p>', '</text>',
+  assert brown_source.tokens_from_texts(texts) == ['a', 'b', '</p>', 'c', '</p>', '</text>',
                                              'd', '</p>', '</text>']
   with pytest.raises(ValueError, match='clash'):
-    corpus.tokens_from_texts([[['a', '</p>']]])
+    brown_source.tokens_from_texts([[['a', '</p>']]])
 
 
 def test_vocabulary_threshold_order_and_unk_rank():
@@ -264,12 +269,12 @@ def test_vocabulary_is_immutable_and_round_trips(tmp_path):
 
 @pytest.fixture(scope='module')
 def fixture_corpus(prepared_dir):
-  return corpus.load_corpus(prepared_dir, unk_max_count=1, train_tokens=400, valid_tokens=100,
+  return brown_source.load_corpus(prepared_dir, unk_max_count=1, train_tokens=400, valid_tokens=100,
                             **FIXTURE)
 
 
 def fixture_tokens():
-  return corpus.tokens_from_texts([raw_paragraphs(name) for name in FIXTURE_FILES])
+  return brown_source.tokens_from_texts([raw_paragraphs(name) for name in FIXTURE_FILES])
 
 
 def test_splits_follow_the_paper_rule(fixture_corpus):
@@ -300,11 +305,11 @@ def test_vocabulary_and_unk_rates_come_from_train_only(fixture_corpus):
 
 def test_too_small_corpus_names_the_sizes(prepared_dir):
   with pytest.raises(ValueError, match='cannot split 643 tokens into 600 train, 100 valid'):
-    corpus.load_corpus(prepared_dir, train_tokens=600, valid_tokens=100, **FIXTURE)
+    brown_source.load_corpus(prepared_dir, train_tokens=600, valid_tokens=100, **FIXTURE)
 
 
 def test_export_round_trips_the_id_streams(fixture_corpus, tmp_path):
-  export.export_splits(fixture_corpus, tmp_path / 'out')
+  export.export_splits(fixture_corpus, tmp_path / 'out', 'brown')
   for name, ids in fixture_corpus.splits.items():
     lines = (tmp_path / 'out' / f'{name}.txt').read_text().splitlines()
     assert ' '.join(lines).split() == fixture_corpus.vocab.decode(ids)
@@ -319,7 +324,7 @@ def test_export_round_trips_the_id_streams(fixture_corpus, tmp_path):
 
 def test_export_lines_break_after_paragraphs_and_texts():
   tokens = ['a', '</p>', 'b', '</p>', '</text>', 'c', '</p>', 'd']
-  assert export.brown_lines(tokens) == ['a </p>', 'b </p> </text>', 'c </p>', 'd']
+  assert brown_source.paragraph_lines(tokens) == ['a </p>', 'b </p> </text>', 'c </p>', 'd']
 
 
 def test_export_cli_reports_a_missing_corpus_in_one_line(tmp_path):
@@ -340,7 +345,7 @@ def test_real_corpus_smoke(real_data_dir):
   texts = brown.load_texts(data_dir)
   assert len(texts) == 500 and sum(map(len, texts)) == 15_667
   assert sum(len(paragraph) for text in texts for paragraph in text) == 1_161_192
-  real = corpus.load_corpus(data_dir)
+  real = brown_source.load_corpus(data_dir)
   sizes = [stats['tokens'] for stats in real.stats.values()]
   assert sizes == [800_000, 200_000, 1_161_192 + 15_667 + 500 - 1_000_000]
   assert real.vocab.size == 14_039  # From the training split alone: as before --dataset.

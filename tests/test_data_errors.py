@@ -11,7 +11,7 @@ import time
 import pytest
 
 from nplm.config import Config
-from nplm.data import brown, corpus, datasets, prepared, text_sources, tfds_dirs
+from nplm.data import brown, brown_source, datasets, prepared, text_sources, tfds_dirs
 from nplm.data.acquire import CorpusError, CorruptCorpusError
 from nplm.errors import ConfigError
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, write_text_corpus
@@ -171,11 +171,11 @@ def test_token_counts_for_a_text_dir_are_refused_not_ignored(tmp_path):
 
 
 def test_token_counts_beyond_brown_name_the_counts_and_its_size(tiny_data_dir):
-  tokens = len(corpus.tokens_from_texts(brown.load_texts(tiny_data_dir, FIXTURE_DIR, **FIXTURE)))
+  tokens = len(brown_source.tokens_from_texts(brown.load_texts(tiny_data_dir, FIXTURE_DIR, **FIXTURE)))
   with pytest.raises(ConfigError, match=(
       f'cannot split {tokens} tokens into 600 train, 100 valid .*; give positive --train_tokens '
       f'and --valid_tokens that sum to less than {tokens}$')):
-    corpus.load_corpus(tiny_data_dir, FIXTURE_DIR, train_tokens=600, valid_tokens=100,
+    brown_source.load_corpus(tiny_data_dir, FIXTURE_DIR, train_tokens=600, valid_tokens=100,
                        **FIXTURE)
 
 

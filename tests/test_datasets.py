@@ -15,8 +15,7 @@ from etils import epath
 
 from nplm.run_files.checkpoint import IncompatibleCheckpointError
 from nplm.config import Config, ConfigError
-from nplm.data import brown, datasets, prepared, text_sources, tfds_dirs
-from nplm.data import corpus as corpus_lib
+from nplm.data import brown, brown_source, datasets, prepared, text_sources, tfds_dirs
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.vocab import END_OF_SENTENCE, UNK, Vocabulary
 from nplm.train import run
@@ -180,20 +179,20 @@ def test_chars_make_every_character_a_token_and_the_line_end_eos(tmp_path):
 
 def test_brown_chars_are_the_text_of_brown_words_with_the_marks_kept():
   words = ['The', 'jury', 'said', '</p>', 'It', 'was', '</p>', '</text>']
-  assert corpus_lib.words_to_chars(words) == [
+  assert brown_source.words_to_chars(words) == [
       *'The jury said', '</p>', *'It was', '</p>', '</text>']
 
 
 def test_brown_chars_split_the_same_text_as_brown_words(tiny_data_dir):
   checks = dict(expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES)
-  words = corpus_lib.tokens_from_texts(brown.load_texts(tiny_data_dir, FIXTURE_DIR, **checks))
-  chars = corpus_lib.load_corpus(tiny_data_dir, FIXTURE_DIR, unk_max_count=0,
+  words = brown_source.tokens_from_texts(brown.load_texts(tiny_data_dir, FIXTURE_DIR, **checks))
+  chars = brown_source.load_corpus(tiny_data_dir, FIXTURE_DIR, unk_max_count=0,
                                  tokenization='chars', **checks, **TINY_SPLIT)
   starts = {'train': 0, 'valid': TINY_SPLIT['train_tokens'],
             'test': TINY_SPLIT['train_tokens'] + TINY_SPLIT['valid_tokens']}
   ends = {'train': starts['valid'], 'valid': starts['test'], 'test': len(words)}
   for split in SPLITS:
-    text = corpus_lib.words_to_chars(words[starts[split]:ends[split]])
+    text = brown_source.words_to_chars(words[starts[split]:ends[split]])
     assert chars.vocab.decode(chars.splits[split]) == seen_as(text, chars.vocab)
 
 

@@ -19,7 +19,7 @@ from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
-from nplm.train import train_and_evaluate
+from nplm.train import run
 
 ROOT = Path(__file__).parent.parent
 FAMILY = ('man woman king queen boy girl father mother brother sister son daughter husband '
@@ -136,7 +136,7 @@ def test_analogy_scores_count_the_right_answers_among_the_answerable(tmp_path):
 def test_the_benchmarks_are_gensims_files_counted_in_full():
   keyed = KeyedVectors(2)
   keyed.add_vectors(['cat', 'dog'], np.eye(2))
-  scores = embeddings.evaluate(keyed)
+  scores = embeddings.benchmark_scores(keyed)
   # The published sizes: 353 and 999 pairs; 8,869 semantic + 10,675 syntactic questions.
   assert scores['wordsim353']['pairs'] == 353 and scores['simlex999']['pairs'] == 999
   assert scores['analogies']['questions'] == 19544
@@ -162,7 +162,7 @@ def family_run(tmp_path_factory):
   config = Config(workdir=str(root / 'run'), dataset=f'text:{root / "text"}',
                   data_dir=str(root / 'tfds'), order=3, feature_size=6, hidden_size=8,
                   batch_size=16, eval_batch_size=16, epochs=1, log_every=100).resolved()
-  train_and_evaluate(config.validate(), load_dataset(config))
+  run(config.validate(), load_dataset(config))
   return root / 'run'
 
 

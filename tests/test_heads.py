@@ -23,7 +23,7 @@ from nplm.heads.class_softmax import WordClasses
 from nplm.lm import build_language_model
 from nplm.training.optimizer import make_optimizer
 from nplm.train import run
-from nplm.training.window_feed import init_state
+from nplm.training.window_feed import WindowFeed
 from tests.test_train import brute_force_perplexity, tiny_config
 
 V, D, B = 37, 8, 5  # Not a power of 2; D = 8 gives the adaptive tails 2 and 1 dimensions.
@@ -37,22 +37,22 @@ def zipf_counts(vocab_size: int) -> np.ndarray:
   return counts
 
 
-def make_head(head, vocab_size=V, hidden_dim=D, counts=None, **knobs):
+def make_head(head, vocab_size=V, input_width=D, counts=None, **knobs):
   counts = zipf_counts(vocab_size) if counts is None else counts
-  return build_head(Config(workdir='unused', head=head, **knobs), counts, hidden_dim)
+  return build_head(Config(workdir='unused', head=head, **knobs), counts, input_width)
 
 
-def random_params(head, hidden_dim=D, seed=0, noise=0.3):
+def random_params(head, input_width=D, seed=0, noise=0.3):
   """The head's initial parameters plus noise, so that every bias is exercised."""
-  init = jax.jit(lambda key: head.init(key, jnp.zeros((1, hidden_dim)), method=head.log_probs))
+  init = jax.jit(lambda key: head.init(key, jnp.zeros((1, input_width)), method=head.log_probs))
   params = init(jax.random.key(seed))['params']
   rng = np.random.default_rng(seed)
   return jax.tree.map(lambda p: np.asarray(p + noise * rng.normal(size=p.shape), np.float32),
                       params)
 
 
-def random_hidden(batch=B, hidden_dim=D, seed=1):
-  return np.random.default_rng(seed).normal(size=(batch, hidden_dim)).astype(np.float32)
+def random_hidden(batch=B, input_width=D, seed=1):
+  return np.random.default_rng(seed).normal(size=(batch, input_width)).astype(np.float32)
 
 
 def log_softmax(x):
@@ -372,7 +372,7 @@ def initial_valid_perplexity(config, corpus) -> float:
   """The exact validation perplexity of the parameters the run starts from."""
   lm = build_language_model(config, corpus.vocab.counts)
   init_rng, _ = jax.random.split(jax.random.key(config.seed))
-  params = init_state(config, lm, init_rng, make_optimizer(config)).params
+  params = WindowFeed.init_state(config, lm, init_rng, make_optimizer(config)).params
   ids = corpus.splits['valid']
   padded = batching.pad_split(ids, config.order, int(corpus.vocab.encode([TEXT_END])[0]))
   context, targets = batching.windows(padded, np.arange(len(ids)), config.order)

@@ -2,7 +2,8 @@
 
 Building one head's real runner (eager init, then XLA compiling its train step) takes 3-5
 seconds on 2 cores, so the report's structure is checked with stand-in runners, and only
-two heads run their real steps; training uses only the softmax.
+two heads run their real steps; training uses only the softmax. The timed runs last what the
+tests say (tests/benchmark_clock.py): rates and speed-ups are checked against hand counts.
 """
 
 import json
@@ -13,6 +14,7 @@ import pytest
 from experiments.benchmarks import heads as heads_benchmark
 from nplm.config import Config
 from nplm.heads import HEADS
+from tests.benchmark_clock import BenchmarkClock
 from tests.conftest import TINY_SPLIT
 
 TINY_SHAPE = dict(order=3, feature_size=2, hidden_size=3, direct=True)
@@ -30,20 +32,31 @@ def tiny_ids(size: int, seed: int = 0) -> np.ndarray:
   return np.random.default_rng(seed).integers(0, TINY_VOCAB, size).astype(np.int32)
 
 
+# Each stand-in run of the i-th head of HEADS lasts 2^-i seconds (its output layer's, 4^-i):
+# head i is 2^i (4^i) times as fast as the softmax.
+STEP_SECONDS = {head: 2.0 ** -i for i, head in enumerate(HEADS)}
+LAYER_SECONDS = {head: 4.0 ** -i for i, head in enumerate(HEADS)}
+
+
 class FakeRunners:
-  """Stands in for benchmark.jax_runner: records which head ran when, and runs in no time."""
+  """Stands in for benchmark.jax_runner: records which head ran when, and takes
+  STEP_SECONDS (LAYER_SECONDS) on the benchmark's clock."""
 
   def install(self, monkeypatch):
     """Both the train-step and the output-layer runners record into the same list."""
     monkeypatch.setattr(heads_benchmark, 'jax_runner', self)
-    monkeypatch.setattr(heads_benchmark, 'output_layer_runner', lambda *args: self(*args)[0])
+    monkeypatch.setattr(heads_benchmark, 'output_layer_runner',
+                        lambda *args: self(*args, seconds=LAYER_SECONDS)[0])
+    self.clock.install(monkeypatch)
 
   def __init__(self):
     self.calls = []
+    self.clock = BenchmarkClock()
 
-  def __call__(self, config, counts, padded_split):
+  def __call__(self, config, counts, padded_split, seconds=STEP_SECONDS):
     def run_steps(batches):
       self.calls.append(config.head)
+      self.clock.elapse(seconds[config.head])
       return 1.0
     return run_steps, None
 
@@ -71,13 +84,25 @@ def test_every_head_is_reported_and_the_repeats_are_interleaved(monkeypatch, tmp
     layer = r['output_layer_rate']
     assert r['output_layer_speedup'] == (
         layer['median'] / results['softmax']['output_layer_rate']['median'])
-    assert r['config']['head'] == r['head'] and r['config']['num_samples'] == 5
-    assert r['config']['adaptive_cutoffs'] == '8,20' and r['config']['optimizer'] == 'adamw'
+    # Each head's config holds the settings it reads, the defaults of the others.
+    sampling = r['head'] in ('is', 'nce', 'negative_sampling')
+    assert r['config']['head'] == r['head'] and r['config']['num_samples'] == (
+        5 if sampling else 100)
+    assert r['config']['adaptive_cutoffs'] == ('8,20' if r['head'] == 'adaptive' else '')
+    assert r['config']['optimizer'] == 'adamw'
     assert r['summary'] is None and r['test_ppl_ratio'] is None
+  # 2 steps of 8 examples a run, at the seconds each head's stand-in takes.
+  for i, r in enumerate(results.values()):
+    assert r['rate']['runs'] == [16 * 2**i] * 3 and r['speedup'] == 2**i
+    assert r['output_layer_rate']['runs'] == [16 * 4**i] * 3
+    assert r['output_layer_speedup'] == 4**i
 
   markdown = heads_benchmark.format_report(report)
   for head in HEADS:
     assert f'| {head} ' in markdown
+  second = list(HEADS)[1]
+  assert f'| {second} | 32 [32–32] | 2.00× | 64 | 4.0× | — | — | — |' in markdown
+  assert markdown.count('\n| ') == 1 + len(HEADS)  # The header and a row per head.
   assert 'negative_sampling (not a LM)' in markdown and '`pytest`' in markdown
   assert '| 1.00× |' in markdown and '| 1.0× | — | — | — |' in markdown and 'interleaved' in markdown
 
@@ -100,8 +125,9 @@ def test_shapes_get_a_table_each_and_sequential_timing_takes_one_head_at_a_time(
   assert '### a (' in markdown and '### b (' in markdown and 'interleaved' not in markdown
 
 
-def test_real_train_steps_are_timed():
+def test_real_train_steps_are_timed(monkeypatch):
   """The real jitted steps, of the softmax and of the head that needs the tiny cutoffs."""
+  BenchmarkClock(tick=0.5).install(monkeypatch)  # Every timed run takes 0.5 s.
   report = heads_benchmark.run_heads_benchmark(
       tiny_ids(200), zipf_counts(TINY_VOCAB), boundary_id=1,
       heads=['adaptive'], shapes={'tiny': TINY_SHAPE}, batch_size=8,
@@ -114,6 +140,7 @@ def test_real_train_steps_are_timed():
     for rate in (r['rate'], r['output_layer_rate']):
       assert set(rate) == {'median', 'min', 'max', 'runs', 'seconds_per_step', 'last_loss'}
       assert rate['min'] > 0 and np.isfinite(rate['last_loss'])
+      assert rate['runs'] == [32.0, 32.0]  # 2 steps of 8 examples in 0.5 s.
 
 
 def test_training_reports_exact_perplexities_and_reuses_finished_runs(tiny_corpus, tmp_path):
@@ -132,6 +159,8 @@ def test_training_reports_exact_perplexities_and_reuses_finished_runs(tiny_corpu
   assert np.isfinite(summary['valid_ppl']) and summary['test_ppl'] > 1
   assert softmax['test_ppl_ratio'] == 1.0
   assert (tmp_path / 'runs' / 'tiny_softmax' / 'summary.json').exists()
+  written = json.loads((tmp_path / 'runs' / 'tiny_softmax' / 'summary.json').read_text())
+  assert (written['valid_ppl'], written['test_ppl']) == (summary['valid_ppl'], summary['test_ppl'])
   markdown = heads_benchmark.format_report(report)
   assert 'valid ppl after 1 epochs' in markdown and f'{summary["test_ppl"]:.1f}' in markdown
 

@@ -18,7 +18,7 @@ import pytest
 
 from launch import local
 from nplm.config import Config
-from nplm.train import train_and_evaluate
+from nplm.train import run
 from tests.conftest import TINY_SPLIT, write_text_corpus
 
 ROOT = Path(__file__).parent.parent
@@ -97,9 +97,16 @@ def test_each_process_gets_the_flags_the_coordinator_and_its_own_id():
   assert env == {'PATH': '/bin', 'JAX_PLATFORMS': 'cpu', 'JAX_NUM_CPU_DEVICES': '4'}
 
 
-def test_free_port_can_be_bound():
+def test_free_port_is_one_a_coordinator_can_listen_on():
+  port = local.free_port()
+  assert 1024 <= port <= 65535  # The OS's pick: no privileged port.
   with socket.socket() as server:
-    server.bind(('localhost', local.free_port()))
+    server.bind(('localhost', port))
+    server.listen()
+    with socket.create_connection(('localhost', port), timeout=10):
+      pass  # A process can reach it.
+    # While it is taken, the next pick is another port (bind refuses one in use).
+    assert local.free_port() != port
 
 
 # A stand-in for Python: `-m experiments.brown ... --process_id=i`. Process $STUB_FAIL exits
@@ -159,8 +166,9 @@ def test_ctrl_c_reaches_every_process_as_sigterm(stub_python, tmp_path):
 
 
 @pytest.mark.parametrize('mesh, head, shape', [
-    ('', 'softmax', {'data': 4, 'model': 1}),
-    ('data:2,model:2', 'nce', {'data': 2, 'model': 2}),  # Output rows split across processes.
+    ('', {'head': 'softmax'}, {'data': 4, 'model': 1}),
+    # Output rows split across processes.
+    ('data:2,model:2', {'head': 'nce', 'num_samples': 10}, {'data': 2, 'model': 2}),
 ])
 def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_data_dir,
                                                             tmp_path, mesh, head, shape):
@@ -170,7 +178,7 @@ def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_dat
   # a hundred computations in flight deadlock jax's CPU collectives.
   flags = dict(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=4,
                epochs=2, learning_rate=0.05, log_every=1000, checkpoint_every=20,
-               unk_max_count=1, head=head, num_samples=10, **TINY_SPLIT)
+               unk_max_count=1, **head, **TINY_SPLIT)
   workdir = tmp_path / 'two'
   args = [f'--{name}={value}' for name, value in flags.items()]
   code = local.launch(2, 2, [*args, f'--mesh={mesh}', f'--data_dir={tiny_data_dir}',
@@ -178,7 +186,7 @@ def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_dat
                       module='tests.tiny_brown', timeout_seconds=120, grace_seconds=1)
   assert code == 0
   two = json.loads((workdir / 'summary.json').read_text())
-  one = train_and_evaluate(Config(workdir=str(tmp_path / 'one'), **flags), tiny_corpus)
+  one = run(Config(workdir=str(tmp_path / 'one'), **flags), tiny_corpus)
   assert two['devices'] == {'count': 4, 'processes': 2, 'mesh': shape}
   assert two['steps'] == one['steps'] and two['status'] == one['status'] == 'epochs_done'
   for split in ('train', 'valid', 'test'):
@@ -214,7 +222,7 @@ def test_a_two_process_run_stopped_by_ctrl_c_resumes_to_the_same_numbers(
   assert saved and max(saved) % flags['log_every'] == 0  # …at an update they agreed on.
   assert local.launch(2, 2, args, module='tests.tiny_brown', timeout_seconds=120) == 0
   resumed = json.loads((workdir / 'summary.json').read_text())
-  one = train_and_evaluate(Config(workdir=str(tmp_path / 'one'), **flags), tiny_corpus)
+  one = run(Config(workdir=str(tmp_path / 'one'), **flags), tiny_corpus)
   assert resumed['steps'] == one['steps'] and resumed['epochs'] == one['epochs'] == 6
   for split in ('train', 'valid', 'test'):
     assert math.isclose(resumed[f'{split}_ppl'], one[f'{split}_ppl'], rel_tol=1e-5)

@@ -44,7 +44,7 @@ def test_log_probs_match_numpy_eq1(order, hidden_size, direct):
   targets = np.arange(9, dtype=np.int32) % vocab_size
   got_target = np.asarray(lm.apply({'params': params}, context, targets, method=lm.log_prob))
   np.testing.assert_allclose(got_target, want[np.arange(9), targets], atol=1e-5)
-  assert lm.model.hidden_dim == hidden_size + (4 * (order - 1) if direct else 0)
+  assert lm.model.output_width == hidden_size + (4 * (order - 1) if direct else 0)
 
 
 def test_windows_put_the_previous_word_first_and_pad_with_the_boundary():

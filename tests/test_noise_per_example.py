@@ -61,7 +61,8 @@ def test_noise_per_example_is_drawn_apart_and_matches_the_expected_loss(head_nam
 
 
 def test_noise_per_example_is_refused_for_other_heads_and_vocabulary_parallel_rows():
-  with pytest.raises(ConfigError, match='--noise_per_example is for --head=nce'):
+  with pytest.raises(ConfigError, match='--noise_per_example is read by --head=nce, '
+                     'negative_sampling, not --head=is'):
     Config(workdir='unused', head='is', noise_per_example=True).validate()
   two_row_shards = types.SimpleNamespace(shape={'data': 1, 'model': 2})  # All it reads.
   with pytest.raises(ConfigError, match='vocabulary-parallel'):

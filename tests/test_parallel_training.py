@@ -18,9 +18,9 @@ from experiments.benchmarks import devices as devices_benchmark
 from nplm import parallel
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
-from nplm.training.stream_feed import StreamFeed
-from nplm.train import train_and_evaluate
-from nplm.train import train_together
+from nplm.perplexity import perplexity
+from nplm.train import run
+from nplm.training.families import feed_of
 from nplm.training.window_feed import WindowFeed
 from tests import multidevice
 from tests.conftest import TINY_SPLIT, load_tiny_corpus
@@ -36,9 +36,15 @@ STEPS = 3
 HALF = 6  # Updates the checkpoint test trains before moving the run.
 
 WINDOW = Config(order=3, feature_size=8, hidden_size=16, batch_size=16, eval_batch_size=16,
-                num_samples=20, optimizer='sgd', learning_rate=0.3, workdir='unused')
-STREAM = WINDOW.replace(model='lstm', feature_size=8, hidden_size=8, batch_size=8,
-                        bptt_length=5, clip_norm=1.0, eval_batch_size=8)
+                optimizer='sgd', learning_rate=0.3, workdir='unused')
+STREAM = Config(model='lstm', feature_size=8, hidden_size=8, batch_size=8, bptt_length=5,
+                clip_norm=1.0, eval_batch_size=8, optimizer='sgd', learning_rate=0.3,
+                workdir='unused')
+SAMPLED = {'num_samples': 20}  # k of the sampling heads.
+
+
+def with_head(config: Config, head: str) -> Config:
+  return config.replace(head=head, **(SAMPLED if head in ('is', 'nce') else {}))
 
 
 # --- Run in the child, on 8 simulated CPU devices. ---
@@ -47,7 +53,7 @@ def train_steps(config: Config, mesh):
   """Losses of the first updates, the parameters after them (output rows cut to |V|) and
   the exact validation perplexity, on `mesh`."""
   lm = build_language_model(config, COUNTS, mesh)
-  feed = (StreamFeed if lm.model.recurrent else WindowFeed)(config, lm, SPLITS, BOUNDARY, mesh)
+  feed = feed_of(lm.model)(config, lm, SPLITS, BOUNDARY, mesh)
   state = feed.create_state(jax.random.key(0))
   state, batches = feed.start_epoch(state, 0, 0)
   losses = []
@@ -55,8 +61,13 @@ def train_steps(config: Config, mesh):
     state, loss = feed.step(state, batch, jax.random.key(1))
     losses.append(float(loss))
   params = jax.tree.map(np.asarray, state.params)
-  return losses, parallel.unpadded_output_rows(params, VOCAB), feed.evaluate(
-      state.params, 'valid')['ppl'], params
+  return losses, parallel.unpadded_output_rows(params, VOCAB), valid_perplexity(
+      feed, state.params), params
+
+
+def valid_perplexity(feed, params) -> float:
+  """exp(Σ NLL / Σ tokens) of the feed's exact log-probs of the validation split."""
+  return perplexity(-np.sum(feed.log_probs(params, 'valid')), feed.sizes['valid'])['ppl']
 
 
 def one_device():
@@ -78,24 +89,25 @@ def assert_same_as_one_device(config: Config, spec: str) -> None:
 
 def check_window_data_parallel():
   for head in ('softmax', 'nce'):
-    assert_same_as_one_device(WINDOW.replace(head=head), 'data:8')
+    assert_same_as_one_device(with_head(WINDOW, head), 'data:8')
   assert_same_as_one_device(WINDOW.replace(optimizer='adamw', learning_rate=1e-2), 'data:8')
 
 
 def check_window_vocab_parallel():
   for head in ('softmax', 'is', 'nce'):
-    assert_same_as_one_device(WINDOW.replace(head=head), 'data:2,model:4')
+    assert_same_as_one_device(with_head(WINDOW, head), 'data:2,model:4')
   assert_same_as_one_device(WINDOW, 'model:8')
 
 
 def check_replicated_heads_on_a_model_axis():
   for head in ('class', 'tree', 'adaptive'):
-    assert_same_as_one_device(WINDOW.replace(head=head), 'data:2,model:4')
+    assert_same_as_one_device(with_head(WINDOW, head), 'data:2,model:4')
 
 
 def check_stream_data_parallel():
   assert_same_as_one_device(STREAM, 'data:8')
-  assert_same_as_one_device(STREAM.replace(tie_embeddings=True, head='nce'), 'data:2,model:4')
+  assert_same_as_one_device(with_head(STREAM, 'nce').replace(tie_embeddings=True),
+                            'data:2,model:4')
 
 
 def check_output_rows_are_split_over_model():
@@ -113,10 +125,10 @@ def check_checkpoints_move_between_device_counts():
   finishes on 8 devices a run whose first half the parent trained on one."""
   corpus = load_tiny_corpus(os.environ['NPLM_TEST_TFDS'])
   base = Config.from_saved(json.loads(os.environ['NPLM_TEST_CHECKPOINT_CONFIG']))
-  half = train_and_evaluate(base.replace(workdir=os.environ['NPLM_TEST_SAVED_ON_8'],
+  half = run(base.replace(workdir=os.environ['NPLM_TEST_SAVED_ON_8'],
                                          mesh='data:2,model:4', max_steps=HALF), corpus)
   assert half['status'] == 'max_steps', half
-  summary = train_and_evaluate(base.replace(workdir=os.environ['NPLM_TEST_SAVED_ON_1'],
+  summary = run(base.replace(workdir=os.environ['NPLM_TEST_SAVED_ON_1'],
                                             mesh='data:2,model:4'), corpus)
   assert summary['devices']['mesh'] == {'data': 2, 'model': 4}
 
@@ -131,7 +143,7 @@ def check_a_hundred_steps_in_flight_do_not_deadlock():
   splits = {'train': SPLITS['train'], 'valid': RNG.integers(0, vocab, 2048 * 120)}
   feed = WindowFeed(config, lm, splits, BOUNDARY, mesh)
   state = feed.create_state(jax.random.key(0))
-  assert np.isfinite(feed.evaluate(state.params, 'valid')['ppl'])
+  assert np.isfinite(valid_perplexity(feed, state.params))
 
 
 def check_devices_benchmark_times_every_mesh():
@@ -152,10 +164,10 @@ def check_models_trained_together_split_their_batch_over_data():
   corpus = load_tiny_corpus(os.environ['NPLM_TEST_TFDS'])
   base = Config.from_saved(json.loads(os.environ['NPLM_TEST_CHECKPOINT_CONFIG']))
   root = Path(os.environ['NPLM_TEST_TOGETHER_ON_8'])
-  summaries = train_together(together_configs(base, root, mesh='data:8'), corpus)
+  summaries = run(together_configs(base, root, mesh='data:8'), corpus)
   assert [s['devices']['mesh'] for s in summaries] == [{'data': 8, 'model': 1}] * 2
   with pytest.raises(ConfigError, match='output rows whole'):
-    train_together(together_configs(base, root / 'refused', mesh='data:4,model:2'), corpus)
+    run(together_configs(base, root / 'refused', mesh='data:4,model:2'), corpus)
   assert not (root / 'refused').exists()
 
 
@@ -181,7 +193,7 @@ def runs(tiny_corpus, tiny_data_dir, tmp_path_factory):
   """The child's report, with the runs the checkpoint test compares."""
   tmp_path = tmp_path_factory.mktemp('meshes')
   config = checkpoint_config(tmp_path)
-  half_on_1 = train_and_evaluate(config.replace(workdir=str(tmp_path / 'saved_on_1'),
+  half_on_1 = run(config.replace(workdir=str(tmp_path / 'saved_on_1'),
                                                 max_steps=HALF), tiny_corpus)
   assert half_on_1['status'] == 'max_steps'
   report = multidevice.child_report(
@@ -203,10 +215,10 @@ def test_a_checkpoint_moves_between_8_devices_and_1(runs):
   that never moved (one device, uninterrupted)."""
   assert runs['report']['check_checkpoints_move_between_device_counts'] == 'ok'
   config, tmp_path, corpus = runs['config'], runs['tmp_path'], runs['corpus']
-  finished_on_1 = train_and_evaluate(config.replace(workdir=str(tmp_path / 'saved_on_8')),
+  finished_on_1 = run(config.replace(workdir=str(tmp_path / 'saved_on_8')),
                                      corpus)
   finished_on_8 = json.loads((tmp_path / 'saved_on_1' / 'summary.json').read_text())
-  never_moved = train_and_evaluate(config.replace(workdir=str(tmp_path / 'never_moved')),
+  never_moved = run(config.replace(workdir=str(tmp_path / 'never_moved')),
                                    corpus)
   for moved in (finished_on_1, finished_on_8):
     assert moved['steps'] == never_moved['steps'] > HALF
@@ -218,7 +230,7 @@ def test_a_checkpoint_moves_between_8_devices_and_1(runs):
 def test_models_trained_together_on_8_devices_equal_them_on_one(runs):
   assert runs['report']['check_models_trained_together_split_their_batch_over_data'] == 'ok'
   tmp_path = runs['tmp_path']
-  on_one = train_together(together_configs(runs['config'], tmp_path / 'together_on_1'),
+  on_one = run(together_configs(runs['config'], tmp_path / 'together_on_1'),
                           runs['corpus'])
   for k, want in enumerate(on_one):
     got = json.loads((tmp_path / 'together_on_8' / f'model{k}' / 'summary.json').read_text())

@@ -22,7 +22,7 @@ from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
 from nplm.run_files.plots import read_metrics
 from nplm.use.trained import load_trained
-from nplm.train import TrainingDiverged, train_and_evaluate
+from nplm.train import TrainingDiverged, run
 from nplm.training.window_feed import WindowFeed
 from nplm.run_files.lock import WorkdirBusyError, WorkdirLock
 from tests.test_train import ROOT, tiny_config
@@ -37,7 +37,7 @@ CONFIG = dict(epochs=3, patience=3, checkpoint_every=4)
 def reference(tiny_corpus, tmp_path_factory):
   """An undamaged, uninterrupted run: (its workdir, its summary)."""
   workdir = tmp_path_factory.mktemp('reference') / 'run'
-  return workdir, train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  return workdir, run(tiny_config(workdir, **CONFIG), tiny_corpus)
 
 
 DAMAGE = {
@@ -52,11 +52,11 @@ DAMAGE = {
 def test_a_damaged_newest_checkpoint_is_passed_over_and_the_run_ends_as_an_undamaged_one(
     tiny_corpus, reference, tmp_path, damage):
   workdir = tmp_path / 'run'
-  train_and_evaluate(tiny_config(workdir, max_steps=46, **CONFIG), tiny_corpus)
+  run(tiny_config(workdir, max_steps=46, **CONFIG), tiny_corpus)
   damaged = newest(workdir)
   assert damaged.name == '46'
   DAMAGE[damage](damaged)
-  resumed = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  resumed = run(tiny_config(workdir, **CONFIG), tiny_corpus)
   for key in REPORTED:
     assert resumed[key] == reference[1][key], key
   assert os.listdir(workdir / 'damaged') == ['checkpoints-46']
@@ -73,7 +73,7 @@ def test_a_damaged_best_checkpoint_keeps_the_summary_and_the_model_is_read_exact
   nll = -np.sum(trained.split_log_probs(tiny_corpus.splits['valid']))
   assert perplexity(nll, len(tiny_corpus.splits['valid']))['ppl'] == pytest.approx(
       reference[1]['valid_ppl'], rel=1e-6)
-  rerun = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  rerun = run(tiny_config(workdir, **CONFIG), tiny_corpus)
   for key in REPORTED:
     assert rerun[key] == reference[1][key], key
   assert json.loads((workdir / 'summary.json').read_text())['valid_ppl'] == rerun['valid_ppl']
@@ -90,7 +90,7 @@ def test_with_no_good_checkpoint_the_error_names_them_and_nothing_is_deleted(
       flip_bytes(step_dir)
   before = sorted(str(p.relative_to(workdir)) for p in workdir.rglob('*'))
   with pytest.raises(CheckpointError, match='nothing was deleted'):
-    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+    run(tiny_config(workdir, **CONFIG), tiny_corpus)
   WorkdirLock(workdir).acquire().release()  # The refused run let go of the workdir.
   with pytest.raises(CheckpointError, match='no usable checkpoint'):
     load_trained(workdir)
@@ -100,12 +100,12 @@ def test_with_no_good_checkpoint_the_error_names_them_and_nothing_is_deleted(
 _TRAINER = """
 import sys
 from nplm.data import load_corpus
-from nplm.train import train_and_evaluate
+from nplm.train import run
 from tests.test_train import tiny_config
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,
                      expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES, **TINY_SPLIT)
-print(train_and_evaluate(tiny_config(sys.argv[1], epochs=3, patience=3, checkpoint_every=1),
+print(run(tiny_config(sys.argv[1], epochs=3, patience=3, checkpoint_every=1),
                          corpus)['status'], flush=True)
 """
 
@@ -138,7 +138,7 @@ def test_a_second_trainer_is_refused_while_the_first_holds_the_workdir(tiny_corp
   lock = WorkdirLock(workdir).acquire()
   try:
     with pytest.raises(WorkdirBusyError, match=f'process {os.getpid()} on'):
-      train_and_evaluate(tiny_config(workdir), tiny_corpus)
+      run(tiny_config(workdir), tiny_corpus)
   finally:
     lock.release()
   assert not (workdir / 'checkpoints').exists()
@@ -163,7 +163,7 @@ def test_a_huge_finite_loss_stops_as_diverged(tiny_corpus, tmp_path, optimizer, 
   config = tiny_config(tmp_path / 'run', optimizer=optimizer, learning_rate=learning_rate,
                        log_every=1)
   with pytest.raises(TrainingDiverged, match='Lower --learning_rate'):
-    train_and_evaluate(config, tiny_corpus)
+    run(config, tiny_corpus)
 
 
 def test_perplexity_overflows_to_infinity_and_counts_as_exploded():
@@ -181,7 +181,7 @@ def test_an_exploded_final_evaluation_leaves_the_summary_alone(
                       lambda self, params, split, progress='': np.full(
                           self.sizes[split], -1e9 / self.sizes[split]))
   with pytest.raises(TrainingDiverged, match='final train perplexity is inf'):
-    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+    run(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert (workdir / 'summary.json').read_text() == before
 
 
@@ -196,11 +196,11 @@ def test_a_stop_during_the_final_evaluation_interrupts_and_the_rerun_finishes(
     return log_probs(self, params, split, progress)
 
   monkeypatch.setattr(WindowFeed, 'log_probs', log_probs_then_stop)
-  interrupted = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  interrupted = run(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert interrupted['status'] == 'interrupted'
   assert not (workdir / 'summary.json').exists()
   monkeypatch.setattr(WindowFeed, 'log_probs', log_probs)
-  finished = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  finished = run(tiny_config(workdir, **CONFIG), tiny_corpus)
   for key in REPORTED:
     assert finished[key] == reference[1][key], key
 
@@ -209,9 +209,9 @@ def test_an_unusable_workdir_is_a_one_line_error(tiny_corpus, tmp_path, monkeypa
   a_file = tmp_path / 'a_file'
   a_file.write_text('not a directory')
   with pytest.raises(ConfigError, match='cannot be a directory: give a directory'):
-    train_and_evaluate(tiny_config(a_file), tiny_corpus)
+    run(tiny_config(a_file), tiny_corpus)
   with pytest.raises(ConfigError, match=f'it lies under {a_file}, a file'):
-    train_and_evaluate(tiny_config(a_file / 'run'), tiny_corpus)
+    run(tiny_config(a_file / 'run'), tiny_corpus)
   read_only = tmp_path / 'read_only'
   read_only.mkdir()
   read_only.chmod(0o555)
@@ -223,7 +223,7 @@ def test_an_unusable_workdir_is_a_one_line_error(tiny_corpus, tmp_path, monkeypa
       return real_open(path, *args, **kwargs)
     monkeypatch.setattr(os, 'open', refused)
   with pytest.raises(ConfigError, match='is not writable .*give a directory you can write'):
-    train_and_evaluate(tiny_config(read_only), tiny_corpus)
+    run(tiny_config(read_only), tiny_corpus)
 
 
 def test_a_damaged_run_json_is_named_not_a_traceback(tiny_corpus, reference, tmp_path):
@@ -232,7 +232,7 @@ def test_a_damaged_run_json_is_named_not_a_traceback(tiny_corpus, reference, tmp
   identity = workdir / 'run.json'
   identity.write_text(identity.read_text()[:100])
   with pytest.raises(IncompatibleCheckpointError, match='run.json is damaged'):
-    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+    run(tiny_config(workdir, **CONFIG), tiny_corpus)
   with pytest.raises(IncompatibleCheckpointError, match='run.json is damaged'):
     load_trained(workdir)
 
@@ -299,19 +299,19 @@ def test_a_finished_run_whose_best_was_deleted_keeps_its_summary(
   before = (workdir / 'summary.json').read_text()
   shutil.rmtree(workdir / 'best')
   with pytest.raises(CheckpointError, match=f'epoch {reference[1]["best_epoch"]} was the best'):
-    train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+    run(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert (workdir / 'summary.json').read_text() == before
 
 
 def test_a_disk_too_full_for_a_checkpoint_is_found_before_writing(
     tiny_corpus, tmp_path, monkeypatch):
   workdir = tmp_path / 'run'
-  train_and_evaluate(tiny_config(workdir, max_steps=5, **CONFIG), tiny_corpus)
+  run(tiny_config(workdir, max_steps=5, **CONFIG), tiny_corpus)
   state_bytes = sum(x.nbytes for x in jax.tree.leaves(saved_params(workdir, latest=True)))
   usage = shutil.disk_usage(tmp_path)
   monkeypatch.setattr(shutil, 'disk_usage', lambda path: usage._replace(free=state_bytes))
   with pytest.raises(OSError, match='No space left on device: a checkpoint needs') as raised:
-    train_and_evaluate(tiny_config(workdir, max_steps=9, **CONFIG), tiny_corpus)
+    run(tiny_config(workdir, max_steps=9, **CONFIG), tiny_corpus)
   assert raised.value.errno == errno.ENOSPC
   assert sorted(os.listdir(workdir / 'checkpoints')) == ['4', '5']  # Nothing half-written.
 
@@ -324,7 +324,7 @@ def test_a_metrics_line_cut_short_costs_a_point_of_the_picture_not_the_run(
   lines = metrics.read_text().splitlines()
   metrics.write_text('\n'.join(lines[:3] + [lines[3][:10] + lines[4]] + lines[5:]) + '\n')
   (workdir / 'learning_curve.png').unlink()
-  rerun = train_and_evaluate(tiny_config(workdir, **CONFIG), tiny_corpus)
+  rerun = run(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert rerun['valid_ppl'] == reference[1]['valid_ppl']
   assert (workdir / 'learning_curve.png').stat().st_size > 0
   kept = read_metrics(workdir)

@@ -28,7 +28,8 @@ from nplm.data.datasets import load_dataset
 from nplm.lm import build_language_model
 from nplm.training.optimizer import hyperparameters_of
 from nplm.use.trained import load_trained
-from nplm.train import TrainingDiverged, feed_of, train_and_evaluate
+from nplm.train import TrainingDiverged, run
+from nplm.training.families import feed_of
 from nplm.training.window_feed import WindowFeed
 from tests.test_train import ROOT, tiny_config
 
@@ -311,11 +312,11 @@ def test_a_failed_validation_loses_nothing_its_checkpoint_is_saved_before(
   monkeypatch.setattr(WindowFeed, 'log_probs', out_of_memory_in_validation)
   config = tiny_config(workdir, epochs=2, checkpoint_every=1000)  # None within an epoch.
   with pytest.raises(RuntimeError, match='RESOURCE_EXHAUSTED'):
-    train_and_evaluate(config, tiny_corpus)
+    run(config, tiny_corpus)
   (saved,) = [int(p.name) for p in (workdir / 'checkpoints').iterdir()]  # The epoch's end.
   monkeypatch.setattr(WindowFeed, 'log_probs', log_probs)
   with caplog.at_level('INFO', logger='nplm'):
-    summary = train_and_evaluate(config, tiny_corpus)
+    summary = run(config, tiny_corpus)
   assert f'Resumed from {workdir} at step {saved}.' in caplog.text
   assert summary['steps'] == 2 * saved
   assert summary['epochs'] == 2 and len(summary['valid_ppl_history']) == 2
@@ -330,5 +331,5 @@ def test_a_lone_runs_divergence_is_said_once(tiny_corpus, tmp_path, caplog):
   """Its error says it; the log line that says it again is for models trained together."""
   config = tiny_config(tmp_path / 'run', optimizer='sgd', learning_rate=1e9, log_every=1)
   with caplog.at_level('INFO', logger='nplm'), pytest.raises(TrainingDiverged):
-    train_and_evaluate(config, tiny_corpus)
+    run(config, tiny_corpus)
   assert 'Training diverged' not in caplog.text

@@ -18,7 +18,7 @@ from nplm.heads import HEADS
 from nplm.lm import build_language_model
 from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
 from nplm.use.trained import load_trained
-from nplm.train import train_and_evaluate
+from nplm.train import run
 from tests.conftest import TINY_SPLIT
 
 CELLS = ('rnn', 'lstm', 'gru')
@@ -92,6 +92,14 @@ def init_params(lm, seed=0):
   return lm.stored_params(params)
 
 
+def stream_log_probs(config, lm, params, ids, boundary, segment_length):
+  """The stream feed's exact log-probs of `ids`, one stream, `segment_length` words a
+  segment."""
+  feed = stream_feed.StreamFeed(config.replace(eval_batch_size=segment_length), lm,
+                                {'split': ids}, boundary)
+  return feed.log_probs(params, 'split')
+
+
 # --- cells and the model ----------------------------------------------------------------
 
 @pytest.mark.parametrize('cell', CELLS)
@@ -136,7 +144,7 @@ def test_segmented_evaluation_equals_one_unsegmented_numpy_pass(cell, tiny_corpu
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   want = numpy_split_log_probs(lm, params, ids, boundary)
   for segment_length in (7, len(ids)):
-    got = stream_feed.split_log_probs(lm, params, ids, boundary, segment_length)
+    got = stream_log_probs(config, lm, params, ids, boundary, segment_length)
     assert got.shape == (len(ids),)
     np.testing.assert_allclose(got, want, atol=2e-5)
 
@@ -173,7 +181,8 @@ def test_training_carries_the_state_from_segment_to_segment_and_resets_it_each_e
 
 @pytest.mark.parametrize('head', sorted(HEADS))
 def test_every_head_scores_recurrent_states_normalized_and_trains(head, tiny_corpus):
-  config = rnn_config(model='gru', head=head, num_samples=5)
+  sampled = {'num_samples': 5} if head in ('is', 'nce', 'negative_sampling') else {}
+  config = rnn_config(model='gru', head=head, **sampled)
   lm = build_language_model(config, tiny_corpus.vocab.counts)
   params = init_params(lm)
   V = tiny_corpus.vocab.size
@@ -204,7 +213,7 @@ def test_tied_embeddings_are_one_array_for_input_and_output(tiny_corpus):
   C = params['model']['C']['embedding']
   untied = {**params, 'head': {'output': {**params['head']['output'], 'embedding': C}}}
   assert lm.variables_of(params)['params']['head']['output']['embedding'] is C
-  got = stream_feed.split_log_probs(lm.clone(tied=False), untied, ids, boundary, 9)
+  got = stream_log_probs(config, lm.clone(tied=False), untied, ids, boundary, 9)
   np.testing.assert_allclose(got, want, atol=2e-5)
 
 
@@ -218,9 +227,11 @@ def test_impossible_tying_is_refused_by_name(changes, message, tiny_corpus):
 
 
 @pytest.mark.parametrize('changes,message', [
-    ({'direct': True}, '--direct is the NNLM'),
+    ({'direct': True}, '--direct is read by --model=nnlm, not --model=lstm'),
     ({'hidden_size': 0}, 'needs --hidden_size of at least 1'),
-    ({'model': 'nnlm', 'num_layers': 2}, 'is for recurrent models'),
+    ({'model': 'nnlm', 'num_layers': 2},
+     '--num_layers is read by --model=rnn, lstm, gru, transformer, not --model=nnlm'),
+    ({'model': 'nnlm'}, '--bptt_length is read by --model=rnn, lstm, gru, not --model=nnlm'),
     ({'model': 'nnlm', 'dropout': 1.0}, r'--dropout must be within \[0, 1\)'),
     ({'bptt_length': 0}, '--bptt_length must be positive'),
     ({'clip_norm': -1.0}, '--clip_norm must be 0'),
@@ -255,7 +266,7 @@ def test_a_short_run_lowers_validation_perplexity_and_reports_exact_numbers(
     cell, tiny_corpus, tmp_path):
   config = rnn_config(tmp_path / cell, model=cell, epochs=3, patience=3, dropout=0.1,
                       learning_rate=2e-2)
-  summary = train_and_evaluate(config, tiny_corpus)
+  summary = run(config, tiny_corpus)
   lm = build_language_model(config, tiny_corpus.vocab.counts)
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   untrained = math.exp(-np.mean(numpy_split_log_probs(
@@ -273,12 +284,12 @@ def test_a_short_run_lowers_validation_perplexity_and_reports_exact_numbers(
 def test_a_run_stopped_mid_epoch_resumes_its_state_to_the_uninterrupted_result(
     tiny_corpus, tmp_path):
   config = rnn_config(tmp_path / 'whole', dropout=0.2)
-  whole = train_and_evaluate(config, tiny_corpus)
+  whole = run(config, tiny_corpus)
   steps_per_epoch = streams.num_segments(TINY_SPLIT['train_tokens'], config.batch_size,
                                          config.bptt_length)
   cut = config.replace(workdir=str(tmp_path / 'cut'), max_steps=steps_per_epoch + 3)
-  assert train_and_evaluate(cut, tiny_corpus)['status'] == 'max_steps'
-  resumed = train_and_evaluate(cut.replace(max_steps=0), tiny_corpus)
+  assert run(cut, tiny_corpus)['status'] == 'max_steps'
+  resumed = run(cut.replace(max_steps=0), tiny_corpus)
   for key in ('valid_ppl', 'test_ppl', 'steps', 'valid_ppl_history'):
     assert resumed[key] == pytest.approx(whole[key], rel=1e-6), key
   on_disk = json.loads((tmp_path / 'cut' / 'summary.json').read_text())

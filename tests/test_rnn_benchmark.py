@@ -11,6 +11,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.vocab import TEXT_END
 from nplm.lm import build_language_model
 from nplm.training.stream_feed import StreamFeed
+from tests.benchmark_clock import BenchmarkClock
 
 TINY_LSTM = Config(workdir='unused', model='lstm', feature_size=8, hidden_size=8,
                    tie_embeddings=True, dropout=0.3, batch_size=2, bptt_length=5,
@@ -22,8 +23,10 @@ def _feed(corpus, config) -> StreamFeed:
   return StreamFeed(config, lm, corpus.splits, int(corpus.vocab.encode([TEXT_END])[0]))
 
 
-def test_measure_times_nplm_and_pytorch_on_the_same_segments(tiny_corpus, tmp_path):
+def test_measure_times_nplm_and_pytorch_on_the_same_segments(tiny_corpus, tmp_path,
+                                                             monkeypatch):
   """Holds with and without PyTorch installed: its rate, or the reason it was skipped."""
+  BenchmarkClock(tick=0.5).install(monkeypatch)  # Every timed run takes 0.5 s.
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   report = rnn_benchmark.measure(TINY_LSTM, tiny_corpus.vocab.counts,
                                  tiny_corpus.splits['train'], boundary, steps=2, repeats=1)
@@ -32,16 +35,35 @@ def test_measure_times_nplm_and_pytorch_on_the_same_segments(tiny_corpus, tmp_pa
   # The first two segments of 2 streams × 5 words are all real tokens: 20 per run.
   assert nplm['median'] * nplm['seconds_per_step'] * 2 == pytest.approx(20)
   assert len(nplm['runs']) == 1 and nplm['median'] > 0 and np.isfinite(nplm['last_loss'])
+  assert nplm['runs'] == [40.0] and nplm['seconds_per_step'] == 0.25
   if torch is not None:
     assert torch['median'] > 0 and np.isfinite(torch['last_loss']) and torch['threads'] >= 1
+    assert torch['runs'] == [40.0]  # The same 20 tokens.
     assert report['nplm_over_torch'] == nplm['median'] / torch['median']
     assert 'nplm / PyTorch' in rnn_benchmark.format_report(report)
   else:
     assert 'torch' in report['torch_skipped'].lower() and report['nplm_over_torch'] is None
+    assert (f'PyTorch comparison skipped: {report["torch_skipped"]}.'
+            in rnn_benchmark.format_report(report))
 
   rnn_benchmark.write_report(report, str(tmp_path / 'bench'))
   assert json.loads((tmp_path / 'bench' / 'rnn_benchmark.json').read_text())['nplm']['runs']
   assert '| nplm (JAX) |' in (tmp_path / 'bench' / 'rnn_benchmark.md').read_text()
+  assert (f'| nplm (JAX) | 40 [40–40] | 250.0 | {nplm["last_loss"]:.3f} |'
+          in (tmp_path / 'bench' / 'rnn_benchmark.md').read_text())
+
+
+def test_a_whole_epoch_counts_each_training_token_once(tiny_corpus, monkeypatch):
+  """2 streams of 210 tokens in 4-word segments: 53 segments, the last half padding."""
+  BenchmarkClock(tick=0.5).install(monkeypatch)
+  monkeypatch.setattr(rnn_benchmark, 'torch_runner', lambda *args: (None, 'not timed here'))
+  config = TINY_LSTM.replace(bptt_length=4)
+  train = tiny_corpus.splits['train']
+  assert len(train) == 420
+  report = rnn_benchmark.measure(config, tiny_corpus.vocab.counts, train,
+                                 int(tiny_corpus.vocab.encode([TEXT_END])[0]), steps=53,
+                                 repeats=1)
+  assert report['nplm']['runs'] == [420 / 0.5]
 
 
 def test_the_lstm_flagfile_is_the_benchmarked_shape_and_steps_stay_in_an_epoch(tiny_corpus):

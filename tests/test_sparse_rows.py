@@ -24,8 +24,9 @@ TRAIN = np.random.default_rng(0).integers(0, VOCAB, 300)
 
 
 def window_config(**changes) -> Config:
+  sampled = {'num_samples': 7} if changes.get('head') in ('is', 'nce') else {}
   return Config(**{'workdir': 'unused', 'order': 3, 'feature_size': 6, 'hidden_size': 10,
-                   'batch_size': 16, 'num_samples': 7, 'optimizer': 'sgd',
+                   'batch_size': 16, **sampled, 'optimizer': 'sgd',
                    'learning_rate': 0.2, **changes})
 
 
@@ -141,6 +142,17 @@ def test_a_step_writes_only_the_rows_it_reads():
   read[np.asarray(context).ravel()] = True
   assert np.all(np.any(after != before, axis=1)[read])
   np.testing.assert_array_equal(after[~read], before[~read])
+
+
+@pytest.mark.parametrize('optimizer', ['sgd', 'lazy_adam'])
+def test_the_train_states_own_update_is_refused_naming_the_real_one(optimizer):
+  """A row-sparse update needs the row gradients, which TrainState.apply_gradients cannot
+  pass: calling it by mistake says which function updates."""
+  config = window_config(optimizer=optimizer)
+  feed = WindowFeed(config, build_language_model(config, COUNTS), {'train': TRAIN}, 0)
+  state = feed.create_state(jax.random.key(0))
+  with pytest.raises(TypeError, match=r'optimizer\.apply_gradients\(config, state, grads'):
+    state.apply_gradients(grads=state.params)
 
 
 def test_compensated_sum_keeps_tiny_decays():

@@ -17,10 +17,10 @@ from flax.training import train_state
 
 from nplm.run_files.checkpoint import IncompatibleCheckpointError, saved_params
 from nplm.config import Config, ConfigError
-from nplm.data.corpus import build_corpus
+from nplm.data.brown_source import build_corpus
 from nplm.data.vocab import TEXT_END
 from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
-from nplm.train import TrainingDiverged, train_and_evaluate
+from nplm.train import TrainingDiverged, run
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
 
@@ -49,7 +49,7 @@ def brute_force_perplexity(params, ids, vocab, config) -> float:
 def test_reported_perplexities_are_brute_force_sums_with_the_best_parameters(
     tiny_corpus, tmp_path):
   config = tiny_config(tmp_path / 'run')
-  summary = train_and_evaluate(config, tiny_corpus)
+  summary = run(config, tiny_corpus)
   params = jax.tree.map(np.asarray, saved_params(tmp_path / 'run'))
   for split in ('train', 'valid', 'test'):
     want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
@@ -59,8 +59,8 @@ def test_reported_perplexities_are_brute_force_sums_with_the_best_parameters(
 
 
 def test_training_lowers_validation_perplexity(tiny_corpus, tmp_path):
-  summary = train_and_evaluate(tiny_config(tmp_path / 'run', epochs=4, patience=4), tiny_corpus)
-  untrained = train_and_evaluate(tiny_config(tmp_path / 'untrained', max_steps=1),
+  summary = run(tiny_config(tmp_path / 'run', epochs=4, patience=4), tiny_corpus)
+  untrained = run(tiny_config(tmp_path / 'untrained', max_steps=1),
                                  tiny_corpus)
   assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
   history = summary['valid_ppl_history']
@@ -73,9 +73,9 @@ def test_bfloat16_training_lowers_perplexity_and_evaluates_exactly_in_float32(ti
   and save) training lowers the perplexity, the saved parameters are float32, the reported
   perplexities are float64 numpy sums over them, and they differ from float32 training's."""
   changes = dict(epochs=4, patience=4, optimizer='lazy_adam', weight_decay=1e-3)
-  summary = train_and_evaluate(tiny_config(tmp_path / 'bf16', dtype='bfloat16', **changes),
+  summary = run(tiny_config(tmp_path / 'bf16', dtype='bfloat16', **changes),
                                tiny_corpus)
-  untrained = train_and_evaluate(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
+  untrained = run(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
   assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
   params = jax.tree.map(np.asarray, saved_params(tmp_path / 'bf16'))
   assert {leaf.dtype for leaf in jax.tree.leaves(params)} == {np.dtype(np.float32)}
@@ -83,7 +83,7 @@ def test_bfloat16_training_lowers_perplexity_and_evaluates_exactly_in_float32(ti
   for split in ('valid', 'test'):
     want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
     assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-5)
-  float32 = train_and_evaluate(tiny_config(tmp_path / 'f32', **changes), tiny_corpus)
+  float32 = run(tiny_config(tmp_path / 'f32', **changes), tiny_corpus)
   assert float32['valid_ppl'] != summary['valid_ppl']
   assert float32['valid_ppl'] == pytest.approx(summary['valid_ppl'], rel=0.05)
 
@@ -96,20 +96,20 @@ def test_nnlm_dropout_trains_and_evaluates_without_dropout(tiny_corpus, tmp_path
   changes = dict(epochs=4, patience=4, optimizer=optimizer, weight_decay=1e-4,
                  learning_rate=1e-2 if optimizer == 'adamw' else 0.5)
   config = tiny_config(tmp_path / 'dropout', dropout=0.3, **changes)
-  summary = train_and_evaluate(config, tiny_corpus)
-  untrained = train_and_evaluate(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
+  summary = run(config, tiny_corpus)
+  untrained = run(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
   assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
   params = jax.tree.map(np.asarray, saved_params(tmp_path / 'dropout'))
   for split in ('valid', 'test'):
     want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
     assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-5)
-  plain = train_and_evaluate(tiny_config(tmp_path / 'plain', **changes), tiny_corpus)
+  plain = run(tiny_config(tmp_path / 'plain', **changes), tiny_corpus)
   assert plain['valid_ppl'] != summary['valid_ppl']
 
 
 def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'
-  summary = train_and_evaluate(tiny_config(workdir, epochs=2), tiny_corpus)
+  summary = run(tiny_config(workdir, epochs=2), tiny_corpus)
   on_disk = json.loads((workdir / 'summary.json').read_text())
   assert on_disk == json.loads(json.dumps(summary))
   for key in ('vocab_size', 'tokens', 'unk_rate', 'valid_ppl', 'test_ppl', 'epochs',
@@ -124,7 +124,7 @@ def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tm
 
 def test_logged_steps_record_the_learning_rate_of_their_update(tiny_corpus, tmp_path):
   config = tiny_config(tmp_path / 'run', max_steps=4, log_every=2, lr_decay=0.5)
-  train_and_evaluate(config, tiny_corpus)
+  run(config, tiny_corpus)
   records = [json.loads(line) for line in (tmp_path / 'run' / 'metrics.jsonl').read_text()
              .splitlines() if '"train"' in line]
   # Update 2 is the optimizer's count t = 1, update 4 its t = 3: ε0 / (1 + 0.5 t).
@@ -134,12 +134,12 @@ def test_logged_steps_record_the_learning_rate_of_their_update(tiny_corpus, tmp_
 
 
 def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path):
-  uninterrupted = train_and_evaluate(tiny_config(tmp_path / 'a'), tiny_corpus)
-  stopped = train_and_evaluate(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
+  uninterrupted = run(tiny_config(tmp_path / 'a'), tiny_corpus)
+  stopped = run(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
   assert stopped['status'] == 'max_steps' and stopped['steps'] == 33
-  again = train_and_evaluate(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
+  again = run(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
   assert again['steps'] == 33 and again['test_ppl'] == stopped['test_ppl']  # No step more.
-  resumed = train_and_evaluate(tiny_config(tmp_path / 'b'), tiny_corpus)
+  resumed = run(tiny_config(tmp_path / 'b'), tiny_corpus)
   for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs'):
     assert resumed[key] == uninterrupted[key], key
 
@@ -147,12 +147,12 @@ def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, t
 _CHILD = """
 import sys
 from nplm.data import load_corpus
-from nplm.train import train_and_evaluate
+from nplm.train import run
 from tests.test_train import tiny_config
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,
                      expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES, **TINY_SPLIT)
-print(train_and_evaluate(tiny_config(sys.argv[1], epochs=8, patience=8,
+print(run(tiny_config(sys.argv[1], epochs=8, patience=8,
                                      checkpoint_every=4), corpus)['status'], flush=True)
 """
 
@@ -175,8 +175,8 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path,
   else:
     assert child.returncode == -signal.SIGKILL
   config = tiny_config(workdir, epochs=8, patience=8, checkpoint_every=4)
-  resumed = train_and_evaluate(config, tiny_corpus)
-  uninterrupted = train_and_evaluate(config.replace(workdir=str(tmp_path / 'whole')),
+  resumed = run(config, tiny_corpus)
+  uninterrupted = run(config.replace(workdir=str(tmp_path / 'whole')),
                                      tiny_corpus)
   assert resumed['status'] == uninterrupted['status'] != 'interrupted'
   for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps'):
@@ -185,28 +185,28 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path,
 
 def test_an_incompatible_workdir_is_refused_and_its_checkpoints_kept(tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'
-  train_and_evaluate(tiny_config(workdir, max_steps=10), tiny_corpus)
+  run(tiny_config(workdir, max_steps=10), tiny_corpus)
   before = sorted(os.listdir(workdir / 'checkpoints'))
   with pytest.raises(IncompatibleCheckpointError, match='hidden_size: checkpoint has 12'):
-    train_and_evaluate(tiny_config(workdir, hidden_size=13), tiny_corpus)
+    run(tiny_config(workdir, hidden_size=13), tiny_corpus)
   tokens = tiny_corpus.vocab.decode(np.concatenate(list(tiny_corpus.splits.values())))
   other_corpus = build_corpus(tokens[::-1], unk_max_count=1, **TINY_SPLIT)
   with pytest.raises(IncompatibleCheckpointError, match='different vocabulary'):
-    train_and_evaluate(tiny_config(workdir), other_corpus)
+    run(tiny_config(workdir), other_corpus)
   assert sorted(os.listdir(workdir / 'checkpoints')) == before
-  train_and_evaluate(tiny_config(workdir, max_steps=12, log_every=3), tiny_corpus)
+  run(tiny_config(workdir, max_steps=12, log_every=3), tiny_corpus)
 
 
 def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'
-  train_and_evaluate(tiny_config(workdir, max_steps=10), tiny_corpus)
+  run(tiny_config(workdir, max_steps=10), tiny_corpus)
   identity = json.loads((workdir / 'run.json').read_text())
   for knob in ('num_layers', 'dropout', 'tie_embeddings', 'bptt_length', 'clip_norm'):
     del identity['config'][knob]  # As written before the recurrent models existed.
   (workdir / 'run.json').write_text(json.dumps(identity))
   with pytest.raises(IncompatibleCheckpointError, match='clip_norm: checkpoint has 0.0'):
-    train_and_evaluate(tiny_config(workdir, clip_norm=1.0), tiny_corpus)
-  resumed = train_and_evaluate(tiny_config(workdir, max_steps=12), tiny_corpus)
+    run(tiny_config(workdir, clip_norm=1.0), tiny_corpus)
+  resumed = run(tiny_config(workdir, max_steps=12), tiny_corpus)
   assert (resumed['status'], resumed['steps']) == ('max_steps', 12)
 
 
@@ -221,10 +221,10 @@ def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corp
     ({'batch_size': 0}, '--batch_size must be positive'),
     ({'learning_rate': 0.0}, '--learning_rate must be positive'),
     ({'workdir': ''}, '--workdir is required'),
-    ({'num_classes': -1}, '--num_classes must be 0'),
-    ({'tree': 'random'}, "unknown --tree='random'"),
-    ({'num_samples': 0}, '--num_samples must be positive'),
-    ({'proposal_power': 1.5}, '--proposal_power must be within [0, 1]'),
+    ({'head': 'class', 'num_classes': -1}, '--num_classes must be 0'),
+    ({'head': 'tree', 'tree': 'random'}, "unknown --tree='random'"),
+    ({'head': 'is', 'num_samples': 0}, '--num_samples must be positive'),
+    ({'head': 'nce', 'proposal_power': 1.5}, '--proposal_power must be within [0, 1]'),
     # Checks that need the vocabulary (|V| = 51 here) come from the heads, before the
     # workdir is claimed.
     ({'head': 'class', 'num_classes': 52}, '--num_classes=52 exceeds the vocabulary'),
@@ -234,7 +234,7 @@ def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corp
 ])
 def test_invalid_config_values_are_refused_by_name(tiny_corpus, tmp_path, changes, message):
   with pytest.raises(ConfigError, match=re.escape(message)):
-    train_and_evaluate(tiny_config(tmp_path / 'run').replace(**changes), tiny_corpus)
+    run(tiny_config(tmp_path / 'run').replace(**changes), tiny_corpus)
   assert not (tmp_path / 'run').exists()
 
 
@@ -244,7 +244,7 @@ def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkp
   config = tiny_config(workdir, optimizer='sgd', learning_rate=1e12, log_every=1,
                        checkpoint_every=1)
   with pytest.raises(TrainingDiverged, match='Lower --learning_rate') as raised:
-    train_and_evaluate(config, tiny_corpus)
+    run(config, tiny_corpus)
   assert 'not finite' in str(raised.value) or 'loss is' in str(raised.value)
   kept = saved_params(workdir, latest=True)
   assert kept is not None

@@ -17,8 +17,9 @@ from nplm.data.vocab import TEXT_END
 from nplm.use.generation import Sampling, generate
 from nplm.lm import build_language_model, in_compute_dtype
 from nplm.models.transformer import sinusoidal_encodings
+from nplm.perplexity import perplexity
 from nplm.use.trained import load_trained
-from nplm.train import train_and_evaluate, train_together
+from nplm.train import run
 from nplm.training.window_feed import WindowFeed
 from tests.test_heads import TRAINED_HEADS
 from tests.test_train import tiny_config
@@ -231,13 +232,18 @@ def train_by_feed(config, corpus, epochs):
   feed = WindowFeed(config, lm, corpus.splits, corpus.boundary_id)
   init_rng, run_rng = jax.random.split(jax.random.key(config.seed))
   state = feed.create_state(init_rng)
-  before = feed.evaluate(state.params, 'valid')['ppl']
+  before = valid_perplexity(feed, state.params)
   for epoch in range(epochs):
     state, batches = feed.start_epoch(state, epoch, 0)
     for batch, _ in batches:
       state, _ = feed.step(state, batch, run_rng)
   state = feed.pay_decay_debts(state)
-  return before, feed.evaluate(state.params, 'valid')['ppl'], lm, state.params
+  return before, valid_perplexity(feed, state.params), lm, state.params
+
+
+def valid_perplexity(feed, params) -> float:
+  """exp(Σ NLL / Σ tokens) of the feed's exact log-probs of the validation split."""
+  return perplexity(-np.sum(feed.log_probs(params, 'valid')), feed.sizes['valid'])['ppl']
 
 
 @pytest.mark.parametrize('head', ['softmax', 'class', 'tree', 'is', 'nce', 'adaptive'])
@@ -266,7 +272,7 @@ def test_a_run_with_dropout_tied_learned_positions_and_bfloat16(tiny_corpus, tmp
   scores and generates."""
   config = transformer_config(tmp_path / 'run', num_layers=1, dropout=0.1, tie_embeddings=True,
                               positions='learned', dtype='bfloat16', epochs=3, patience=3)
-  summary = train_and_evaluate(config, tiny_corpus)
+  summary = run(config, tiny_corpus)
   params = jax.tree.map(np.asarray, saved_params(tmp_path / 'run'))
   assert 'embedding' not in params['head']['output']
   assert {leaf.dtype for leaf in jax.tree.leaves(params)} == {np.dtype(np.float32)}
@@ -330,8 +336,8 @@ def test_a_model_trained_together_equals_it_trained_alone(tiny_corpus, tmp_path)
   configs = [transformer_config(tmp_path / f'together{k}', seed=k, learning_rate=rate,
                                 data_seed=7, num_layers=1, epochs=1, patience=1)
              for k, rate in enumerate([1e-2, 3e-3])]
-  together = train_together(configs, tiny_corpus)
-  alone = train_and_evaluate(configs[1].replace(workdir=str(tmp_path / 'alone')), tiny_corpus)
+  together = run(configs, tiny_corpus)
+  alone = run(configs[1].replace(workdir=str(tmp_path / 'alone')), tiny_corpus)
   assert together[1]['steps'] == alone['steps']
   assert together[0]['valid_ppl'] != together[1]['valid_ppl']
   for split in ('train', 'valid', 'test'):
@@ -343,15 +349,19 @@ def test_a_model_trained_together_equals_it_trained_alone(tiny_corpus, tmp_path)
 @pytest.mark.parametrize('changes,message', [
     ({'num_heads': 3}, '--num_heads=3 must divide --feature_size=8'),
     ({'num_heads': 0}, '--num_heads must be positive'),
-    ({'direct': True}, "--direct is the NNLM's; --model=transformer"),
+    ({'direct': True}, '--direct is read by --model=nnlm, not --model=transformer'),
     ({'positions': 'rotary'}, "unknown --positions='rotary'; known: sinusoidal, learned"),
     ({'hidden_size': 0}, '--model=transformer needs --hidden_size'),
     ({'num_layers': 0}, '--num_layers must be positive'),
     ({'order': 1}, '--order must be at least 2'),
     ({'model': 'nnlm', 'num_layers': 1, 'num_heads': 2},
-     '--num_heads and --positions are for --model=transformer'),
-    ({'model': 'nnlm', 'num_layers': 1, 'positions': 'learned'}, 'are for --model=transformer'),
-    ({'model': 'lstm', 'num_heads': 2}, 'are for --model=transformer'),
+     '--num_heads is read by --model=transformer, not --model=nnlm'),
+    ({'model': 'nnlm', 'num_layers': 1, 'num_heads': 1, 'positions': 'learned'},
+     '--positions is read by --model=transformer, not --model=nnlm'),
+    ({'model': 'lstm', 'num_heads': 2}, '--num_heads is read by --model=transformer, not '
+     '--model=lstm'),
+    ({'model': 'lstm', 'num_heads': 1, 'order': 3},
+     '--order is read by --model=nnlm, transformer, not --model=lstm'),
 ])
 def test_bad_combinations_are_refused_in_one_line(changes, message):
   config = transformer_config().replace(**changes)

@@ -21,7 +21,7 @@ from nplm.errors import ConfigError
 from nplm.use.generation import Sampling, generate, sampling_logits
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
-from nplm.train import train_and_evaluate
+from nplm.train import run
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model, numpy_split_log_probs, rnn_config
 from tests.test_train import tiny_config
@@ -38,7 +38,7 @@ def runs(tiny_corpus, tmp_path_factory):
   configs = {'nnlm': tiny_config(root / 'nnlm', epochs=2, patience=2),
              'lstm': rnn_config(root / 'lstm', epochs=2)}
   for config in configs.values():
-    train_and_evaluate(config, tiny_corpus)
+    run(config, tiny_corpus)
   return {kind: load_trained(config.workdir) for kind, config in configs.items()}
 
 
@@ -50,7 +50,7 @@ def numpy_next_log_probs(trained, history: list[int]) -> np.ndarray:
   """log p(· | history) [|V|], the history re-read in numpy from the start-of-split context."""
   config, params = trained.config, numpy_params(trained)
   boundary = trained.vocab.id_of(TEXT_END)
-  if trained.lm.model.recurrent:  # From h_0 = 0, `</text>` the first input.
+  if trained.lm.model.family == 'streams':  # From h_0 = 0, `</text>` the first input.
     hidden, _ = numpy_model(config.model, params['model'], np.array([[boundary, *history]]),
                             np.zeros(trained.lm.model.initial_state(1).shape))
     output = params['head']['output']

@@ -15,7 +15,7 @@ from nplm import parallel
 from nplm.run_files import checkpoint
 from nplm.config import ConfigError
 from nplm.training.run_checks import check_together
-from nplm.train import train_and_evaluate, train_together
+from nplm.train import run
 from nplm.data import batching
 from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB
 from tests.test_train import tiny_config
@@ -46,12 +46,12 @@ def assert_params_close(workdir_a, workdir_b, which):
 @pytest.fixture(scope='module')
 def together(tiny_corpus, tmp_path_factory):
   root = tmp_path_factory.mktemp('together')
-  return root, train_together(configs(root, 'together'), tiny_corpus)
+  return root, run(configs(root, 'together'), tiny_corpus)
 
 
 def test_each_model_trained_together_equals_it_trained_alone(tiny_corpus, together, tmp_path):
   root, summaries = together
-  alone = [train_and_evaluate(config, tiny_corpus) for config in configs(tmp_path, 'alone')]
+  alone = [run(config, tiny_corpus) for config in configs(tmp_path, 'alone')]
   assert [s['status'] for s in alone] == ['early_stopped', 'epochs_done', 'early_stopped']
   assert [s['epochs'] for s in alone] == [4, 6, 4]  # Each stopped on its own.
   for k, (mine, theirs) in enumerate(zip(summaries, alone)):
@@ -71,17 +71,17 @@ def test_a_model_trained_together_goes_on_alone(tiny_corpus, together, tmp_path)
   """Its workdir is a run's: nplm.train continues it as it would its own."""
   root, _ = together
   longer = dict(epochs=8, patience=8)
-  alone = train_and_evaluate(configs(tmp_path, 'alone')[1].replace(**longer), tiny_corpus)
-  went_on = train_and_evaluate(configs(root, 'together')[1].replace(**longer), tiny_corpus)
+  alone = run(configs(tmp_path, 'alone')[1].replace(**longer), tiny_corpus)
+  went_on = run(configs(root, 'together')[1].replace(**longer), tiny_corpus)
   assert went_on['epochs'] == alone['epochs'] == 8
   assert went_on['test_ppl'] == pytest.approx(alone['test_ppl'], rel=1e-5)
 
 
 def test_an_interrupted_run_resumes_to_the_same_numbers(tiny_corpus, together, tmp_path):
   _, uninterrupted = together
-  first = train_together([c.replace(max_steps=130) for c in configs(tmp_path, 'm')], tiny_corpus)
+  first = run([c.replace(max_steps=130) for c in configs(tmp_path, 'm')], tiny_corpus)
   assert {s['status'] for s in first} == {'early_stopped', 'max_steps'}
-  resumed = train_together(configs(tmp_path, 'm'), tiny_corpus)
+  resumed = run(configs(tmp_path, 'm'), tiny_corpus)
   for mine, theirs in zip(resumed, uninterrupted):
     assert mine['steps'] == theirs['steps']
     assert mine['test_ppl'] == pytest.approx(theirs['test_ppl'], rel=1e-5)
@@ -90,7 +90,7 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(tiny_corpus, together, t
 def test_a_diverging_model_stops_alone_and_the_others_finish(tiny_corpus, tmp_path):
   runs = configs(tmp_path, 'd', epochs=2)
   runs[1] = runs[1].replace(learning_rate=1e30)
-  summaries = train_together(runs, tiny_corpus)
+  summaries = run(runs, tiny_corpus)
   assert summaries[1]['status'] == 'diverged'
   assert 'Lower its --learning_rate' in summaries[1]['error']
   assert not (tmp_path / 'd1' / 'summary.json').exists()
@@ -103,7 +103,9 @@ def test_a_diverging_model_stops_alone_and_the_others_finish(tiny_corpus, tmp_pa
     ({}, dict(hidden_size=20), 'their --hidden_size differ'),
     (dict(data_seed=-1), dict(data_seed=-1), 'give them one --data_seed'),
     ({}, dict(workdir='same'), 'a --workdir of its own'),
-    (dict(model='lstm', direct=False), dict(model='lstm', direct=False), 'feed-forward models'),
+    # An LSTM reads neither --order nor --direct: their defaults.
+    (dict(model='lstm', order=5, direct=False), dict(model='lstm', order=5, direct=False),
+     'feed-forward models'),
 ])
 def test_configs_that_cannot_share_a_program_are_refused(tmp_path, first, others, message):
   runs = configs(tmp_path, 'r')

@@ -25,8 +25,7 @@ from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
 from nplm.train import run
 from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
-                                    keep_probabilities, make_log_prob_step, padded_stream,
-                                    window_radii)
+                                         keep_probabilities, padded_stream, window_radii)
 from tests.conftest import TINY_SPLIT
 
 ROOT = Path(__file__).parent.parent
@@ -91,17 +90,16 @@ def test_cbow_scores_each_token_from_the_mean_of_its_context_vectors():
 
 @pytest.mark.parametrize('whole_distribution', [True, False])
 def test_skipgram_scores_each_token_by_the_mean_log_prob_of_its_context_words(
-    whole_distribution):
+    whole_distribution, monkeypatch):
   """Both ways: the softmax head's distribution read at each context word (the feed's way
   for it), and its log_prob per pair (the tree's way)."""
   feed, _, params, splits = tiny_feed('skipgram', window=2)
   ids = splits['valid']
-  step = make_log_prob_step(feed.lm, 2, feed.mesh, whole_distribution=whole_distribution)
-  got = step(params, feed.splits['valid'], np.arange(len(ids)))
   want = [np.mean(numpy_skipgram_pairs(params, ids, t, 2)) for t in range(len(ids))]
+  np.testing.assert_allclose(feed.log_probs(params, 'valid'), want, atol=1e-5)
+  monkeypatch.setattr(Word2VecFeed, 'whole_distribution', whole_distribution)
+  got = feed.score(params, feed.splits['valid'], np.arange(len(ids)))
   np.testing.assert_allclose(got, want, atol=1e-5)
-  if whole_distribution:
-    np.testing.assert_allclose(feed.log_probs(params, 'valid'), want, atol=1e-5)
 
 
 @pytest.mark.parametrize('model', ['cbow', 'skipgram'])
@@ -274,9 +272,12 @@ def test_an_update_takes_the_linear_rate_of_its_step(optimizer):
     (dict(model='cbow', window=0), '--window must be at least 1'),
     (dict(model='skipgram', subsample=-1e-3), '--subsample must be 0'),
     (dict(model='cbow', order=7), '--order'),
-    (dict(model='skipgram', hidden_size=50, dropout=0.1), '--hidden_size, --dropout'),
-    (dict(model='nnlm', window=3), '--window and --subsample are for word2vec'),
-    (dict(model='lstm', subsample=1e-3), '--window and --subsample are for word2vec'),
+    (dict(model='skipgram', hidden_size=50, dropout=0.1),
+     '--hidden_size is read by --model=nnlm, rnn, lstm, gru, transformer, not --model=skipgram'),
+    (dict(model='skipgram', dropout=0.1), '--dropout is read by'),
+    (dict(model='nnlm', window=3), '--window is read by --model=cbow, skipgram, not --model=nnlm'),
+    (dict(model='lstm', subsample=1e-3),
+     '--subsample is read by --model=cbow, skipgram, not --model=lstm'),
     (dict(lr_schedule='cosine'), "unknown --lr_schedule='cosine'"),
     (dict(lr_schedule='linear', lr_decay=1e-8), "--lr_decay is the inverse schedule's"),
     (dict(patience=-1), '--patience must be 0'),
@@ -314,9 +315,10 @@ def test_a_linear_schedule_run_does_not_resume_with_other_epochs():
 
 # --- whole runs -------------------------------------------------------------------------
 
-def tiny_run_config(workdir, **changes) -> Config:
-  config = Config(workdir=str(workdir), model='cbow', head='negative_sampling', feature_size=8,
-                  window=2, subsample=1e-2, num_samples=5, proposal_power=0.75,
+def tiny_run_config(workdir, head='negative_sampling', **changes) -> Config:
+  sampled = dict(num_samples=5, proposal_power=0.75) if head == 'negative_sampling' else {}
+  config = Config(workdir=str(workdir), model='cbow', head=head, feature_size=8,
+                  window=2, subsample=1e-2, **sampled,
                   optimizer='sgd', lr_schedule='linear', learning_rate=2.0, batch_size=16,
                   epochs=3, patience=0, eval_batch_size=64, log_every=2, checkpoint_every=1000,
                   unk_max_count=1, **TINY_SPLIT)

@@ -23,8 +23,8 @@ from nplm.data import batching, load_corpus
 from nplm.data.brown import Brown
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
-from nplm.training.optimizer import hyperparameters_of, make_optimizer
-from nplm.training.window_feed import init_state, make_train_step, tables_read
+from nplm.training.optimizer import hyperparameters_of
+from nplm.training.window_feed import WindowFeed
 
 # Table 1 rows of Bengio et al. (2003), as in the recipes mlp1 and mlp9 (nplm/recipes).
 SHAPES = {
@@ -101,10 +101,9 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
   mesh = mesh or parallel.make_mesh()
   lm = build_language_model(config, counts, mesh)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
-  state, state_sharding = parallel.create_state(
-      lambda rng: init_state(config, lm, rng, make_optimizer(config, tables_read(lm, config))),
-      init_rng, mesh, lm.vocab_parallel)
-  train_step = make_train_step(lm, config, mesh, state_sharding)
+  feed = WindowFeed(config, lm, {}, boundary_id=None, mesh=mesh)  # The split comes padded.
+  state = feed.create_state(init_rng)
+  train_step = feed.train_step
   hyperparameters = hyperparameters_of([config])
   padded = parallel.put(padded_split, mesh)
   positions = np.zeros(config.batch_size, np.int32)  # Shapes and dtypes of a real batch.
@@ -116,7 +115,7 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
 
 
 def steps_runner(train_step, state, hyperparameters, padded, run_rng):
-  """run_steps(batches) -> the last loss(es): `train_step` (nplm.training.window_feed's, for one
+  """run_steps(batches) -> the last loss(es): `train_step` (a WindowFeed's, for one
   or K stacked models) over the batches, the state carried (donated) from call to call."""
   loop = {'state': state}
 

@@ -33,7 +33,8 @@ from experiments.benchmarks.harness import (SHAPES as TABLE1_SHAPES, CorpusNotPr
 from nplm import train
 from nplm.data import batching, load_corpus
 from nplm.files import write_json_atomically, write_text_atomically
-from nplm.heads import HEADS
+from nplm.config import HEAD, group_of
+from nplm.heads import HEADS, head_class
 from nplm.lm import build_language_model
 
 SHAPES = {'mlp9': TABLE1_SHAPES['MLP9'], 'mlp1': TABLE1_SHAPES['MLP1']}
@@ -42,10 +43,14 @@ BASELINE = 'softmax'
 
 
 def head_config(shape: dict, head: str, settings: dict):
-  """The config a head is timed with and trained with (then with a workdir and epochs)."""
+  """The config a head is timed with and trained with (then with a workdir and epochs): of
+  the head knobs in the settings (k, an override such as adaptive_cutoffs), those it reads."""
+  knobs = {'num_samples': settings['num_samples'], **settings['overrides']}
+  read = head_class(head).knobs
   return shape_config(shape, settings['batch_size']).replace(
-      head=head, num_samples=settings['num_samples'], optimizer=settings['optimizer'],
-      learning_rate=settings['learning_rate'], **settings['overrides']).validate()
+      head=head, optimizer=settings['optimizer'], learning_rate=settings['learning_rate'],
+      **{name: value for name, value in knobs.items()
+         if name in read or group_of(name) != HEAD}).validate()
 
 
 def output_layer_runner(config, counts, padded_split: np.ndarray):
@@ -54,7 +59,7 @@ def output_layer_runner(config, counts, padded_split: np.ndarray):
   (Morin & Bengio 2005 compare output layers this way)."""
   lm = build_language_model(config, counts)
   init_rng, hidden_rng, step_rng = jax.random.split(jax.random.key(config.seed), 3)
-  hidden = jax.random.uniform(hidden_rng, (config.batch_size, lm.model.hidden_dim),
+  hidden = jax.random.uniform(hidden_rng, (config.batch_size, lm.model.output_width),
                               minval=-1.0, maxval=1.0)  # tanh's range
   params = lm.head.init(init_rng, hidden, method=lm.head.log_probs)
 

@@ -3,7 +3,7 @@ r"""Train-step throughput of nplm on the Brown vocabulary: FLOPs, matmul share, 
   python -m experiments.benchmarks.nnlm --data_dir=/tmp/nplm_tfds --out=runs/benchmark
   python -m experiments.benchmarks.nnlm --data_dir=/tmp/nplm_tfds --repeats=2 --steps=5  # a look
 
-For the MLP1 and MLP9 shapes of Table 1 it times the real jitted `nplm.train` step on the
+For the MLP1 and MLP9 shapes of Table 1 it times the real jitted step of nplm's trainer on the
 trainer's own batches (after an untimed compile, --repeats runs of --steps steps, each ended
 by block_until_ready; median, min and max), counts the FLOPs of one step (XLA's cost analysis
 and by hand), measures this machine's float32 matmul rate, and, when PyTorch is installed,
@@ -24,7 +24,7 @@ def analytic_step_flops(config: Config, vocab_size: int) -> int:
   twice that (gradients of the weights and of the inputs: x's gradient reaches C).
   Softmax, tanh and the AdamW update are left out (about 1% here)."""
   features = (config.order - 1) * config.feature_size
-  output_inputs = NNLM.from_config(config, vocab_size).hidden_dim
+  output_inputs = NNLM.from_config(config, vocab_size).output_width
   forward = 2 * config.batch_size * (features * config.hidden_size + output_inputs * vocab_size)
   return 3 * forward
 
@@ -71,7 +71,7 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
   flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
   step_gflops = (flops['xla'] or flops['analytic']) / jax_rate['seconds_per_step'] / 1e9
   # The forward output layer's dot: [B, D] x [D, |V|].
-  dims = [batch_size, NNLM.from_config(config, vocab_size).hidden_dim, vocab_size]
+  dims = [batch_size, NNLM.from_config(config, vocab_size).output_width, vocab_size]
   matmul = harness.matmul_gflops(*dims, repeats)
   result = {'shape': name, 'config': {**shape, 'batch_size': batch_size}, 'jax': jax_rate,
             'jax_bfloat16': rates['jax_bfloat16'],

@@ -5,8 +5,9 @@ K models trained one after another, measured in one run.
 
 For each K in --models (1, 4, 16): K models of one shape (--shape) that differ in seed and
 learning rate, on the trainer's first --steps batches of the real Brown training split.
-- together: nplm.train's step for models trained together over the K stacked states, --steps updates;
-- one by one: the trainer's own step (nplm.training.window_feed), --steps updates of each of the
+- together: the trainer's step for models trained together (nplm.training.loop) over the K
+  stacked states, --steps updates;
+- one by one: the trainer's own step (a WindowFeed's), --steps updates of each of the
   K models in turn, as K separate runs would take.
 Aggregate examples/s = K × the examples of the batches ÷ seconds. Compilation is left out
 (an untimed run first); each repeat times both ways back to back, and medians are reported.
@@ -23,8 +24,8 @@ from experiments.benchmarks import harness
 from nplm import parallel
 from nplm.data import batching
 from nplm.lm import build_language_model
-from nplm.training.optimizer import hyperparameters_of, make_optimizer
-from nplm.training.window_feed import init_state, make_train_step, tables_read
+from nplm.training.optimizer import hyperparameters_of
+from nplm.training.window_feed import WindowFeed
 
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 
@@ -36,19 +37,18 @@ def model_configs(config, k: int):
 
 
 def together_runner(configs, counts, padded_split: np.ndarray, mesh):
-  """run_steps(batches) over K stacked models, as nplm.train trains models together."""
+  """run_steps(batches) over K stacked models, as nplm.training.loop trains models together."""
   lm = build_language_model(configs[0], counts, mesh)
-  tx = make_optimizer(configs[0], tables_read(lm, configs[0]))
+  feed = WindowFeed(configs[0], lm, {}, boundary_id=None, mesh=mesh, num_models=len(configs))
   keys = [jax.random.split(jax.random.key(config.seed)) for config in configs]
-  states = [init_state(configs[0], lm, init_rng, tx) for init_rng, _ in keys]
+  states = [feed.create_state(init_rng) for init_rng, _ in keys]
   hyperparameters = hyperparameters_of(configs)
-  train_step = make_train_step(lm, configs[0], mesh, parallel.sharding(mesh), len(configs))
 
-  def join(trees):  # One model is the lone step, as nplm.train runs K = 1.
+  def join(trees):  # One model is the lone step, as nplm.training.loop runs K = 1.
     return trees[0] if len(trees) == 1 else jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
   run_rngs = join([run_rng for _, run_rng in keys])
-  run_steps = harness.steps_runner(train_step, join(states), hyperparameters,
+  run_steps = harness.steps_runner(feed.train_step, join(states), hyperparameters,
                                    parallel.put(padded_split, mesh), run_rngs)
   return lambda batches: np.atleast_1d(run_steps(batches))
 

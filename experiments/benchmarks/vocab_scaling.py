@@ -24,7 +24,7 @@ from experiments.benchmarks.harness import (SHAPES, benchmark_batches, interleav
                                             shape_config, table_lines, write_report)
 from nplm.cli import refuse_arguments
 from nplm.data import batching
-from nplm.heads import HEADS
+from nplm.heads import HEADS, head_class
 
 BASELINE = 'softmax'
 DEFAULT_HEADS = ('softmax', 'class', 'tree', 'is', 'nce', 'adaptive')
@@ -47,9 +47,10 @@ def time_heads(vocab_size: int, optimizer: str, heads, settings: dict) -> dict:
   ids, counts = zipf_ids(vocab_size, settings['tokens'])
   runners = {}
   for head in heads:
+    sampled = ({'num_samples': settings['num_samples']}
+               if 'num_samples' in head_class(head).knobs else {})
     config = shape_config(SHAPES['MLP9'], settings['batch_size']).replace(
-        head=head, optimizer=optimizer, num_samples=settings['num_samples'],
-        ).validate()
+        head=head, optimizer=optimizer, **sampled).validate()
     padded = batching.pad_split(ids, config.order, boundary_id=0)
     runners[head], _ = jax_runner(config, counts, padded)
   batches = benchmark_batches(len(ids), settings['batch_size'], settings['steps'])

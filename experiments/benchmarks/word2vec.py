@@ -39,7 +39,7 @@ from nplm.cli import config_from_flagfile
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained
-from nplm.train import train_and_evaluate
+from nplm.train import run
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
 SENTENCE_WORDS = 10_000  # gensim's MAX_WORDS_IN_BATCH: it cuts longer sentences there.
@@ -114,13 +114,13 @@ def train_nplm(config: Config, corpus) -> tuple:
   if Path(config.workdir).exists():
     raise ConfigError(f'{config.workdir} exists: its run would not be timed now; delete it '
                       'or choose another --out')
-  summary = train_and_evaluate(config, corpus)
+  summary = run(config, corpus)
   keyed = embeddings.keyed_vectors(embeddings.of_workdir(config.workdir))
   return keyed, summary['train_seconds'], summary['epochs']
 
 
 def side(keyed, seconds: float, words: int, epochs: int) -> dict:
-  return {'scores': embeddings.evaluate(keyed), 'seconds': seconds, 'epochs': epochs,
+  return {'scores': embeddings.benchmark_scores(keyed), 'seconds': seconds, 'epochs': epochs,
           'words_per_second': words * epochs / max(seconds, 1e-9),
           'vocab_size': len(keyed.index_to_key)}
 
@@ -167,7 +167,7 @@ def workdir_scores(workdir: str) -> dict:
   keyed = embeddings.keyed_vectors(embeddings.of_trained(trained))
   return {'model': trained.config.model, 'head': trained.config.head,
           'dim': trained.config.feature_size, 'vocab_size': trained.vocab.size,
-          'scores': embeddings.evaluate(keyed)}
+          'scores': embeddings.benchmark_scores(keyed)}
 
 
 def measure(configs: dict, corpus, workdirs=(), workers: int = 0) -> dict:

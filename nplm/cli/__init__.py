@@ -18,6 +18,7 @@ from nplm import recipes
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
 from nplm.data.acquire import CorpusError
+from nplm.data.corpus import SPLITS
 from nplm.use.trained import NoTrainedModelError
 from nplm.stop_requests import Interrupted
 from nplm.train import TrainingDiverged
@@ -157,7 +158,7 @@ def summary_lines(summary: dict) -> list[str]:
   """split_line for train, valid and test of a summary (training's, or an n-gram's)."""
   return [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
                      summary['unk_rate'][split], summary.get('bpc', {}).get(split))
-          for split in ('train', 'valid', 'test')]
+          for split in SPLITS]
 
 
 def start(main, argv=None) -> None:

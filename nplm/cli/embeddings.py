@@ -80,7 +80,7 @@ def export(workdir: str, out: str) -> dict:
   report = {'workdir': str(workdir), 'model': f'{config.model} under {config.head}',
             'words': len(word_vectors.words), 'dim': word_vectors.dim,
             'gensim': gensim.__version__,
-            'scores': embeddings.evaluate(embeddings.keyed_vectors(word_vectors))}
+            'scores': embeddings.benchmark_scores(embeddings.keyed_vectors(word_vectors))}
   write_json_atomically(out_dir / 'embeddings.json', report)
   write_text_atomically(out_dir / 'embeddings.md', markdown(report))
   return report

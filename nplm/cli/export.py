@@ -20,54 +20,24 @@ from absl import flags
 
 from nplm import cli
 from nplm.config import DATA_FIELDS
-from nplm.data.corpus import SPLIT_NAMES, Corpus
-from nplm.data.datasets import is_brown, load_dataset
-from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END
+from nplm.data.corpus import SPLITS, Corpus
+from nplm.data.datasets import load_dataset
+from nplm.data.sources import source_of
 from nplm.files import write_text_atomically
 from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 
 
-def brown_lines(tokens: list[str]) -> list[str]:
-  """One line per paragraph, breaking after </p> unless </text> follows it."""
-  lines, current = [], []
-  for position, token in enumerate(tokens):
-    current.append(token)
-    next_token = tokens[position + 1] if position + 1 < len(tokens) else None
-    if token == TEXT_END or token == PARAGRAPH_END and next_token != TEXT_END:
-      lines.append(' '.join(current))
-      current = []
-  if current:  # A split may end inside a paragraph.
-    lines.append(' '.join(current))
-  return lines
-
-
-def text_lines(tokens: list[str], tokenization: str) -> list[str]:
-  """One line per <eos>, without it: the text file that tokenizes back to `tokens`."""
-  separator = ' ' if tokenization == 'words' else ''
-  lines, current = [], []
-  for token in tokens:
-    if token == END_OF_SENTENCE:
-      lines.append(separator.join(current))
-      current = []
-    else:
-      current.append(token)
-  if current:
-    lines.append(separator.join(current))
-  return lines
-
-
-def export_splits(corpus: Corpus, out_dir: str | os.PathLike, dataset: str = 'brown',
+def export_splits(corpus: Corpus, out_dir: str | os.PathLike, dataset: str,
                   tokenization: str = 'words') -> list[Path]:
-  """Writes <split>.txt for every split and vocab.txt; returns the paths written."""
+  """Writes <split>.txt for every split (as the source of `dataset` writes its lines) and
+  vocab.txt; returns the paths written."""
   out_dir = Path(out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
-  written = []
-  for name in SPLIT_NAMES:
-    tokens = corpus.vocab.decode(corpus.splits[name])
-    lines = (brown_lines(tokens) if is_brown(dataset) and tokenization == 'words'
-             else text_lines(tokens, tokenization))
+  source, written = source_of(dataset), []
+  for name in SPLITS:
+    lines = source.export_lines(corpus.vocab.decode(corpus.splits[name]), tokenization)
     path = out_dir / f'{name}.txt'
     write_text_atomically(path, ''.join(line + '\n' for line in lines))
     written.append(path)
@@ -88,7 +58,7 @@ def main(argv: list[str]) -> None:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  sizes = ', '.join(f'{name} {corpus.stats[name]["tokens"]:,}' for name in SPLIT_NAMES)
+  sizes = ', '.join(f'{name} {corpus.stats[name]["tokens"]:,}' for name in SPLITS)
   print(f'|V| = {corpus.vocab.size:,}; tokens: {sizes}; wrote {", ".join(map(str, paths))}')
 
 

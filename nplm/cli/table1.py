@@ -35,8 +35,9 @@ def main(argv):
   started = time.perf_counter()
   try:
     needed_rows(options.rows)  # A typo is refused before the corpus is read.
-    corpus = load_dataset(Config(dataset='brown', data_dir=options.data_dir,
-                                 corpus_dir=options.corpus_dir).resolved().absolute_paths())
+    # The corpus the recipes' rows train on: they name no --dataset, so Config's.
+    corpus = load_dataset(Config(data_dir=options.data_dir, corpus_dir=options.corpus_dir)
+                          .resolved().absolute_paths())
     report = build_table(options.workdir, corpus, options.rows, overrides)
   except Interrupted as stopped:
     cli.stop_interrupted(str(stopped))

@@ -1,8 +1,9 @@
-"""Corpora: Brown (acquisition, its TFDS dataset), text and TFDS sources prepared once, the
-vocabulary and the split streams (nplm.data.datasets picks one by --dataset)."""
+"""Corpora: the sources --dataset names (nplm.data.sources: Brown, text files, TFDS datasets,
+a user's own), text and TFDS sources prepared once, the vocabulary and the split streams."""
 
 from nplm.data.acquire import CorpusError, CorpusNotFoundError, CorruptCorpusError
-from nplm.data.corpus import Corpus, load_corpus
+from nplm.data.brown_source import load_corpus
+from nplm.data.corpus import Corpus
 from nplm.data.vocab import PARAGRAPH_END, TEXT_END, UNK, Vocabulary
 
 __all__ = [

@@ -37,7 +37,8 @@ from tqdm import tqdm
 
 from nplm.data import text_sources, tfds_dirs
 from nplm.data.acquire import CorpusError
-from nplm.data.text_sources import SPLITS, tokens_of_line
+from nplm.data.corpus import SPLITS
+from nplm.data.text_sources import tokens_of_line
 from nplm.stop_requests import check_interrupted, interrupting
 
 log = logging.getLogger(__name__)

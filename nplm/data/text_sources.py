@@ -1,5 +1,5 @@
-"""Text sources: lines of text per split, from text files (a TFDS dataset: tfds_source.py),
-and their tokens.
+"""--dataset=text:PATH (TextSource): lines of text per split, from text files (a TFDS
+dataset: tfds_source.py), and their tokens.
 
   text:DIR     DIR/train.txt, valid.txt, test.txt (or PTB's ptb.train.txt …, WikiText's
                wiki.train.tokens …): the usual benchmark layout.
@@ -29,11 +29,11 @@ from pathlib import Path
 
 from nplm import paths
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
+from nplm.data.corpus import SPLITS
+from nplm.data.sources import PreparedSource
 from nplm.data.vocab import END_OF_SENTENCE
 from nplm.errors import ConfigError
 
-SPLITS = ('train', 'valid', 'test')
-TOKENIZATIONS = ('words', 'chars')
 # Where text:DIR looks for each split, first match wins.
 _SPLIT_FILES = ('{split}.txt', 'ptb.{split}.txt', 'wiki.{split}.tokens')
 _READ_LINES = 1 << 22  # Characters of lines read at a time.
@@ -315,6 +315,18 @@ def _undecodable_line(path: Path) -> int:
       except UnicodeDecodeError:
         return number
   return 0  # The file changed since: no line is undecodable now.
+
+
+class TextSource(PreparedSource):
+  """--dataset=text:DIR or text:FILE (the argument: its path)."""
+
+  usage = 'text:DIR (train.txt, valid.txt, test.txt), text:FILE'
+  cuts_by_tokens = True  # text:FILE's lines; text:DIR refuses them (text_source).
+
+  def lines_source(self, config):
+    plan = SplitPlan(tuple(float(f) for f in config.split_fractions.split(',')),
+                     config.train_tokens, config.valid_tokens)
+    return text_source(self.argument, config.tokens, plan)
 
 
 def text_source(path: str, tokens: str, plan: SplitPlan):

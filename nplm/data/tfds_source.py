@@ -1,7 +1,7 @@
-"""tfds:NAME[/CONFIG][:FEATURE]: a TFDS dataset's string feature (default `text`) as lines
-per split, each example cut into lines at '\\n'; the dataset prepared first if need be (a
-catalogue builder needs TensorFlow to prepare: the extra nplm[tf]). Unknown names and configs
-are one line with the closest ones TFDS knows."""
+"""--dataset=tfds:NAME[/CONFIG][:FEATURE] (TfdsSource): a TFDS dataset's string feature
+(default `text`) as lines per split, each example cut into lines at '\\n'; the dataset
+prepared first if need be (a catalogue builder needs TensorFlow to prepare: the extra
+nplm[tf]). Unknown names and configs are one line with the closest ones TFDS knows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,23 @@ import re
 from collections.abc import Iterator
 
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
-from nplm.data.text_sources import SPLITS
+from nplm.data.corpus import SPLITS
+from nplm.data.sources import PreparedSource
+
+
+class TfdsSource(PreparedSource):
+  """--dataset=tfds:NAME[/CONFIG][:FEATURE]: its splits named by --tfds_splits."""
+
+  usage = 'tfds:NAME[/CONFIG][:FEATURE]'
+
+  def config_errors(self, config) -> list[str]:
+    return [f"{error} (--tfds_splits picks a TFDS dataset's splits)"
+            for error in super().config_errors(config)]
+
+  def lines_source(self, config):
+    name, feature = parse_tfds(self.argument)
+    return TfdsText(name, feature, tuple(config.tfds_splits.split(',')), config.tokens,
+                    config.data_dir or None)
 
 
 class TfdsText:

@@ -45,8 +45,10 @@ def parse_cutoffs(text: str, vocab_size: int) -> tuple[int, ...]:
 class AdaptiveSoftmaxHead(nn.Module):
   """A head softmax over frequent words and clusters; narrow tail softmaxes for the rest."""
   vocab_size: int
-  hidden_dim: int
+  input_width: int
   cutoffs: tuple[int, ...]  # Ids below cutoffs[0] are in the head; the tails follow.
+
+  knobs = ('adaptive_cutoffs',)
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -54,13 +56,13 @@ class AdaptiveSoftmaxHead(nn.Module):
     return []
 
   @classmethod
-  def from_config(cls, config, counts, hidden_dim: int) -> 'AdaptiveSoftmaxHead':
+  def from_config(cls, config, counts, input_width: int) -> 'AdaptiveSoftmaxHead':
     cutoffs = (parse_cutoffs(config.adaptive_cutoffs, len(counts)) if config.adaptive_cutoffs
                else default_cutoffs(counts))
     if not cutoffs:
       raise ConfigError(f'the vocabulary ({len(counts)} words) is too small for a tail: '
                         'set --adaptive_cutoffs or use --head=softmax')
-    return cls(vocab_size=len(counts), hidden_dim=hidden_dim, cutoffs=cutoffs)
+    return cls(vocab_size=len(counts), input_width=input_width, cutoffs=cutoffs)
 
   @property
   def bounds(self) -> list[tuple[int, int]]:
@@ -69,8 +71,8 @@ class AdaptiveSoftmaxHead(nn.Module):
     return list(zip(edges[:-1], edges[1:]))
 
   def setup(self):
-    self.head = OutputLayer(self.cutoffs[0] + len(self.bounds), self.hidden_dim)
-    tail_dims = [max(1, self.hidden_dim // 4 ** (i + 1)) for i in range(len(self.bounds))]
+    self.head = OutputLayer(self.cutoffs[0] + len(self.bounds), self.input_width)
+    tail_dims = [max(1, self.input_width // 4 ** (i + 1)) for i in range(len(self.bounds))]
     self.projections = [nn.Dense(dim, use_bias=False, name=f'tail{i}_projection')
                         for i, dim in enumerate(tail_dims)]
     self.tails = [OutputLayer(end - start, dim, name=f'tail{i}')

@@ -46,8 +46,10 @@ class WordClasses:
 class ClassSoftmaxHead(nn.Module):
   """hidden -> P(class | h) over the classes, then P(w | class, h) within the class."""
   vocab_size: int
-  hidden_dim: int
+  input_width: int
   classes: WordClasses
+
+  knobs = ('num_classes',)
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -57,17 +59,17 @@ class ClassSoftmaxHead(nn.Module):
     return []
 
   @classmethod
-  def from_config(cls, config, counts, hidden_dim: int) -> 'ClassSoftmaxHead':
+  def from_config(cls, config, counts, input_width: int) -> 'ClassSoftmaxHead':
     num_classes = config.num_classes or int(round(np.sqrt(len(counts))))
     if num_classes > len(counts):
       raise ConfigError(f'--num_classes={num_classes} exceeds the vocabulary ({len(counts)} '
                         'words); use at most |V|, or 0 for √|V|')
-    return cls(vocab_size=len(counts), hidden_dim=hidden_dim,
+    return cls(vocab_size=len(counts), input_width=input_width,
                classes=WordClasses.by_frequency(counts, num_classes))
 
   def setup(self):
-    self.class_output = OutputLayer(self.classes.num_classes, self.hidden_dim)
-    self.word_output = OutputLayer(self.vocab_size, self.hidden_dim)
+    self.class_output = OutputLayer(self.classes.num_classes, self.input_width)
+    self.word_output = OutputLayer(self.vocab_size, self.input_width)
 
   def log_probs(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """All |V| words: word scores normalized within each class by a segment logsumexp."""

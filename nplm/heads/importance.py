@@ -28,11 +28,12 @@ class ImportanceSamplingHead(SoftmaxHead):
   proposal: Proposal = None
   num_samples: int = 100
 
+  knobs = Proposal.knobs
   config_errors = Proposal.config_errors
 
   @classmethod
-  def from_config(cls, config, counts, hidden_dim: int) -> 'ImportanceSamplingHead':
-    return cls(vocab_size=len(counts), hidden_dim=hidden_dim,
+  def from_config(cls, config, counts, input_width: int) -> 'ImportanceSamplingHead':
+    return cls(vocab_size=len(counts), input_width=input_width,
                proposal=Proposal.from_counts(counts, config.proposal_power),
                num_samples=config.num_samples)
 

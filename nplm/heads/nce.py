@@ -33,17 +33,12 @@ class NCEHead(SoftmaxHead):
   negative_sampling: bool = False  # Δs = s instead of s - log(k Q): not a language model.
   noise_per_example: bool = False
 
-  @staticmethod
-  def config_errors(config) -> list[str]:
-    errors = Proposal.config_errors(config)
-    if config.noise_per_example and config.head not in ('nce', 'negative_sampling'):
-      errors.append(f'--noise_per_example is for --head=nce or negative_sampling, not '
-                    f'--head={config.head}')
-    return errors
+  knobs = (*Proposal.knobs, 'noise_per_example')
+  config_errors = Proposal.config_errors
 
   @classmethod
-  def from_config(cls, config, counts, hidden_dim: int) -> 'NCEHead':
-    return cls(vocab_size=len(counts), hidden_dim=hidden_dim,
+  def from_config(cls, config, counts, input_width: int) -> 'NCEHead':
+    return cls(vocab_size=len(counts), input_width=input_width,
                proposal=Proposal.from_counts(counts, config.proposal_power),
                num_samples=config.num_samples,
                negative_sampling=config.head == 'negative_sampling',
@@ -51,7 +46,7 @@ class NCEHead(SoftmaxHead):
 
   def setup(self):
     log_unigram = np.log(self.proposal.probs).astype(np.float32)
-    self.output = OutputLayer(self.vocab_size, self.hidden_dim,
+    self.output = OutputLayer(self.vocab_size, self.input_width,
                               bias_init=lambda *_: jnp.asarray(log_unigram), mesh=self.mesh)
 
   def _delta(self, scores: jnp.ndarray, words: jnp.ndarray) -> jnp.ndarray:

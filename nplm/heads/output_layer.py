@@ -48,7 +48,7 @@ def _float32(scores: jnp.ndarray) -> jnp.ndarray:
 class OutputLayer(nn.Module):
   """Scores of every unit, of one unit per example, or of units shared by the batch."""
   units: int
-  hidden_dim: int
+  input_width: int
   bias_init: Callable = nn.initializers.zeros_init()
   mesh: Mesh | None = None  # Its 'model' axis splits the rows (vocabulary-parallel).
 
@@ -61,7 +61,7 @@ class OutputLayer(nn.Module):
     # lecun_normal over the fan-in D, as flax's Dense initializes its kernel.
     init = nn.initializers.lecun_normal(in_axis=1, out_axis=0)
     self.embedding = self.param('embedding', _zero_padded(init, self.units),
-                                (rows, self.hidden_dim))
+                                (rows, self.input_width))
     self.bias = self.param('bias', _zero_padded(self.bias_init, self.units), (rows,))
 
   def __call__(self, hidden: jnp.ndarray) -> jnp.ndarray:

@@ -20,9 +20,10 @@ class Proposal:
   """Q(w) ∝ count(w)^α over the vocabulary, from training-split counts."""
   probs: np.ndarray  # float64 [|V|], sums to 1
 
+  knobs = ('num_samples', 'proposal_power')  # Of the heads that sample from Q.
+
   @staticmethod
   def config_errors(config) -> list[str]:
-    """The knobs of the heads that sample from Q: --num_samples, --proposal_power."""
     checks = [(config.num_samples >= 1,
                f'--num_samples must be positive, got {config.num_samples}'),
               (0 <= config.proposal_power <= 1,

@@ -10,8 +10,10 @@ from nplm.heads.output_layer import OutputLayer
 class SoftmaxHead(nn.Module):
   """hidden [batch, D] -> P(w | context) over the whole vocabulary."""
   vocab_size: int
-  hidden_dim: int
+  input_width: int
   mesh: Mesh | None = None  # With a 'model' axis: vocabulary-parallel output rows.
+
+  knobs = ()  # The full softmax has none.
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -19,12 +21,12 @@ class SoftmaxHead(nn.Module):
     return []
 
   @classmethod
-  def from_config(cls, config, counts, hidden_dim: int) -> 'SoftmaxHead':
+  def from_config(cls, config, counts, input_width: int) -> 'SoftmaxHead':
     del config  # The full softmax has no knobs.
-    return cls(vocab_size=len(counts), hidden_dim=hidden_dim)
+    return cls(vocab_size=len(counts), input_width=input_width)
 
   def setup(self):
-    self.output = OutputLayer(self.vocab_size, self.hidden_dim, mesh=self.mesh)
+    self.output = OutputLayer(self.vocab_size, self.input_width, mesh=self.mesh)
 
   def log_probs(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """The full normalized distribution, [batch, |V|]."""

@@ -19,8 +19,10 @@ TREES = {'huffman': huffman_tree, 'balanced': lambda counts: balanced_tree(len(c
 class TreeSoftmaxHead(nn.Module):
   """hidden -> P(w | h) as a product of binary decisions down a tree over the vocabulary."""
   vocab_size: int
-  hidden_dim: int
+  input_width: int
   tree: BinaryTree
+
+  knobs = ('tree',)
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -29,11 +31,12 @@ class TreeSoftmaxHead(nn.Module):
     return []
 
   @classmethod
-  def from_config(cls, config, counts, hidden_dim: int) -> 'TreeSoftmaxHead':
-    return cls(vocab_size=len(counts), hidden_dim=hidden_dim, tree=TREES[config.tree](counts))
+  def from_config(cls, config, counts, input_width: int) -> 'TreeSoftmaxHead':
+    return cls(vocab_size=len(counts), input_width=input_width,
+               tree=TREES[config.tree](counts))
 
   def setup(self):
-    self.nodes = OutputLayer(self.tree.num_internal, self.hidden_dim)  # o_n, b_n per node
+    self.nodes = OutputLayer(self.tree.num_internal, self.input_width)  # o_n, b_n per node
 
   def log_prob(self, hidden: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
     """Exact log P(target | h) from the target's path alone: [batch]."""

@@ -4,36 +4,46 @@ Feed-forward models (`recurrent = False`) map a window of n-1 words to one hidde
 (the Transformer, `trains_every_position`, also gives one per position of the window, for its
 training loss); recurrent ones map a segment of words and a carried state to a hidden vector
 per word.
+
+--model names a registry entry or a class of the user's own ('module.path:Name') offering
+what nplm's do: `knobs` (the Config fields it reads), `config_errors(config)`,
+`describe(config)`, `from_config(config, vocab_size)`, `recurrent`, `language_model`,
+`output_width` (the hidden vector's width), and the calls of its family's feed.
 """
 
-from nplm.models.nnlm import NNLM
-from nplm.models.rnn import RecurrentModel
-from nplm.models.transformer import Transformer
-from nplm.models.word2vec import CBOW, SkipGram, changed_knobs
+from nplm import components
 
-MODELS = {'nnlm': NNLM, 'rnn': RecurrentModel, 'lstm': RecurrentModel, 'gru': RecurrentModel,
-          'transformer': Transformer}
-MODELS['cbow'] = CBOW  # word2vec (Mikolov et al. 2013a): word vectors, not a language model.
-MODELS['skipgram'] = SkipGram
-RECURRENT_MODELS = ('rnn', 'lstm', 'gru')
+# Import paths, not classes: naming and validating a model imports no Flax.
+MODELS = {
+    'nnlm': 'nplm.models.nnlm:NNLM',
+    'rnn': 'nplm.models.rnn:RecurrentModel',
+    'lstm': 'nplm.models.rnn:RecurrentModel',
+    'gru': 'nplm.models.rnn:RecurrentModel',
+    'transformer': 'nplm.models.transformer:Transformer',
+    # word2vec (Mikolov et al. 2013a): word vectors, not a language model.
+    'cbow': 'nplm.models.word2vec:CBOW',
+    'skipgram': 'nplm.models.word2vec:SkipGram',
+}
+
+
+def model_class(name: str):
+  """The class --model=`name` names (a ConfigError if none)."""
+  return components.load('--model', MODELS, name)
+
+
+def readers(knob: str) -> list[str]:
+  """The registry's models that read the Config field `knob`."""
+  return [name for name in MODELS if knob in model_class(name).knobs]
 
 
 def config_errors(config) -> list[str]:
-  """What in the config no model could be built from: the model's name, the knobs every
-  model reads, and the named model's own checks."""
-  if config.model not in MODELS:
-    return [f'unknown --model={config.model!r}; known: {", ".join(sorted(MODELS))}']
-  shared = [(config.feature_size >= 1, f'--feature_size must be positive, got '
-             f'{config.feature_size}'),
-            (config.hidden_size >= 0, f'--hidden_size must be 0 or more, got '
-             f'{config.hidden_size}')]
-  if MODELS[config.model].language_model:
-    shared.append((not changed_knobs(config, ('window', 'subsample')),
-                   '--window and --subsample are for word2vec models (--model=cbow or skipgram)'))
-  return [message for ok, message in shared if not ok] + MODELS[config.model].config_errors(
-      config)
+  """What in the config the named model cannot be built from: its knobs' values."""
+  model = model_class(config.model)
+  shared = [] if config.feature_size >= 1 else [
+      f'--feature_size must be positive, got {config.feature_size}']
+  return shared + model.config_errors(config)
 
 
 def build_model(config, vocab_size: int):
   """The model named by `config.model`, shaped by the config."""
-  return MODELS[config.model].from_config(config, vocab_size)
+  return model_class(config.model).from_config(config, vocab_size)

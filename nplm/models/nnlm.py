@@ -14,7 +14,7 @@ from nplm.training import sparse_rows
 
 
 class NNLM(nn.Module):
-  """Maps the context [batch, n-1] (w_{t-1} first) to the hidden vector [batch, hidden_dim]."""
+  """Maps the context [batch, n-1] (w_{t-1} first) to the hidden vector [batch, output_width]."""
   vocab_size: int
   order: int  # n
   feature_size: int  # m
@@ -24,19 +24,19 @@ class NNLM(nn.Module):
 
   recurrent = False
   language_model = True  # Gives p(w_t | the words before it).
+  family = 'windows'  # Its feed (nplm.training.families).
+  knobs = ('order', 'feature_size', 'hidden_size', 'direct', 'dropout', 'tie_embeddings')
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
     checks = [
         (config.order >= 2, f'--order must be at least 2 (one word of context), got '
          f'{config.order}'),
-        (config.hidden_size > 0 or config.direct,
+        (config.hidden_size >= 0, f'--hidden_size must be 0 or more, got '
+         f'{config.hidden_size}'),
+        (config.hidden_size != 0 or config.direct,
          '--hidden_size=0 leaves no path to the output: set --direct (as MLP3/MLP4)'),
-        (config.num_layers == 1,
-         '--num_layers is for recurrent models (--model=rnn, lstm or gru) and the transformer'),
         (0 <= config.dropout < 1, f'--dropout must be within [0, 1), got {config.dropout}'),
-        (config.num_heads == 1 and config.positions == 'sinusoidal',
-         '--num_heads and --positions are for --model=transformer'),
     ]
     return [message for ok, message in checks if not ok]
 
@@ -52,7 +52,7 @@ class NNLM(nn.Module):
                hidden_size=config.hidden_size, direct=config.direct, dropout=config.dropout)
 
   @property
-  def hidden_dim(self) -> int:
+  def output_width(self) -> int:
     features = (self.order - 1) * self.feature_size
     return self.hidden_size + (features if self.direct else 0)
 

@@ -100,17 +100,17 @@ class RecurrentModel(nn.Module):
 
   recurrent = True
   language_model = True  # Gives p(w_t | the words before it).
+  family = 'streams'  # Its feed (nplm.training.families).
+  knobs = ('feature_size', 'hidden_size', 'num_layers', 'dropout', 'tie_embeddings',
+           'bptt_length')  # bptt_length: the stream feed's (nplm.training.stream_feed).
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
     checks = [
         (config.hidden_size > 0, f'--model={config.model} needs --hidden_size of at least 1'),
-        (not config.direct,
-         f"--direct is the NNLM's; --model={config.model} has no direct connections"),
         (config.num_layers >= 1, f'--num_layers must be positive, got {config.num_layers}'),
         (0 <= config.dropout < 1, f'--dropout must be within [0, 1), got {config.dropout}'),
-        (config.num_heads == 1 and config.positions == 'sinusoidal',
-         '--num_heads and --positions are for --model=transformer'),
+        (config.bptt_length >= 1, f'--bptt_length must be positive, got {config.bptt_length}'),
     ]
     return [message for ok, message in checks if not ok]
 
@@ -127,12 +127,8 @@ class RecurrentModel(nn.Module):
                dropout=config.dropout)
 
   @property
-  def hidden_dim(self) -> int:
+  def output_width(self) -> int:
     return self.hidden_size
-
-  @property
-  def input_embedding_shape(self) -> tuple[int, int]:
-    return (self.vocab_size, self.feature_size)
 
   def initial_state(self, batch_size: int) -> jnp.ndarray:
     """h_0 = 0 (and c_0 = 0): the state at the start of every epoch and of every split."""

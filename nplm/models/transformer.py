@@ -94,7 +94,10 @@ class Transformer(nn.Module):
 
   recurrent = False
   language_model = True  # Gives p(w_t | the words before it).
+  family = 'windows'  # Its feed (nplm.training.families).
   trains_every_position = True  # Its loss covers a window's n-1 targets (nplm.lm).
+  knobs = ('order', 'feature_size', 'hidden_size', 'num_layers', 'num_heads', 'positions',
+           'dropout', 'tie_embeddings')
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -103,8 +106,6 @@ class Transformer(nn.Module):
          f'{config.order}'),
         (config.hidden_size > 0, '--model=transformer needs --hidden_size (the feed-forward '
          'width) of at least 1'),
-        (not config.direct, "--direct is the NNLM's; --model=transformer has no direct "
-         'connections'),
         (config.num_layers >= 1, f'--num_layers must be positive, got {config.num_layers}'),
         (config.num_heads >= 1, f'--num_heads must be positive, got {config.num_heads}'),
         (config.num_heads < 1 or config.feature_size % config.num_heads == 0,
@@ -130,7 +131,7 @@ class Transformer(nn.Module):
                num_heads=config.num_heads, positions=config.positions, dropout=config.dropout)
 
   @property
-  def hidden_dim(self) -> int:
+  def output_width(self) -> int:
     return self.feature_size
 
   def __call__(self, context: jnp.ndarray, train: bool = False) -> jnp.ndarray:

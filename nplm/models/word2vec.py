@@ -16,8 +16,6 @@ examples are made from such windows (`examples`), and what their own exact predi
 position is (`token_log_probs`), so the feed is the same for both.
 """
 
-import dataclasses
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -33,12 +31,6 @@ def _initial_vectors(key, shape, dtype=jnp.float32):
   return jax.random.uniform(key, shape, dtype, -0.5 / shape[1], 0.5 / shape[1])
 
 
-def changed_knobs(config, names) -> list[str]:
-  """Those of the config's fields `names` that it sets away from their defaults."""
-  defaults = {field.name: field.default for field in dataclasses.fields(config)}
-  return [name for name in names if getattr(config, name) != defaults[name]]
-
-
 class _Word2Vec(nn.Module):
   """What CBOW and skip-gram share: the vectors C, the knobs, the start-up line."""
   vocab_size: int
@@ -46,18 +38,16 @@ class _Word2Vec(nn.Module):
 
   recurrent = False
   language_model = False  # It predicts a word from both sides: no probability of a text.
+  family = 'word2vec'  # Its feed (nplm.training.families).
+  # window, subsample: the word2vec feed's (nplm.training.word2vec_feed).
+  knobs = ('feature_size', 'window', 'subsample', 'tie_embeddings')
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
-    others = changed_knobs(config, ('order', 'hidden_size', 'direct', 'num_layers', 'dropout',
-                                    'bptt_length'))
     checks = [
         (config.window >= 1, f'--window must be at least 1, got {config.window}'),
         (config.subsample >= 0, f'--subsample must be 0 (off) or positive, got '
          f'{config.subsample}'),
-        (not others, f'{", ".join("--" + name for name in others)}: for nnlm and recurrent '
-         f'models, not --model={config.model} (its knobs: --feature_size, --window, '
-         '--subsample)'),
     ]
     return [message for ok, message in checks if not ok]
 
@@ -73,7 +63,7 @@ class _Word2Vec(nn.Module):
     return cls(vocab_size=vocab_size, feature_size=config.feature_size)
 
   @property
-  def hidden_dim(self) -> int:
+  def output_width(self) -> int:
     return self.feature_size
 
   def vectors(self, words: jnp.ndarray) -> jnp.ndarray:

@@ -1,4 +1,4 @@
-"""One model's run inside the loop (nplm.train): its workdir (locked and claimed), its
+"""One model's run inside the loop (nplm.training.runs): its workdir (locked and claimed), its
 checkpoints, metrics and progress record, its early stopping, and why it stopped.
 
 Models trained together each have one, so each keeps a workdir laid out as a lone run's

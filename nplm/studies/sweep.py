@@ -134,7 +134,7 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
   `corpus`, if given, is the one base's DATA_FIELDS name; otherwise it is loaded once
   and shared by every point (a point that overrides a data field gets its own, loaded once).
   `together`: the points left to train are trained at once, in one program
-  (nplm.train.train_together); they may differ only in PER_MODEL_FIELDS, and share the
+  (nplm.train.run of a list); they may differ only in PER_MODEL_FIELDS, and share the
   base's order of batches (--data_seed).
   """
   root = Path(root)
@@ -151,8 +151,7 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
   left = [k for k, summary in enumerate(summaries) if summary is None]
   if together and left:
     log.info('training %d points together', len(left))
-    trained = train.train_together([configs[k] for k in left],
-                                              _corpus_for(base, corpora))
+    trained = train.run([configs[k] for k in left], _corpus_for(base, corpora))
     for k, summary in zip(left, trained):
       summaries[k] = _finished(points[k], summary)
   else:

@@ -23,19 +23,17 @@ import logging
 import time
 from pathlib import Path
 
-from nplm import cli, ngram
+from nplm import cli, ngram, train
 from nplm.config import Config
-from nplm.data.corpus import Corpus
+from nplm.data.corpus import SPLITS, Corpus
 from nplm.files import write_json_atomically, write_text_atomically
-from nplm.models import MODELS
+from nplm.models import model_class
 from nplm.use.trained import load_trained
 from nplm.run_files.summary import RunStatus, finished_summary
-from nplm.train import train_and_evaluate
 
 log = logging.getLogger('nplm.studies.table1')
 
-PAPER_TABLE = Path(__file__).parent / 'reference' / 'bengio2003_table1.csv'
-SPLITS = ('train', 'valid', 'test')
+PAPER_TABLE = Path(__file__).parent.parent / 'reference' / 'bengio2003_table1.csv'
 
 
 class Interrupted(Exception):
@@ -54,8 +52,8 @@ class Row:
 
 # Beyond the paper: the recipes rnn, lstm, gru, transformer.
 BEYOND_THE_PAPER_ROWS = ('RNN', 'LSTM', 'GRU', 'TRANSFORMER')
-# MLP1 with the regularization the paper's networks lacked (the winner of the
-# mlp1_regularized sweep, nplm sweep), and its mix.
+# MLP1 with dropout, the regularization the paper's networks lacked (the recipe
+# mlp1_regularized), and its mix.
 REGULARIZED_ROWS = ('MLP1R', 'MLP2R')
 ROWS = {row.name: row for row in [
     *(Row(f'MLP{k}', flagfile=f'mlp{k}') for k in (1, 3, 5, 7, 9)),
@@ -157,7 +155,7 @@ class Table:
     if summary is not None:
       return summary
     log.info('%s: training in %s', name, config.workdir)
-    summary = train_and_evaluate(config, self.corpus)
+    summary = train.run(config, self.corpus)
     if not RunStatus(summary['status']).finished:
       raise Interrupted(f'{name} was interrupted at step {summary["steps"]}; '
                         'rerun the same command to resume it')
@@ -185,8 +183,8 @@ class Table:
     if row.ngram:
       return {'model': row.name, 'n': row.order, 'mix': False}
     config = self.network_config(row.mixes or row.name)
-    recurrent = MODELS[config.model].recurrent
-    return {'model': row.name, 'n': None if recurrent else config.order,
+    windows = model_class(config.model).family == 'windows'  # n: the window's order.
+    return {'model': row.name, 'n': config.order if windows else None,
             'h': config.hidden_size,
             'm': config.feature_size, 'direct': config.direct, 'mix': bool(row.mixes),
             'head': config.head}
@@ -248,7 +246,7 @@ def markdown(report: dict) -> str:
       'weights; an n-gram model, fitting and scoring. RNN, LSTM and GRU (beyond the paper) '
       'read the whole history (n blank); their h is the state size, m the embedding size. '
       'TRANSFORMER (beyond the paper) reads the n-1 previous words; its h is the feed-forward '
-      'width, m = d_model. MLP1R is MLP1 with dropout (the mlp1_regularized sweep\'s winner), '
+      'width, m = d_model. MLP1R is MLP1 with dropout (the recipe mlp1_regularized), '
       'MLP2R its mix: beyond the paper, which stopped early but did not regularize further; '
       'the paper\'s columns beside them are its MLP1 and MLP2, the same networks unregularized.',
       '',

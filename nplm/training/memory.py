@@ -51,9 +51,7 @@ from pathlib import Path
 import jax
 
 from nplm import parallel
-from nplm.training import stream_feed
-from nplm.training import window_feed
-from nplm.training import word2vec_feed
+from nplm.training.families import feed_of
 from nplm.errors import ConfigError
 from nplm.heads import OUTPUT_ROW_HEADS
 from nplm.lm import build_language_model
@@ -103,15 +101,6 @@ def size(bytes_: float) -> str:
   return f'{bytes_ / 1e3:.0f} kB'
 
 
-def abstract_state(config, lm):
-  """The model's initial train state as shapes and dtypes (nothing allocated)."""
-  if not lm.model.language_model:
-    return word2vec_feed.abstract_state(config, lm)
-  if lm.model.recurrent:
-    return stream_feed.abstract_state(config, lm)
-  return window_feed.abstract_state(config, lm)
-
-
 def device_bytes(tree, mesh=None, vocab_parallel: bool = False, batch_axes=None) -> int:
   """Bytes of a tree of arrays (or shapes) that one device holds, laid out as the loop lays
   out a state (nplm.parallel.state_shardings); the whole tree without a mesh."""
@@ -125,7 +114,7 @@ def device_bytes(tree, mesh=None, vocab_parallel: bool = False, batch_axes=None)
 
 def _scores_per_example(config, lm, vocab_size: int, shards: int, training: bool) -> int:
   """S: what the head scores per example (module docstring)."""
-  head, width = lm.head, lm.model.hidden_dim + 1
+  head, width = lm.head, lm.model.output_width + 1
   if config.head == 'tree' and hasattr(head, 'tree'):
     return head.tree.paths.shape[1] * width
   if config.head == 'class' and hasattr(head, 'classes'):
@@ -147,28 +136,29 @@ def activations(config, lm, vocab_size: int, data: int = 1, shards: int = 1) -> 
   m, h, n, layers = config.feature_size, config.hidden_size, config.order, config.num_layers
   head_train = 3 * _scores_per_example(config, lm, vocab_size, shards, True)
   head_eval = _scores_per_example(config, lm, vocab_size, shards, False)
-  if model.recurrent:
+  family = model.family
+  if family == 'streams':
     per_word = layers * (m + (GATES.get(config.model, 4) + 2) * h)
     train = batch * config.bptt_length * (2 * per_word + head_train)
     evaluation = config.eval_batch_size * (per_word + head_eval)  # One stream, every device.
-  elif lm.trains_every_position:  # The Transformer.
-    context = n - 1
-    per_window = context * (9 * m + 2 * h + 2 * config.num_heads * context)
-    train = batch * (2 * layers * per_window + context * head_train)
-    one_block = context * (4 * m + h + config.num_heads * context)
-    evaluation = evaluated * (one_block + head_eval)
-  elif not model.language_model and config.model == 'skipgram':
+  elif family == 'word2vec' and config.model == 'skipgram':
     pairs = 2 * config.window
     train = batch * pairs * (2 * m + head_train)
     per_position = (head_eval + pairs if config.head in OUTPUT_ROW_HEADS
                     else pairs * head_eval)
     evaluation = evaluated * (m + per_position)
-  elif not model.language_model:  # CBOW
+  elif family == 'word2vec':  # CBOW
     context = 2 * config.window * m + m
     train = batch * (2 * context + head_train)
     evaluation = evaluated * (context + head_eval)
-  else:  # The NNLM, and any other window model.
-    per_example = (n - 1) * m + 2 * h + model.hidden_dim
+  elif lm.trains_every_position:  # The windows family: the Transformer.
+    context = n - 1
+    per_window = context * (9 * m + 2 * h + 2 * config.num_heads * context)
+    train = batch * (2 * layers * per_window + context * head_train)
+    one_block = context * (4 * m + h + config.num_heads * context)
+    evaluation = evaluated * (one_block + head_eval)
+  else:  # The NNLM, and any other model of the windows family.
+    per_example = (n - 1) * m + 2 * h + model.output_width
     train = batch * (2 * per_example + head_train)
     evaluation = evaluated * (per_example + head_eval)
   train_word = 2 if config.dtype == 'bfloat16' else WORD
@@ -179,10 +169,11 @@ def data_bytes(config, lm, split_sizes: dict, data: int = 1) -> int:
   """The splits as the feeds keep them on each device (int32)."""
   if not split_sizes:
     return 0
-  if not lm.model.language_model:  # Padded by c both sides; the epoch's subsampled stream.
+  family = lm.model.family
+  if family == 'word2vec':  # Padded by c both sides; the epoch's subsampled stream.
     pad = 2 * config.window
     return WORD * (sum(n + pad for n in split_sizes.values()) + split_sizes['train'] + pad)
-  if lm.model.recurrent:  # Words, targets, mask of B streams; one stream in evaluation.
+  if family == 'streams':  # Words, targets, mask of B streams; one stream in evaluation.
     streams, length = config.batch_size, config.bptt_length
     per_stream = _ceil(_ceil(split_sizes.get('train', 0), streams), length) * length
     longest, segment = max(split_sizes.values()), config.eval_batch_size
@@ -193,8 +184,8 @@ def data_bytes(config, lm, split_sizes: dict, data: int = 1) -> int:
 def state_bytes(config, lm, mesh=None) -> tuple[int, int]:
   """(the train state's, the parameters') bytes per device, exactly, from the traced
   initialization (nothing allocated)."""
-  abstract = abstract_state(config, lm)
-  batch_axes = stream_feed.BATCH_AXES if lm.model.recurrent else None
+  feed = feed_of(lm.model)
+  abstract, batch_axes = feed.abstract_state(config, lm), feed.batch_axes
   return (device_bytes(abstract, mesh, lm.vocab_parallel, batch_axes),
           device_bytes(abstract.params, mesh, lm.vocab_parallel))
 

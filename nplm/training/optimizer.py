@@ -23,7 +23,9 @@ from flax import traverse_util
 from nplm.training import sparse_rows
 from nplm.config import HYPERPARAMETERS, Config
 
+OPTIMIZERS = ('sgd', 'adamw', 'lazy_adam')  # --optimizer
 ROW_SPARSE = ('sgd', 'lazy_adam')
+LR_SCHEDULES = ('inverse', 'linear')  # --lr_schedule (learning_rate_at)
 
 
 class RowSparseState(NamedTuple):
@@ -102,10 +104,16 @@ def make_optimizer(config: Config, tables=(), planned_steps=None,
     return RowSparseState(dense.init(params), traverse_util.unflatten_dict(table_states),
                           jnp.zeros(2, jnp.float32))
 
-  def update(updates, state, params=None):
-    raise TypeError('a row-sparse optimizer updates through nplm.training.optimizer.apply_gradients')
+  # A TrainState holds its optimizer's state through a tx (TrainState.create calls its init),
+  # but optax's update(grads, state, params) cannot take the row gradients this update
+  # needs: TrainState.apply_gradients, which calls it, is refused and the real one named.
+  def refuse_dense_update(updates, state, params=None):
+    del updates, state, params
+    raise TypeError(f'--optimizer={config.optimizer} updates the rows a step read: call '
+                    'nplm.training.optimizer.apply_gradients(config, state, grads, '
+                    'hyperparameters, rows), not TrainState.apply_gradients')
 
-  return optax.GradientTransformation(init, update)
+  return optax.GradientTransformation(init, refuse_dense_update)
 
 
 def hyperparameters_of(configs: list[Config], steps_per_epoch: int = 0) -> dict:

@@ -23,7 +23,7 @@ def check_together(configs: list[Config]) -> list[Config]:
   if len({config.batch_order_seed for config in configs}) > 1:
     raise ConfigError('models trained together read the same batches: give them one '
                       '--data_seed (their --seed differ)')
-  if len(configs) > 1 and models.MODELS[configs[0].model].recurrent:
+  if len(configs) > 1 and models.model_class(configs[0].model).recurrent:
     raise ConfigError(f'training together is for feed-forward models (--model=nnlm), not '
                       f'--model={configs[0].model}; train recurrent models one by one')
   workdirs = {os.path.realpath(config.workdir) for config in configs}  # A link loop: itself.

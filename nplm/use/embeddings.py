@@ -144,7 +144,7 @@ def analogy_score(keyed: KeyedVectors, path: str | os.PathLike) -> dict:
           'correct': correct, 'answered': answered, 'questions': questions}
 
 
-def evaluate(keyed: KeyedVectors) -> dict:
+def benchmark_scores(keyed: KeyedVectors) -> dict:
   """WordSim-353 and SimLex-999 (pair_score) and Google's analogies (analogy_score)."""
   scores = {name: pair_score(keyed, datapath(file)) for name, file in PAIR_BENCHMARKS.items()}
   scores['analogies'] = analogy_score(keyed, datapath(ANALOGY_BENCHMARK))

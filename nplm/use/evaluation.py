@@ -19,8 +19,8 @@ import numpy as np
 from nplm import paths
 from nplm.config import Config, ConfigError
 from nplm.data import corpus as corpus_lib
-from nplm.data import datasets
 from nplm.data.acquire import CorpusNotFoundError
+from nplm.data.sources import source_of
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
@@ -32,10 +32,7 @@ def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray
   """(every type, each split as type indices) of the dataset `config` names, before any
   vocabulary cut: what another model's vocabulary then maps."""
   config = config.resolved().validate_data()
-  if datasets.is_brown(config.dataset):
-    return _indexed(datasets.brown_token_splits(config))
-  prepared = datasets.load_prepared(config)
-  return prepared.types, {name: prepared.read(name) for name in corpus_lib.SPLIT_NAMES}
+  return source_of(config.dataset).types_and_splits(config)
 
 
 def data_fingerprint(vocab: Vocabulary, types, splits: dict[str, np.ndarray]) -> str:
@@ -43,7 +40,7 @@ def data_fingerprint(vocab: Vocabulary, types, splits: dict[str, np.ndarray]) ->
   vocabulary and every split's ids), of these splits read through `vocab`: equal to the
   recorded one exactly when the model sees the ids it was trained and validated on."""
   remap = vocab.encode(types)
-  ids = {name: remap[splits[name]] for name in corpus_lib.SPLIT_NAMES}
+  ids = {name: remap[splits[name]] for name in corpus_lib.SPLITS}
   return corpus_lib.Corpus(vocab, ids, stats={}, train_types=0, boundary_id=0).fingerprint
 
 
@@ -80,15 +77,7 @@ def own_dataset_types(trained: TrainedModel, data_dir: str = ''):
 
 def file_types(lines: Iterable[str], config: Config):
   """A text file as one split 'file', tokenized as the dataset of `config` was."""
-  return _indexed({'file': file_tokens(lines, config.dataset, config.tokens)})
-
-
-def _indexed(token_splits: dict) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
-  index = {}
-  for tokens in token_splits.values():
-    index.update((t, len(index)) for t in dict.fromkeys(tokens) if t not in index)
-  return tuple(index), {name: np.fromiter(map(index.__getitem__, tokens), np.int32, len(tokens))
-                        for name, tokens in token_splits.items()}
+  return corpus_lib.index_types({'file': file_tokens(lines, config.dataset, config.tokens)})
 
 
 def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> list:

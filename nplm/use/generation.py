@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -104,20 +105,31 @@ def _recurrent_push(reader, words):
   return reader[0], words
 
 
+class _Reader(NamedTuple):
+  """How a family's model reads the history and then one word at a time."""
+  start: Callable  # (lm, variables, padded history [S, ≥ padding]) -> reader
+  next: Callable  # (lm, variables, reader) -> (log p of the next word [S, |V|], reader)
+  push: Callable  # (reader, words [S]) -> the reader with the words read next
+  padding: Callable  # model -> boundary tokens before the prompt
+
+
+READERS = {'windows': _Reader(_window_start, _window_next, _window_push,
+                              lambda model: model.order - 1),
+           'streams': _Reader(_recurrent_start, _recurrent_next, _recurrent_push,
+                              lambda model: 1)}
+
+
 @functools.partial(jax.jit, static_argnames=('lm', 'top_k', 'banned'))
 def _draw(lm, variables, reader, seed, t, temperature, top_k, banned):
   """Word t of every sample, and the reader after it; compiled once per model and settings
   (seed, t and the temperature are traced)."""
-  if lm.model.recurrent:
-    log_probs, reader = _recurrent_next(lm, variables, reader)
-  else:
-    log_probs, reader = _window_next(lm, variables, reader)
+  reading = READERS[lm.model.family]
+  log_probs, reader = reading.next(lm, variables, reader)
   logits = sampling_logits(log_probs, temperature, top_k, banned)
   sample_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))
   keys = jax.vmap(lambda key: jax.random.fold_in(key, t))(sample_keys(jnp.arange(len(logits))))
   words = jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
-  push = _recurrent_push if lm.model.recurrent else _window_push
-  return words, push(reader, words)
+  return words, reading.push(reader, words)
 
 
 def generate(trained: TrainedModel, prompt: Sequence[int] = (), sampling: Sampling = Sampling(),
@@ -130,11 +142,11 @@ def generate(trained: TrainedModel, prompt: Sequence[int] = (), sampling: Sampli
   lm, vocab = trained.lm, trained.vocab
   variables = lm.variables_of(trained.params)
   boundary = trained.boundary_id
-  recurrent = lm.model.recurrent
-  padding = 1 if recurrent else lm.model.order - 1
-  history = np.concatenate([np.full(padding, boundary), np.asarray(prompt, int)]).astype(np.int32)
+  reading = READERS[lm.model.family]
+  padding = np.full(reading.padding(lm.model), boundary)
+  history = np.concatenate([padding, np.asarray(prompt, int)]).astype(np.int32)
   history = np.tile(history, (sampling.samples, 1))
-  reader = (_recurrent_start if recurrent else _window_start)(lm, variables, history)
+  reader = reading.start(lm, variables, history)
   banned = vocab.unk_id if sampling.no_unk else None
   drawn, ended = [], np.zeros(sampling.samples, bool)
   for t in range(sampling.length):

@@ -1,8 +1,8 @@
 """A trained model read back from its workdir, and the exact log-probability of each token.
 
 Perplexities, mixtures, sentence scores and the evaluate command all come from
-`split_log_probs`: the same per-token function the trainer's feeds evaluate with
-(nplm.training.window_feed, nplm.training.stream_feed), compiled once per model, from the head's exact,
+`split_log_probs`: the scoring pass of the model's own feed (nplm.training.families), the one
+the trainer validates with, compiled once per model and batch size, from the head's exact,
 normalized `log_prob` whatever head trained it.
 """
 
@@ -13,16 +13,15 @@ import os
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from nplm import parallel, paths
 from nplm.training import memory
-from nplm.training import stream_feed
-from nplm.training import window_feed
+from nplm.training.families import feed_of
+from nplm.training.feed import Feed
 from nplm.run_files.checkpoint import read_identity, saved_params
 from nplm.config import Config
-from nplm.data import batching, datasets
+from nplm.data import datasets
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.lm import LanguageModel, build_language_model
@@ -41,8 +40,8 @@ class TrainedModel:
   # The data fingerprint its run recorded (nplm.data.corpus.Corpus.fingerprint: the ids of
   # every split under its vocabulary); None for runs recorded before it existed.
   data_fingerprint: str | None = None
-  # Compiled log-prob steps by segment length (recurrent) or one for windows: built once.
-  _log_prob_steps: dict = dataclasses.field(default_factory=dict, repr=False)
+  # Its feed for scoring, by eval batch size: each compiles its steps once.
+  _scorers: dict = dataclasses.field(default_factory=dict, repr=False)
 
   @property
   def boundary_id(self) -> int:
@@ -61,26 +60,20 @@ class TrainedModel:
   def split_log_probs(self, ids: np.ndarray, batch_size: int | None = None) -> np.ndarray:
     """log p(w_t | its context) for every token of a split, in order (float64): the n-1
     previous words for a feed-forward model, every earlier word of the split for a
-    recurrent one (one stream, `batch_size` words per segment)."""
+    recurrent one (one stream, `batch_size` words per segment): its feed's scoring pass."""
     self.require_language_model()
-    order, boundary = self.config.order, self.boundary_id
-    batch_size = batch_size or self.config.eval_batch_size
-    mesh = parallel.make_mesh('', devices=jax.devices()[:1])  # Any batch size divides it.
-    if self.lm.model.recurrent:
-      step = self._log_prob_step(batch_size, lambda: stream_feed.make_log_prob_step(
-          self.lm, batch_size, mesh))
-      return stream_feed.split_log_probs(self.lm, self.params, ids, boundary, batch_size,
-                                             step, mesh)
-    step = self._log_prob_step('windows', lambda: window_feed.make_log_prob_step(
-        self.lm, order, mesh))
-    padded = parallel.put(batching.pad_split(np.asarray(ids), order, boundary), mesh)
-    return window_feed.split_log_probs(step, self.params, padded, len(ids), batch_size,
-                                           mesh)
+    scorer = self._scorer(batch_size or self.config.eval_batch_size)
+    return scorer.scored(self.params, scorer.placed(np.asarray(ids)), len(ids))
 
-  def _log_prob_step(self, key, make):
-    if key not in self._log_prob_steps:
-      self._log_prob_steps[key] = make()
-    return self._log_prob_steps[key]
+  def _scorer(self, batch_size: int) -> Feed:
+    """The model's feed without a training split, `batch_size` tokens a scoring batch, on
+    one device (any batch size divides it)."""
+    if batch_size not in self._scorers:
+      mesh = parallel.make_mesh('', devices=jax.devices()[:1])
+      config = self.config.replace(eval_batch_size=batch_size)
+      self._scorers[batch_size] = feed_of(self.lm.model)(config, self.lm, {}, self.boundary_id,
+                                                         mesh)
+    return self._scorers[batch_size]
 
 
 def load_trained(workdir: str | os.PathLike) -> TrainedModel:
@@ -138,7 +131,9 @@ def _model_of(config: Config, vocab: Vocabulary, params: dict, run_json: Path) -
   hand-edited run.json would otherwise fail deep inside Flax, at the first use)."""
   try:
     lm = build_language_model(config, vocab.counts)
-    expected = _shapes(lm.stored_params(jax.eval_shape(lambda: _initialized(lm, config))))
+    # The parameters as its feed initializes them, traced for their shapes only.
+    expected = _shapes(jax.eval_shape(
+        lambda: feed_of(lm.model).initial_params(config, lm, jax.random.key(0))))
   except Exception as error:  # A run.json value no model takes, of any kind.
     text = (str(error).strip().splitlines() or [''])[0][:200]
     raise NoTrainedModelError(
@@ -155,21 +150,6 @@ def _model_of(config: Config, vocab: Vocabulary, params: dict, run_json: Path) -
         f'{paths.shown(run_json)} does not match the checkpoint\'s parameters '
         f'({"; ".join(differences[:3])}{more}): was it edited? Restore it')
   return lm
-
-
-def _initialized(lm: LanguageModel, config: Config) -> dict:
-  """The parameters `lm.init` gives (traced for their shapes only), as each feed
-  initializes its model."""
-  key = jax.random.key(0)
-  if not lm.model.language_model:  # word2vec: one position's window (as Word2VecFeed).
-    windows, centers = jnp.zeros((1, 2 * config.window), jnp.int32), jnp.zeros(1, jnp.int32)
-    inputs = lm.model.examples(windows, centers, jnp.ones(1))[:2]
-  elif lm.model.recurrent:
-    words = jnp.zeros((1, 1), jnp.int32)
-    inputs = (words, words, lm.model.initial_state(1))
-  else:
-    inputs = (jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32))
-  return lm.init(key, *inputs, method=lm.log_prob)['params']
 
 
 def _shapes(tree) -> dict[str, tuple[int, ...]]:

@@ -1,0 +1,181 @@
+"""What every feed shares: the train state laid out over the mesh, the compiled steps, the
+optimizer, the lazy decay's payment, and the exact per-token log-probs of a split.
+
+A feed serves one model family (nplm.training.families) to the loop (nplm.train) and to the
+readers of a trained model (nplm.use.trained). Its family supplies:
+  example(config, lm)   one example's inputs: the shapes the parameters are initialized for
+  prepare_training(ids) its training data on the devices; returns the updates per epoch
+  start_epoch           the batches of (epoch, start), and step_data: a batch as the train
+                        step's data arguments, laid out over the mesh as `batch_layout` says
+  update                one update, traced: (state, hyperparameters, *data, run key) ->
+                        (state, loss)
+  placed, score         a split as its scoring pass reads it; the exact log-probs of one
+                        batch, traced (its data arguments laid out as `scoring_layout` says);
+                        scoring_pass, if the pass is not over eval batches of positions
+
+K models of one shape may be trained together (nplm.train): their states are stacked along
+a leading axis, replicated, and one compiled step updates all of them with `jax.vmap`, every
+model reading the same batch with its own hyperparameters (nplm.training.optimizer).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax.training import train_state
+
+from nplm import parallel, stop_requests
+from nplm.data import batching
+from nplm.display import progress as show_progress
+from nplm.errors import ConfigError
+from nplm.training import optimizer
+from nplm.training import sparse_rows
+
+
+def masked_mean(losses, mask):
+  """The losses averaged over the batch's real examples (mask 1)."""
+  return jnp.sum(jnp.where(mask > 0, losses, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+class Feed:
+  """A model family's data, steps and states, as the loop and the readers use them. Without
+  a 'train' split it has no epochs: it scores (nplm.use.trained), or its compiled step is
+  given the caller's data (experiments/benchmarks)."""
+
+  batch_axes = None  # State fields split over 'data' by example (nplm.parallel.create_state).
+  batch_layout: tuple  # Per data argument of the train step: None replicated, or 'data'.
+  scoring_layout: tuple  # The same for the scoring step's data arguments.
+  scoring_unit = 'batch'  # What its progress lines count.
+
+  def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
+               num_models: int = 1):
+    self.config, self.lm, self.boundary_id, self.num_models = config, lm, boundary_id, num_models
+    self.mesh = mesh or parallel.make_mesh()
+    parallel.check_divides('--batch_size', config.batch_size, self.mesh)
+    if 'data' in self.scoring_layout:  # Its eval batches are split over 'data' too.
+      parallel.check_divides('--eval_batch_size', config.eval_batch_size, self.mesh)
+    if num_models > 1 and lm.vocab_parallel:
+      raise ConfigError('models trained together keep their output rows whole: use a mesh '
+                        'with data only (e.g. --mesh=data:8)')
+    if 'train' in splits:
+      self.steps_per_epoch = self.prepare_training(splits['train'])
+    self.splits = {name: self.placed(ids) for name, ids in splits.items()}
+    self.sizes = {name: len(ids) for name, ids in splits.items()}
+    self.log_prob_step = self.compile_scoring(parallel.sharding(self.mesh))
+
+  # --- the state: initialized for the family's example, laid out over the mesh ---------
+
+  @classmethod
+  def initial_params(cls, config, lm, rng) -> dict:
+    """One model's parameters as trained and saved. Through log_prob, which every head
+    computes from all its parameters: the heads' full log_probs can be slow op by op (the
+    tree walks its levels)."""
+    params = lm.init(rng, *cls.example(config, lm), method=lm.log_prob)['params']
+    return lm.stored_params(params)
+
+  @classmethod
+  def init_state(cls, config, lm, rng, tx) -> train_state.TrainState:
+    """One model's initial state, on the default device (create_state lays it out)."""
+    return train_state.TrainState.create(apply_fn=lm.apply,
+                                         params=cls.initial_params(config, lm, rng), tx=tx)
+
+  @classmethod
+  def tables_read(cls, config, lm) -> tuple:
+    """The parameters the train step reads by row (nplm.training.sparse_rows), if it does."""
+    if not optimizer.reads_rows(config):
+      return ()
+    key = jax.random.key(0)
+    return sparse_rows.tables_read(
+        lambda: lm.init(key, *cls.example(config, lm), key, method=lm.loss))
+
+  @classmethod
+  def abstract_state(cls, config, lm) -> train_state.TrainState:
+    """One model's initial state (parameters and optimizer state) as shapes and dtypes only:
+    `jax.eval_shape` traces the initialization and allocates nothing (nplm.training.memory)."""
+    tx = optimizer.make_optimizer(config, cls.tables_read(config, lm))
+    return jax.eval_shape(lambda rng: cls.init_state(config, lm, rng, tx), jax.random.key(0))
+
+  @functools.cached_property
+  def tables(self) -> tuple:
+    return self.tables_read(self.config, self.lm)
+
+  @functools.cached_property
+  def tx(self):
+    """One optimizer for every state the feed creates: K models' states join as one tree."""
+    return optimizer.make_optimizer(self.config, self.tables)
+
+  def create_state(self, rng):
+    """One model's initial state, laid out over the mesh; the steps are compiled for that
+    layout (K models together: replicated, stacked)."""
+    state, sharding = parallel.create_state(
+        lambda rng: self.init_state(self.config, self.lm, rng, self.tx), rng, self.mesh,
+        self.lm.vocab_parallel, batch_axes=self.batch_axes)
+    if self.num_models > 1:
+      sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
+    self.train_step = self.compile_update(sharding)
+    self.log_prob_step = self.compile_scoring(sharding.params)
+    pay = (optimizer.pay_decay_debts if self.num_models == 1
+           else jax.vmap(optimizer.pay_decay_debts))
+    self.pay_decay_debts = (jax.jit(pay, donate_argnums=0, out_shardings=sharding)
+                            if self.tables else lambda state: state)
+    return state
+
+  # --- the compiled steps ------------------------------------------------------------
+
+  def _shardings(self, layout: tuple) -> list:
+    return [parallel.sharding(self.mesh, *([axis] if axis else [])) for axis in layout]
+
+  def compile_update(self, state_sharding):
+    """The jitted update (states donated): (states, hyperparameters, *data, run keys) ->
+    (states, losses); over K stacked models when num_models > 1."""
+    data = len(self.batch_layout)
+    update = (self.update if self.num_models == 1
+              else jax.vmap(self.update, in_axes=(0, 0, *[None] * data, 0)))
+    replicated = parallel.sharding(self.mesh)
+    return jax.jit(update, donate_argnums=0,
+                   in_shardings=(state_sharding, replicated,
+                                 *self._shardings(self.batch_layout), replicated),
+                   out_shardings=(state_sharding, replicated))
+
+  def compile_scoring(self, params_sharding):
+    """The jitted `score` (params, *data), over K stacked models when num_models > 1."""
+    score = (self.score if self.num_models == 1
+             else jax.vmap(self.score, in_axes=(0, *[None] * len(self.scoring_layout))))
+    return jax.jit(score, in_shardings=(params_sharding, *self._shardings(self.scoring_layout)),
+                   out_shardings=parallel.sharding(self.mesh))
+
+  def step(self, state, batch, run_rng, hyperparameters=None):
+    """(state, loss) after one update on a batch of start_epoch: K stacked states and K
+    losses for K models, each with its own `hyperparameters`
+    (nplm.training.optimizer.hyperparameters_of; default: the config's)."""
+    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
+                                                                      self.steps_per_epoch)
+    return parallel.wait_on_cpu_devices(self.train_step(state, hyperparameters,
+                                                        *self.step_data(batch), run_rng))
+
+  # --- exact log-probs ---------------------------------------------------------------
+
+  def log_probs(self, params, split: str, progress: str = '') -> np.ndarray:
+    """Exact log p of every token of the split, in order (float64): [N], or [K, N] for K
+    models. `progress` names the pass in progress lines (nplm.display)."""
+    return self.scored(params, self.splits[split], self.sizes[split], progress)
+
+  def scored(self, params, data, num_tokens: int, progress: str = '') -> np.ndarray:
+    """The scoring pass over a split's `data` (as `placed` gives it), in order (float64)."""
+    pieces, count = self.scoring_pass(params, data, num_tokens)
+    log_probs, masks = [], []
+    for log_p, mask in show_progress(pieces, count, progress, self.scoring_unit):
+      log_probs.append(parallel.wait_on_cpu_devices(log_p))
+      masks.append(mask)
+      stop_requests.pace(log_probs)  # A few queued at most; a stop request ends the pass.
+    return np.concatenate([parallel.fetch(log_p)[..., mask > 0]
+                           for log_p, mask in zip(log_probs, masks)], axis=-1).astype(np.float64)
+
+  def scoring_pass(self, params, data, num_tokens: int):
+    """(the pass's pieces, each (log p [..., b] on the devices, mask [b]); how many): every
+    position once, --eval_batch_size at a time split over 'data', the last batch padded."""
+    size = self.config.eval_batch_size
+    pieces = ((self.log_prob_step(params, data, parallel.put(positions, self.mesh, 'data')), mask)
+              for positions, mask in batching.eval_batches(num_tokens, size))
+    return pieces, batching.num_batches(num_tokens, size)

@@ -1,0 +1,326 @@
+"""The one training loop, for K >= 1 models (nplm.training.runs): a lone run is K = 1.
+
+What one update reads and how a split is scored differ by model family (its feed,
+nplm.training.families); the loop drives each through the same small interface. Between
+updates it runs periodic actions (after levanter's hooks and big_vision's `itstime`): the
+progress line and metrics every --log_every updates, a checkpoint every --checkpoint_every;
+each epoch ends with a checkpoint, then validation.
+
+Loop discipline (after big_vision): the states are created or resumed, every update is
+rebuilt from its number (so a rerun resumes exactly), losses are checked whenever they are
+read (logged and checkpoint steps), nothing non-finite is ever checkpointed, and the reported
+perplexities all come from exact, normalized log-probabilities of every token of a split (the
+feed's `log_probs`).
+"""
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from nplm import models, parallel, paths, stop_requests
+from nplm.config import Config
+from nplm.data.corpus import Corpus
+from nplm.display import counted, duration
+from nplm.lm import build_language_model
+from nplm.perplexity import perplexity
+from nplm.run_files.summary import RunStatus, parameter_count
+from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
+from nplm.training import memory, optimizer
+from nplm.training.families import feed_of
+from nplm.training.run_checks import check_corpus
+from nplm.training.runs import Runs, diverged_summary
+
+log = logging.getLogger(__name__)
+
+
+class Interval:
+  """The updates, examples and seconds since the losses were last read."""
+
+  def __init__(self):
+    self.restart()
+
+  def restart(self) -> None:
+    self.clock, self.steps, self.examples = time.perf_counter(), 0, 0
+
+  def count(self, examples: int) -> None:
+    self.steps, self.examples = self.steps + 1, self.examples + examples
+
+  def take(self) -> tuple[float, int, int]:
+    taken = time.perf_counter() - self.clock, self.steps, self.examples
+    self.restart()
+    return taken
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInfo:
+  """What the actions after an update see (levanter's StepInfo)."""
+  epoch: int
+  losses: np.ndarray  # Per model, read from the device.
+  examples_per_second: float  # Per model.
+  steps_per_second: float
+  end: RunStatus | None  # How the run ends after this update, if it does.
+
+
+@dataclasses.dataclass(frozen=True)
+class Periodic:
+  """An action every `every` updates, but not at the steps `skip` names."""
+  every: int
+  action: Callable[[StepInfo], None]
+  skip: Callable[[int], bool] = lambda step: False
+
+  def due(self, step: int) -> bool:
+    return step % self.every == 0 and not self.skip(step)
+
+
+class Loop:
+  """One invocation of the loop over K >= 1 models' workdirs: trains, evaluates, saves."""
+
+  def __init__(self, configs: list[Config], corpus: Corpus, stop: StopRequests):
+    """Builds the model, its feed and the runs' states (a stop request: RunInterrupted)."""
+    self.config, self.corpus, self.stop = configs[0], corpus, stop
+    self.mesh = parallel.make_mesh(self.config.mesh)
+    # Built before any workdir is claimed: a head or the mesh may still refuse the config,
+    # and so may the memory it needs or the corpus; both before anything large exists.
+    self.lm = build_language_model(self.config, corpus.vocab.counts, self.mesh)
+    split_sizes = {name: len(ids) for name, ids in corpus.splits.items()}
+    memory.require_fit(self.config, self.lm, corpus.vocab.counts, split_sizes, self.mesh,
+                       len(configs))
+    check_corpus(self.config, self.lm, split_sizes)
+    stop_requests.check()
+    self.feed = feed_of(self.lm.model)(self.config, self.lm, corpus.splits,
+                                       corpus.boundary_id, self.mesh, len(configs))
+    stop_requests.check()
+    self.runs = Runs(configs, corpus, parallel.is_main_process())
+    try:  # A refused checkpoint must not keep the workdirs locked in this process.
+      self.states, self.run_rngs, self.step = self.runs.start_or_resume(self.feed.create_state)
+      stop_requests.check()
+    except BaseException:
+      self.runs.close()
+      raise
+    self.hyperparameters = optimizer.hyperparameters_of(configs, self.feed.steps_per_epoch)
+    self.compiled = False
+    per_epoch = self.feed.steps_per_epoch
+    self.actions = [Periodic(self.config.log_every, self.log_progress),
+                    # Not at an epoch's end, which saves anyway.
+                    Periodic(self.config.checkpoint_every, self.checkpoint,
+                             skip=lambda step: step % per_epoch == 0)]
+    log.info('%s', self.startup_line())
+
+  def close(self) -> None:
+    self.runs.close()
+
+  # --- training -----------------------------------------------------------------------
+
+  def train(self) -> RunStatus:
+    """Runs epochs until every model has stopped, --max_steps, or a stop request."""
+    if self.out_of_steps():
+      return RunStatus.MAX_STEPS  # Resumed from a run that had already taken them all.
+    while self.runs.training:
+      epoch = self.runs.epochs_done
+      status = self.train_epoch(epoch)
+      self.save_unsaved()  # Before validation too: a failed or stopped one loses nothing.
+      if status is not None:
+        return status
+      try:
+        self.validate(epoch)
+      except RunInterrupted:  # Its checkpoint is saved: the rerun validates it.
+        return RunStatus.INTERRUPTED
+    return RunStatus.EPOCHS_DONE
+
+  def train_epoch(self, epoch: int) -> RunStatus | None:
+    """An epoch's updates from the current step; the status if the run ends within it."""
+    start = self.step - epoch * self.feed.steps_per_epoch
+    self.states, batches = self.feed.start_epoch(self.states, epoch, start)
+    self.bar = tqdm(batches, total=self.feed.steps_per_epoch, initial=start,
+                    desc=f'epoch {epoch + 1}', unit='step', disable=None,
+                    leave=False)  # Its log lines: progress_line.
+    self.interval, self.in_flight = Interval(), []
+    self.stop.phase = TRAINING
+    for batch, examples in self.bar:
+      if not self.compiled:
+        self.stop.phase = 'compiling the train step'
+        log.info('compiling the train step')
+      self.states, losses = self.feed.step(self.states, batch, self.run_rngs,
+                                           self.hyperparameters)
+      self.count_update(losses, examples)
+      end = self.run_actions(losses, epoch)
+      if end is not None or not self.runs.training:
+        return end
+    jax.block_until_ready(self.states)
+    seconds, _, examples = self.interval.take()
+    self.runs.count_time(seconds, examples)
+    return None
+
+  def count_update(self, losses, examples: int) -> None:
+    """The step and the clock moved on; the losses queued (a stop never waits for more than
+    IN_FLIGHT updates). The first update waits for its compilation, which a stop request
+    ends with nothing to save."""
+    self.step += 1
+    self.interval.count(examples)
+    if not self.compiled:  # Throughput counts updates, not the compilation before them.
+      jax.block_until_ready(losses)
+      self.stop.check()
+      self.compiled, self.stop.phase = True, TRAINING
+      self.interval.restart()
+    self.in_flight.append(losses)
+    if len(self.in_flight) > stop_requests.IN_FLIGHT:
+      jax.block_until_ready(self.in_flight.pop(0))
+
+  def out_of_steps(self) -> bool:
+    return bool(self.config.max_steps) and self.step >= self.config.max_steps
+
+  def run_actions(self, losses, epoch: int) -> RunStatus | None:
+    """The actions due at this step, once the losses are read; how the run ends here, if it
+    does (a stop request, --max_steps)."""
+    due = [action for action in self.actions if action.due(self.step)]
+    # A multi-process run's processes agree at the actions' steps only.
+    stopping = parallel.agreed_stop(self.stop.is_set(), bool(due))
+    end = (RunStatus.INTERRUPTED if stopping else
+           RunStatus.MAX_STEPS if self.out_of_steps() else None)
+    if due or end:
+      info = self.read_losses(losses, epoch, end)
+      for action in due:
+        action.action(info)
+      self.bar.set_postfix(loss=f'{np.min(info.losses):.3f}',
+                           examples_per_s=f'{info.examples_per_second:,.0f}')
+    return end
+
+  def read_losses(self, losses, epoch: int, end: RunStatus | None) -> StepInfo:
+    """The losses on the host (this waits for the update: honest clocks); a model whose loss
+    exploded stops; the others' training time counted."""
+    losses = np.reshape(parallel.fetch(losses), self.runs.count)
+    seconds, steps, examples = self.interval.take()
+    self.runs.check_losses(losses, self.step)
+    self.runs.count_time(seconds, examples)
+    return StepInfo(epoch, losses, examples / max(seconds, 1e-9), steps / max(seconds, 1e-9),
+                    end)
+
+  def log_progress(self, info: StepInfo) -> None:
+    """Each training model's train metrics, and the progress line."""
+    self.runs.write_train_metrics(info.losses, self.step, info.examples_per_second,
+                                  self.feed.steps_per_epoch)
+    if self.runs.training:
+      log.info('%s', self.progress_line(info))
+
+  def checkpoint(self, info: StepInfo) -> None:
+    if info.end is None:  # A run that ends here saves on its way out (train).
+      self.save_unsaved()
+      self.stop.phase = TRAINING
+      self.interval.restart()
+
+  def save_unsaved(self) -> None:
+    """A checkpoint of every model still training that has none at this step."""
+    self.stop.phase = SAVING
+    # The rows' lazily paid decay paid: the parameters are the dense update's.
+    self.states = self.feed.pay_decay_debts(self.states)
+    self.runs.save_unsaved(self.states, self.step)
+
+  def progress_line(self, info: StepInfo) -> str:
+    """step, where in the epoch, the loss(es), speed and the time left in the epoch."""
+    per_epoch, epoch = self.feed.steps_per_epoch, info.epoch
+    in_epoch = self.step - epoch * per_epoch
+    if self.runs.count == 1:
+      loss = f'loss {info.losses[0]:.4f}'
+    else:
+      loss = 'losses ' + ' '.join(f'{k}:{info.losses[k]:.3f}' for k in self.runs.training)
+    if not info.steps_per_second:  # Only the compiled step since the last line: no rate yet.
+      return f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps  {loss}'
+    left = (per_epoch - in_epoch) / info.steps_per_second
+    per_model = ' per model' if self.runs.count > 1 else ''
+    return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
+            f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left)  {loss}  '
+            f'{info.examples_per_second:,.0f} examples/s{per_model}')
+
+  # --- evaluation -----------------------------------------------------------------------
+
+  def split_nll(self, split: str, params, progress: str) -> np.ndarray:
+    """Σ -log p over every token of the split, per model [K], from the exact log-probs."""
+    log_probs = self.feed.log_probs(params, split, progress)
+    return -np.sum(np.reshape(log_probs, (self.runs.count, -1)), axis=1)
+
+  def validate(self, epoch: int) -> None:
+    """Validates every model still training (its state saved, and settled, before); each
+    keeps its best and decides its stop. A stop request: RunInterrupted."""
+    if not self.runs.training:
+      return
+    self.stop.phase = f'validating after epoch {epoch + 1}'
+    nll = self.split_nll('valid', self.states.params, self.stop.phase)
+    self.runs.record_validation(nll, epoch, self.states, self.step)
+
+  def summaries(self, status: RunStatus) -> list[dict]:
+    """Each model's summary (also its summary.json): exact perplexities of every split; a
+    diverged model's is its error and no file. Stopped by a request: each 'interrupted' (the
+    checkpoints are all saved)."""
+    if status == RunStatus.INTERRUPTED:
+      return self.runs.unfinished_summaries(status, self.step)
+    if all(run.diverged for run in self.runs.all):
+      return [diverged_summary(run) for run in self.runs.all]
+    self.stop.phase = 'running the final evaluation'
+    try:
+      params = self.runs.final_params(self.states)
+      stop_requests.check()
+      nll = self.final_nll(params)
+    except RunInterrupted:
+      return self.runs.unfinished_summaries(RunStatus.INTERRUPTED, self.step)
+    return [self.runs.summary(k, status, {name: nll[name][k] for name in nll}, params[k],
+                              self.mesh, self.step) for k in range(self.runs.count)]
+
+  def final_nll(self, params: list) -> dict:
+    """Σ -log p of every split per model, each split's perplexities logged."""
+    if self.runs.count > 1:
+      log.info('final evaluation of %d models: %s', self.runs.count,
+               ', '.join(self.corpus.splits))
+    nll = {}
+    for name, ids in self.corpus.splits.items():
+      started = time.perf_counter()
+      nll[name] = self.split_nll(name, self.runs.join(params), f'final evaluation: {name}')
+      ppl = ', '.join(f'{perplexity(n, len(ids))["ppl"]:.2f}' for n in nll[name])
+      log.info('final evaluation: %s perplexity %s (%s, %s)', name, ppl,
+               counted(len(ids), 'token'), duration(time.perf_counter() - started))
+    return nll
+
+  def startup_line(self) -> str:
+    """What the run is: data, model, head, size, devices, workdir(s)."""
+    config, corpus, runs = self.config, self.corpus, self.runs.all
+    tokens = ', '.join(f'{name} {len(ids):,}' for name, ids in corpus.splits.items())
+    mesh = ','.join(f'{axis}:{size}' for axis, size in self.mesh.shape.items())
+    workdirs = (f'workdir {runs[0].workdir}' if len(runs) == 1
+                else f'{len(runs)} models trained together, workdirs '
+                     f'{runs[0].workdir} … {runs[-1].workdir}')
+    state = (f'resumed at step {self.step}' if self.step else 'new')
+    return (f'{config.dataset} ({config.tokens}): |V| = {corpus.vocab.size:,}, tokens '
+            f'{tokens} · model {models.model_class(config.model).describe(config)} · head '
+            f'{config.head} · '
+            f'{parameter_count(self.runs.template.params, corpus.vocab.size):,} '
+            f'parameters · {counted(self.feed.steps_per_epoch, "step")} per epoch · '
+            f'{counted(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
+            f'{workdirs} ({state})')
+
+
+def train(configs: list[Config], corpus: Corpus) -> list[dict]:
+  """Trains (or resumes) K >= 1 models (configs checked by run_checks.check_together) in one
+  program; one summary per model, in order.
+
+  Stopped by SIGTERM/Ctrl-C, every model still training saves a checkpoint and each summary
+  is {'status': 'interrupted', ...}; rerunning the same configs continues them. Stopped
+  while the model is built or its step compiled: Interrupted, with its message (nothing to
+  save).
+  """
+  with stop_requests.stop_requests() as stop:
+    stop.phase = 'building the model'
+    log.info('building the model and its train state')
+    try:
+      loop = Loop(configs, corpus, stop)
+      try:
+        return loop.summaries(loop.train())
+      finally:
+        loop.close()
+    except RunInterrupted as stopped:  # While building or compiling: nothing to save.
+      raise Interrupted(f'Interrupted ({stopped}); the checkpoints of '
+                        f'{paths.shown(configs[0].workdir)} '
+                        'are as they were. Rerun the same command to resume.') from None

@@ -1,0 +1,193 @@
+"""The K >= 1 runs one loop trains (nplm.training.loop): a lone run is K = 1; models trained
+together (K > 1) have their states stacked along a leading axis, one compiled step updating
+them all. Each run keeps its own workdir, checkpoints, metrics and stop
+(nplm.run_files.model_run); each method here does for every run still training what a lone
+run does for itself, so that the loop reads as one model's.
+"""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nplm import stop_requests
+from nplm.config import Config
+from nplm.data.corpus import Corpus
+from nplm.files import write_json_atomically
+from nplm.perplexity import exploded, perplexity
+from nplm.run_files import plots
+from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
+from nplm.run_files.model_run import ModelRun
+from nplm.run_files.summary import RunStatus, run_summary
+from nplm.training import optimizer
+
+log = logging.getLogger(__name__)
+
+
+class Runs:
+  """The runs of one loop, in order; `all[k]` is model k's."""
+
+  def __init__(self, configs: list[Config], corpus: Corpus, main: bool):
+    """Claims every workdir (process 0, `main`, alone writes the runs' files); a refused one
+    leaves none of them locked."""
+    self.corpus, self.main, self.count, self.all = corpus, main, len(configs), []
+    try:
+      for k, config in enumerate(configs):
+        name = f'[{k}] ' if self.count > 1 else ''
+        self.all.append(ModelRun(config, corpus, main, name))
+    except BaseException:
+      self.close()
+      raise
+
+  def close(self) -> None:
+    for run in self.all:
+      run.close()
+
+  def join(self, trees):
+    """One model's tree as it is; K models' stacked along a new leading axis."""
+    if self.count == 1:
+      return trees[0]
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+  def member(self, tree, k: int):
+    return tree if self.count == 1 else jax.tree.map(lambda leaf: leaf[k], tree)
+
+  @property
+  def training(self) -> list[int]:
+    """The runs still training: not diverged, not stopped early, epochs left."""
+    return [k for k, run in enumerate(self.all) if run.training]
+
+  @property
+  def epochs_done(self) -> int:
+    return self.all[self.training[0]].progress['epochs_done']
+
+  # --- the start --------------------------------------------------------------------
+
+  def start_or_resume(self, create_state) -> tuple:
+    """(states, step keys, step): each run's newest good checkpoint's state or a new one
+    (`create_state(key)`), joined, and the step they are all at. Keeps one run's state as
+    `template` (shapes to restore into)."""
+    states, run_rngs = [], []
+    for run in self.all:
+      init_rng, run_rng = jax.random.split(jax.random.key(run.config.seed))
+      state = create_state(init_rng)
+      stop_requests.check()
+      restored = run.checkpoints.restore_latest(abstract_of(state))
+      run.resume(restored)
+      if restored is not None:
+        state = restored[0]
+        log.info('%sResumed from %s at step %d.', run.name, run.workdir, int(state.step))
+      states.append(state)
+      run_rngs.append(run_rng)
+    self.template = states[0]
+    return self.join(states), self.join(run_rngs), self.common_step(states)
+
+  def common_step(self, states) -> int:
+    """The step every run still training is at: they train in lockstep."""
+    steps = {int(s.step) for run, s in zip(self.all, states) if run.training}
+    if len(steps) > 1:
+      behind = [str(run.workdir) for run, s in zip(self.all, states)
+                if run.training and int(s.step) < max(steps)]
+      raise IncompatibleCheckpointError(
+          f'the models to train together were saved at different steps ({sorted(steps)}); '
+          f'finish {", ".join(behind)} alone (nplm train with its config and '
+          'workdir), or delete those workdirs to train them from the start')
+    return steps.pop() if steps else int(states[0].step)
+
+  # --- training -----------------------------------------------------------------------
+
+  def save(self, states, k: int, best: bool = False) -> None:
+    self.all[k].save(self.member(states, k), best)
+
+  def save_unsaved(self, states, step: int) -> None:
+    """A checkpoint of every run still training that has none at this step."""
+    for k in self.training:
+      if self.all[k].saved_step != step:
+        self.save(states, k)
+
+  def check_losses(self, losses: np.ndarray, step: int) -> None:
+    """A run whose training loss has exploded stops (its state of this step is not saved)."""
+    for k in self.training:
+      if exploded(float(losses[k]), self.corpus.vocab.size):
+        self.all[k].diverge(f'the training loss is {float(losses[k])} at step {step}')
+
+  def count_time(self, seconds: float, examples: int) -> None:
+    for k in self.training:
+      self.all[k].progress['train_seconds'] += seconds
+      self.all[k].progress['train_examples'] += examples
+
+  def write_train_metrics(self, losses: np.ndarray, step: int, rate: float,
+                          steps_per_epoch: int) -> None:
+    for k in self.training:
+      run = self.all[k]
+      planned = optimizer.planned_updates(run.config, steps_per_epoch)
+      run.writer.write('train', step, loss=float(losses[k]), examples_per_second=rate,
+                       learning_rate=float(optimizer.learning_rate_at(
+                           run.config, step - 1, planned)))
+
+  def record_validation(self, nll: np.ndarray, epoch: int, states, step: int) -> None:
+    """Each training run's validation (Σ -log p, `nll[k]`): its best kept, its stop decided,
+    its state saved; one whose perplexity exploded stops."""
+    tokens = len(self.corpus.splits['valid'])
+    for k in self.training:
+      run, ppl = self.all[k], perplexity(nll[k], tokens)['ppl']
+      if exploded(nll[k] / tokens, self.corpus.vocab.size):
+        run.diverge(f'the validation perplexity is {ppl} after epoch {epoch + 1}')
+        continue
+      if run.record_validation(ppl):
+        self.save(states, k, best=True)
+      run.writer.write('valid', step, ppl=ppl, epoch=epoch + 1)
+      self.save(states, k)
+
+  # --- the end --------------------------------------------------------------------------
+
+  def final_params(self, states) -> list:
+    """Each run's parameters to report: its best (on validation), or where no epoch
+    finished, its last; a diverged run's are whatever it holds (not reported)."""
+    abstract, params = abstract_of(self.template), []
+    for k, run in enumerate(self.all):
+      best = None if run.diverged else run.checkpoints.restore_best(abstract)
+      if best is None and run.progress['best_epoch'] is not None and not run.diverged:
+        raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though epoch '
+                              f'{run.progress["best_epoch"]} was the best: its parameters '
+                              'are lost; train again in a new --workdir.')
+      params.append(self.member(states, k).params if best is None else best[0].params)
+      if self.count == 1 and not run.diverged:
+        kept = 'last epoch\'s' if run.config.patience == 0 else 'best'
+        log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
+                 'last' if best is None else f'{kept} (step {int(best[0].step)})')
+    return params
+
+  def summary(self, k: int, status: RunStatus, nll: dict, params, mesh, step: int) -> dict:
+    """Run k's summary from its Σ -log p per split (also its summary.json, metrics and
+    learning curve); a run whose final perplexity exploded diverges: its error, no file."""
+    run, splits = self.all[k], self.corpus.splits
+    results = {name: perplexity(nll[name], len(splits[name])) for name in nll}
+    exploded_splits = [name for name in nll
+                       if exploded(nll[name] / len(splits[name]), self.corpus.vocab.size)]
+    if exploded_splits and not run.diverged:
+      name = exploded_splits[0]
+      run.diverge(f'the final {name} perplexity is {results[name]["ppl"]}')
+    if run.diverged:
+      return diverged_summary(run)
+    steps = run.saved_step if run.saved_step is not None else step
+    summary = run_summary(run.status(status), run.config, self.corpus, mesh, run.progress,
+                          steps, params, results, run.wall_seconds())
+    if self.count > 1:
+      summary['trained_together'] = self.count
+    if self.main:
+      write_json_atomically(run.workdir / 'summary.json', summary)
+      run.writer.final(summary)
+      plots.learning_curve(run.workdir)
+    return summary
+
+  def unfinished_summaries(self, status: RunStatus, step: int) -> list[dict]:
+    """Each run's summary when the loop stopped before its final evaluation."""
+    return [diverged_summary(run) if run.diverged else
+            {'status': status, 'steps': step, 'workdir': str(run.workdir)}
+            for run in self.all]
+
+
+def diverged_summary(run: ModelRun) -> dict:
+  return {'status': RunStatus.DIVERGED, 'error': run.diverged, 'workdir': str(run.workdir)}
