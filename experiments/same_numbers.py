@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parents[1] / 'tests' / 'fixtures' / 'brown_tiny'

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nplm import recipes, train
-from nplm.cli import config_from_flagfile
+from nplm.flagfiles import config_from_flagfile
 from nplm.config import ConfigError
 from tests.test_train import tiny_config
 
@@ -68,8 +68,8 @@ def test_flagfiles_hold_the_table1_shapes():
 _PARSE = '''
 import json, sys
 from absl import flags
-from nplm import cli
-cli.define_config_flags()
+from nplm import cli, flagfiles
+flagfiles.define_config_flags()
 for argv in json.loads(sys.argv[1]):
   cli._parse_flags(['nplm train', *argv])
   config = cli.config_from_flags()

@@ -65,3 +65,59 @@ def test_version_names_the_installed_package(monkeypatch, capsys):
     cli_main.main()
   assert exit.value.code == 0 and capsys.readouterr().out == f'nplm {version}\n'
 
+
+
+# The package's layers, lower first (WORKSPACE.md's layout): a module imports only from its
+# own layer or lower ones, so data flows one way and any layer can be read without the ones
+# above it.
+LAYERS = (
+    ('errors', 'paths', 'files', 'components', 'display', 'perplexity', 'parallel',
+     'stop_requests', 'sparse_rows', 'config', 'recipes', 'flagfiles'),
+    ('data',),
+    ('models', 'heads', 'lm', 'ngram'),
+    ('run_files',),
+    ('training',),
+    ('train',),
+    ('use',),
+    ('studies',),
+    ('cli',),
+)
+# Config.validate asks the registries for their names and the components for their checks:
+# the one place a lower layer reaches up, lazily, inside a function.
+ASKED_BY_CONFIG = {'models', 'heads', 'data', 'lm', 'training'}
+
+
+def _layer(module: str) -> int:
+  top = module.split('.')[1]
+  layers = [i for i, names in enumerate(LAYERS) if top in names]
+  assert layers, f'{module} is in no layer: add nplm.{top} to LAYERS and WORKSPACE.md'
+  return layers[0]
+
+
+def _imported(path: Path, module: str):
+  """(line, nplm module) of every import in the file, at any depth."""
+  import ast
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      names = ([f'{node.module}.{alias.name}' for alias in node.names]
+               if node.module == 'nplm' else [node.module])
+    elif isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    else:
+      continue
+    yield from ((node.lineno, name) for name in names if name.startswith('nplm.'))
+
+
+def test_no_module_imports_from_a_higher_layer():
+  package = Path(nplm.__file__).parent
+  upward = []
+  for path in sorted(package.rglob('*.py')):
+    parts = path.relative_to(package.parent).with_suffix('').parts
+    module = '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+    if module == 'nplm':
+      continue
+    for line, imported in _imported(path, module):
+      allowed = module == 'nplm.config' and imported.split('.')[1] in ASKED_BY_CONFIG
+      if _layer(imported) > _layer(module) and not allowed:
+        upward.append(f'{path.relative_to(package.parent)}:{line} imports {imported}')
+  assert upward == []

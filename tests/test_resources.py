@@ -145,9 +145,9 @@ def test_a_refusal_names_the_figure_the_memory_and_what_to_lower(monkeypatch):
 _RUNNER = '''
 import contextlib, io, json, resource, sys, time
 from absl import flags
-from nplm import cli
+from nplm import cli, flagfiles
 from nplm.cli import train
-cli.define_config_flags()
+flagfiles.define_config_flags()
 results = []
 for argv in json.loads(sys.argv[1]):
   flags.FLAGS.unparse_flags()

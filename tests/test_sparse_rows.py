@@ -10,7 +10,7 @@ import optax
 import pytest
 from flax.training import train_state
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 from nplm.config import Config, ConfigError
 from nplm.data import batching
 from nplm.lm import build_language_model

@@ -4,7 +4,6 @@ head, dropout, bfloat16 and models trained together."""
 
 import math
 import re
-from pathlib import Path
 
 import jax
 import numpy as np

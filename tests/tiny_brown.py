@@ -4,7 +4,7 @@ tests/fixtures (prepared in --data_dir)."""
 
 from absl import app
 
-from nplm import cli, parallel
+from nplm import cli, flagfiles, parallel
 from nplm.train import run
 from tests.conftest import load_tiny_corpus
 
@@ -19,5 +19,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  cli.define_config_flags()
+  flagfiles.define_config_flags()
   app.run(main)

@@ -8,13 +8,13 @@ import logging
 import os
 import sys
 import textwrap
-from pathlib import Path
 
 import tensorflow_datasets as tfds
 from absl import app, flags
 from absl import logging as absl_logging
 
 from nplm import recipes
+from nplm.flagfiles import CONFIG_FLAGS_MODULE, flagfiles_first
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
 from nplm.data.acquire import CorpusError
@@ -24,29 +24,13 @@ from nplm.stop_requests import Interrupted
 from nplm.train import TrainingDiverged
 from nplm.run_files.lock import WorkdirBusyError
 
-_DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
-                   float: flags.DEFINE_float, str: flags.DEFINE_string}
-# The command line always has a workdir; from Python one must be chosen.
-_CLI_DEFAULTS = {'workdir': 'runs/default'}
 # User mistakes print one line, not a traceback.
 USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged,
                NoTrainedModelError, CheckpointError, WorkdirBusyError)
-# The module the Config flags are registered under: --help lists them by group.
-_CONFIG_FLAGS_MODULE = 'nplm.config'
 _HELP_FLAGS = ('--help', '-h', '-?', '--helpshort')
 # EX_TEMPFAIL: the run stopped before its end and resumes where it stopped when rerun, so a
 # scheduler tells it from a finished run (0) and from a mistake (2).
 INTERRUPTED_EXIT_STATUS = 75
-
-
-def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
-                        names: tuple[str, ...] | None = None) -> None:
-  """A flag per Config field (or per field in `names`), with the field's help text."""
-  for field in dataclasses.fields(Config):
-    if names is None or field.name in names:
-      _DEFINE_BY_TYPE[field.type](field.name, _CLI_DEFAULTS.get(field.name, field.default),
-                                  field.metadata['help'], flag_values=flag_values,
-                                  module_name=_CONFIG_FLAGS_MODULE)
 
 
 def config_from_flags(**overrides) -> Config:
@@ -54,84 +38,6 @@ def config_from_flags(**overrides) -> Config:
   values = {f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(Config)
             if f.name in flags.FLAGS}
   return Config(**{**values, **overrides})
-
-
-def config_from_flagfile(path: str | Path, **overrides) -> Config:
-  """The Config a flagfile sets (as `--flagfile=path` would: a path, or a recipe's name such
-  as 'mlp9'), then `overrides`; for runners that read several flagfiles, so the flags go to a
-  private FlagValues. A missing or unreadable file, or a bad line, is a ConfigError."""
-  flag_values = flags.FlagValues()
-  define_config_flags(flag_values)
-  try:
-    flag_values(['config_from_flagfile', *flagfile_lines(str(path))])
-  except flags.Error as error:
-    raise ConfigError(f'--flagfile={path}: {" ".join(str(error).split())}') from None
-  config = Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
-  return config.replace(**overrides)
-
-
-_FLAGFILE_PREFIXES = ('--flagfile=', '-flagfile=')
-
-
-def flagfile_lines(typed: str, _including: tuple[Path, ...] = ()) -> list[str]:
-  """The flags a flagfile sets, read as absl reads them (one a line; blank lines and lines
-  starting with # or // skipped; a --flagfile line expanded where it stands). `typed` is a
-  path relative to the current directory or, where no such file exists, a recipe's name
-  (nplm/recipes). A missing, unreadable or binary file is a one-line ConfigError."""
-  path = recipes.find(typed) if typed else None
-  if path is None:
-    raise ConfigError(f'--flagfile={typed}: no such file (recipes: '
-                      f'{", ".join(recipes.names())})')
-  if path.resolve() in _including:
-    raise ConfigError(f'--flagfile={typed} includes itself')
-  try:
-    data = path.read_bytes()
-  except OSError as error:  # A directory, a file without read permission.
-    raise ConfigError(f'--flagfile={typed}: cannot be read '
-                      f'({error.strerror or type(error).__name__})') from None
-  bad = data.find(b'\0')
-  try:
-    text = data.decode('utf-8')
-  except UnicodeDecodeError as error:
-    bad = error.start if bad < 0 else min(bad, error.start)
-  if bad >= 0:
-    raise ConfigError(f'--flagfile={typed}: not a text file of flags (byte {data[bad]:#04x} '
-                      f'at offset {bad:,})')
-  lines = []
-  for line in text.splitlines():
-    line = line.strip()
-    if not line or line.startswith(('#', '//')):
-      continue
-    if line.startswith(_FLAGFILE_PREFIXES):
-      try:
-        lines += flagfile_lines(line.split('=', 1)[1], (*_including, path.resolve()))
-      except ConfigError as error:
-        raise ConfigError(f'{error} (read by --flagfile={typed})') from None
-    else:
-      lines.append(line)
-  return lines
-
-
-def flagfiles_first(argv: list[str]) -> list[str]:
-  """argv with its flagfiles' flags first and the flags typed on the command line after
-  them, in their order: absl keeps a flag's last value, so a typed flag wins over a
-  flagfile's wherever it stands on the line (a flagfile's --workdir never overrides the
-  typed one). Flagfiles later on the line win over earlier ones; nothing after `--` moves."""
-  from_files, typed, rest = [], [], list(argv[1:])
-  while rest:
-    arg = rest.pop(0)
-    if arg == '--':
-      typed += [arg, *rest]
-      break
-    if arg in ('--flagfile', '-flagfile'):  # --flagfile FILE
-      if not rest:
-        raise ConfigError('--flagfile needs a file or a recipe name: --flagfile=FILE')
-      from_files += flagfile_lines(rest.pop(0))
-    elif arg.startswith(_FLAGFILE_PREFIXES):
-      from_files += flagfile_lines(arg.split('=', 1)[1])
-    else:
-      typed.append(arg)
-  return [*argv[:1], *from_files, *typed]
 
 
 def show_progress_lines() -> None:
@@ -209,7 +115,7 @@ def quiet_when_stdout_closes(run) -> None:
 def grouped_help(doc: str, command: str) -> str:
   """The program's docstring, its own flags, and the Config flags it takes, by group."""
   by_module = flags.FLAGS.flags_by_module_dict()
-  config_flags = {flag.name for flag in by_module.get(_CONFIG_FLAGS_MODULE, [])}
+  config_flags = {flag.name for flag in by_module.get(CONFIG_FLAGS_MODULE, [])}
   lines = [doc.strip(), '']
   own = sorted(by_module.get(command, []), key=lambda flag: flag.name)
   if own:

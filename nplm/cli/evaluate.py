@@ -24,7 +24,7 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli, paths
+from nplm import cli, flagfiles, paths
 from nplm.config import LOCATION_AND_SPLIT_FIELDS, ConfigError
 from nplm.data.text_sources import read_lines
 from nplm.use.evaluation import dataset_types, evaluate, file_types, own_dataset_types, same_data
@@ -105,7 +105,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_list('splits', ['valid', 'test'], 'The dataset splits to evaluate.')
   flags.DEFINE_integer('top_unknown', 10, 'List this many of the words read as <unk>.')
   flags.DEFINE_bool('json', False, 'Print the results as JSON.')
-  cli.define_config_flags(names=LOCATION_AND_SPLIT_FIELDS)
+  flagfiles.define_config_flags(names=LOCATION_AND_SPLIT_FIELDS)
   flags.mark_flag_as_required('workdir')
   cli.start(main, argv)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli
+from nplm import cli, flagfiles
 from nplm.config import DATA_FIELDS
 from nplm.data.corpus import SPLITS, Corpus
 from nplm.data.datasets import load_dataset
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
 
 def run_program(argv=None) -> None:
   flags.DEFINE_string('out', None, 'Directory to write the split files into.', required=True)
-  cli.define_config_flags(names=DATA_FIELDS)
+  flagfiles.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 
 

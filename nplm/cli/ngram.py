@@ -16,7 +16,7 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli, ngram, paths
+from nplm import cli, flagfiles, ngram, paths
 from nplm.config import DATA_FIELDS, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
@@ -94,7 +94,7 @@ def run_program(argv=None) -> None:
   flags.DEFINE_string('model', 'kn', 'kn (modified Kneser-Ney) or delint (the paper\'s '
                       'interpolated trigram, --order=3).')
   flags.DEFINE_string('out', None, 'Directory that receives ngram.json.', required=True)
-  cli.define_config_flags(names=DATA_FIELDS)
+  flagfiles.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 
 

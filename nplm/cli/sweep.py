@@ -18,7 +18,7 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli, ngram, parallel
+from nplm import cli, flagfiles, ngram, parallel
 from nplm.config import PER_MODEL_FIELDS
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
@@ -67,7 +67,7 @@ def main(argv):
                if getattr(options, key)}
   root = Path(options.root or f'runs/sweeps/{options.sweep}')
   try:
-    base = cli.config_from_flagfile(flagfile, **overrides)
+    base = flagfiles.config_from_flagfile(flagfile, **overrides)
     parallel.initialize_processes(base)
     corpus = parallel.main_process_first(lambda: load_dataset(base.resolved().validate()))
     rows = run_sweep(base, points, root, corpus, together=options.together)

@@ -17,7 +17,7 @@ recipes set --workdir=runs/<recipe>, and a typed --workdir replaces it. From Pyt
 import sys
 
 
-from nplm import cli, parallel, paths, stop_requests
+from nplm import cli, flagfiles, parallel, paths, stop_requests
 from nplm.train import run
 
 
@@ -76,7 +76,7 @@ def main(argv):
 
 
 def run_program(argv=None) -> None:
-  cli.define_config_flags()
+  flagfiles.define_config_flags()
   cli.start(main, argv)
 
 

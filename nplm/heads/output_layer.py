@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 from nplm.heads import vocab_parallel
 
 
@@ -84,7 +84,7 @@ class OutputLayer(nn.Module):
     return jnp.take_along_axis(self.log_softmax(hidden), units[:, None], axis=-1)[:, 0]
 
   def rows(self, units: jnp.ndarray):
-    """(o_u, b_u) of the given units, read by row (nplm.training.sparse_rows): once per call."""
+    """(o_u, b_u) of the given units, read by row (nplm.sparse_rows): once per call."""
     return (sparse_rows.take_rows(self, 'embedding', self.embedding, units),
             sparse_rows.take_rows(self, 'bias', self.bias, units))
 

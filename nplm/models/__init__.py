@@ -1,14 +1,16 @@
 """Models map a context to a hidden vector; they know nothing of the output layer.
 
-Feed-forward models (`recurrent = False`) map a window of n-1 words to one hidden vector
-(the Transformer, `trains_every_position`, also gives one per position of the window, for its
-training loss); recurrent ones map a segment of words and a carried state to a hidden vector
-per word.
+A model's `family` names the feed that trains and scores it (nplm.training.families):
+'windows' models map a window of n-1 words to one hidden vector (the Transformer,
+`trains_every_position`, also gives one per position of the window, for its training loss);
+'streams' (recurrent) models map a segment of words and a carried state to a hidden vector
+per word; 'word2vec' models read the ±c words around a position.
 
 --model names a registry entry or a class of the user's own ('module.path:Name') offering
 what nplm's do: `knobs` (the Config fields it reads), `config_errors(config)`,
-`describe(config)`, `from_config(config, vocab_size)`, `recurrent`, `language_model`,
-`output_width` (the hidden vector's width), and the calls of its family's feed.
+`describe(config)`, `from_config(config, vocab_size)`, `family`, `language_model` (whether
+it gives p(w_t | the words before it)), `output_width` (the hidden vector's width), and the
+calls of its family's feed.
 """
 
 from nplm import components

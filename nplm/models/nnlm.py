@@ -10,7 +10,7 @@ works with direct connections unchanged.
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 
 
 class NNLM(nn.Module):
@@ -22,7 +22,6 @@ class NNLM(nn.Module):
   direct: bool
   dropout: float = 0.0  # On x and on the tanh units, in training only.
 
-  recurrent = False
   language_model = True  # Gives p(w_t | the words before it).
   family = 'windows'  # Its feed (nplm.training.families).
   knobs = ('order', 'feature_size', 'hidden_size', 'direct', 'dropout', 'tie_embeddings')

@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 
 # Gate blocks of the fused input matmul, and state parts carried per layer.
 _GATES = {'rnn': 1, 'lstm': 4, 'gru': 3}
@@ -98,7 +98,6 @@ class RecurrentModel(nn.Module):
   hidden_size: int  # H
   dropout: float = 0.0
 
-  recurrent = True
   language_model = True  # Gives p(w_t | the words before it).
   family = 'streams'  # Its feed (nplm.training.families).
   knobs = ('feature_size', 'hidden_size', 'num_layers', 'dropout', 'tie_embeddings',

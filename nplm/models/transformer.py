@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 
 POSITIONS = ('sinusoidal', 'learned')
 
@@ -92,7 +92,6 @@ class Transformer(nn.Module):
   positions: str = 'sinusoidal'  # or 'learned'
   dropout: float = 0.0  # On the input sums and each residual branch, in training only.
 
-  recurrent = False
   language_model = True  # Gives p(w_t | the words before it).
   family = 'windows'  # Its feed (nplm.training.families).
   trains_every_position = True  # Its loss covers a window's n-1 targets (nplm.lm).

@@ -20,7 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 
 ABSENT = -1  # A context slot without a word.
 
@@ -36,7 +36,6 @@ class _Word2Vec(nn.Module):
   vocab_size: int
   feature_size: int  # m: the width of C(w) and of the hidden vector
 
-  recurrent = False
   language_model = False  # It predicts a word from both sides: no probability of a text.
   family = 'word2vec'  # Its feed (nplm.training.families).
   # window, subsample: the word2vec feed's (nplm.training.word2vec_feed).

@@ -23,7 +23,7 @@ import logging
 import time
 from pathlib import Path
 
-from nplm import cli, ngram, train
+from nplm import flagfiles, ngram, train
 from nplm.config import Config
 from nplm.data.corpus import SPLITS, Corpus
 from nplm.files import write_json_atomically, write_text_atomically
@@ -145,7 +145,7 @@ class Table:
     return {**self.description(row), **{f'{s}_ppl': ppl[s] for s in SPLITS}, **details}
 
   def network_config(self, name: str) -> Config:
-    config = cli.config_from_flagfile(ROWS[name].flagfile, workdir=str(self.workdir / name))
+    config = flagfiles.config_from_flagfile(ROWS[name].flagfile, workdir=str(self.workdir / name))
     return config.replace(**self.overrides).validate()
 
   def network_summary(self, name: str) -> dict:

@@ -30,7 +30,7 @@ from nplm.data import batching
 from nplm.display import progress as show_progress
 from nplm.errors import ConfigError
 from nplm.training import optimizer
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 
 
 def masked_mean(losses, mask):
@@ -47,6 +47,13 @@ class Feed:
   batch_layout: tuple  # Per data argument of the train step: None replicated, or 'data'.
   scoring_layout: tuple  # The same for the scoring step's data arguments.
   scoring_unit = 'batch'  # What its progress lines count.
+  trains_together = True  # K models of one shape in one vmapped step.
+
+  @classmethod
+  def example_span(cls, config) -> tuple[str, int, str]:
+    """(the flag that sets it, the tokens one training example reads, what it reads), for
+    the refusal of a train split shorter than one example (run_checks.check_corpus)."""
+    raise NotImplementedError
 
   def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
                num_models: int = 1):
@@ -82,7 +89,7 @@ class Feed:
 
   @classmethod
   def tables_read(cls, config, lm) -> tuple:
-    """The parameters the train step reads by row (nplm.training.sparse_rows), if it does."""
+    """The parameters the train step reads by row (nplm.sparse_rows), if it does."""
     if not optimizer.reads_rows(config):
       return ()
     key = jax.random.key(0)

@@ -1,7 +1,7 @@
 """The optimizer: the paper's SGD with weight decay and a decaying learning rate, AdamW, or
 lazy Adam; gradient clipping before any.
 
-SGD and lazy Adam are row-sparse (nplm.training.sparse_rows): the tables a step reads by word (C, the
+SGD and lazy Adam are row-sparse (nplm.sparse_rows): the tables a step reads by word (C, the
 sampled and tree heads' output rows) are updated only in the rows it read, their decay paid
 lazily and exactly; every other parameter gets the dense update. SGD's results are the dense
 SGD's; lazy Adam moves a row's moments only when the row is read. AdamW is dense throughout.
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import traverse_util
 
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 from nplm.config import HYPERPARAMETERS, Config
 
 OPTIMIZERS = ('sgd', 'adamw', 'lazy_adam')  # --optimizer

@@ -7,6 +7,7 @@ import os
 from nplm import models, paths
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.display import counted
+from nplm.training.families import feed_of
 
 
 def check_together(configs: list[Config]) -> list[Config]:
@@ -23,7 +24,7 @@ def check_together(configs: list[Config]) -> list[Config]:
   if len({config.batch_order_seed for config in configs}) > 1:
     raise ConfigError('models trained together read the same batches: give them one '
                       '--data_seed (their --seed differ)')
-  if len(configs) > 1 and models.model_class(configs[0].model).recurrent:
+  if len(configs) > 1 and not feed_of(models.model_class(configs[0].model)).trains_together:
     raise ConfigError(f'training together is for feed-forward models (--model=nnlm), not '
                       f'--model={configs[0].model}; train recurrent models one by one')
   workdirs = {os.path.realpath(config.workdir) for config in configs}  # A link loop: itself.
@@ -36,16 +37,8 @@ def check_corpus(config: Config, lm, split_sizes: dict) -> None:
   """ConfigError for a training split shorter than one training example: a window of
   --order tokens, word2vec's 2c+1 around a word, a BPTT segment of --bptt_length. (A batch
   larger than the split is fine: it is padded and masked.)"""
-  model = lm.model
-  if not model.language_model:
-    flag, value, span = '--window', config.window, 2 * config.window + 1
-    what = f'reads the {span:,} tokens around a word'
-  elif model.recurrent:
-    flag, value, span = '--bptt_length', config.bptt_length, config.bptt_length
-    what = f'trains on segments of {span:,} tokens'
-  else:
-    flag, value, span = '--order', config.order, config.order
-    what = f'reads windows of {span:,} tokens'
+  flag, span, what = feed_of(lm.model).example_span(config)
+  value = getattr(config, flag[2:])
   train = split_sizes['train']
   if train < span:
     raise ConfigError(f'{flag}={value} {what}, and the train split of --dataset='

@@ -24,7 +24,7 @@ from nplm import parallel
 from nplm.data import streams
 from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.training import optimizer
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 from nplm.training.feed import Feed, masked_mean
 
 
@@ -43,6 +43,12 @@ class StreamFeed(Feed):
   batch_layout = ('data', 'data', 'data', None)  # Words, targets, mask of the B streams; index.
   scoring_layout = (None, None, None, None)  # One stream's words, targets; index; carry.
   scoring_unit = 'segment'
+  trains_together = False  # Each model carries its own streams' state: one by one.
+
+  @classmethod
+  def example_span(cls, config) -> tuple[str, int, str]:
+    length = config.bptt_length
+    return '--bptt_length', length, f'trains on segments of {length:,} tokens'
 
   @classmethod
   def example(cls, config, lm) -> tuple:

@@ -21,7 +21,7 @@ from nplm import parallel
 from nplm.data import batching
 from nplm.lm import in_compute_dtype
 from nplm.training import optimizer
-from nplm.training import sparse_rows
+from nplm import sparse_rows
 from nplm.training.feed import Feed, masked_mean
 
 
@@ -61,6 +61,10 @@ class WindowFeed(Feed):
 
   batch_layout = (None, 'data', 'data')  # The padded split; positions, mask.
   scoring_layout = (None, 'data')  # The padded split; positions.
+
+  @classmethod
+  def example_span(cls, config) -> tuple[str, int, str]:
+    return '--order', config.order, f'reads windows of {config.order:,} tokens'
 
   @classmethod
   def example(cls, config, lm) -> tuple:

@@ -113,6 +113,11 @@ class Word2VecFeed(Feed):
   scoring_layout = (None, 'data')  # The split's padded stream; positions.
 
   @classmethod
+  def example_span(cls, config) -> tuple[str, int, str]:
+    span = 2 * config.window + 1
+    return '--window', span, f'reads the {span:,} tokens around a word'
+
+  @classmethod
   def example(cls, config, lm) -> tuple:
     """One position's (context, target): the shapes its model reads."""
     windows, centers = jnp.zeros((1, 2 * config.window), jnp.int32), jnp.zeros(1, jnp.int32)

@@ -1,0 +1,79 @@
+"""The contract for a user's own components: a model, a head and a source written by
+WORKSPACE's recipe in a package outside nplm/ (tests/toy_components.py), named by import path
+on the command line, trained, and read back by the tools, with numbers that numpy confirms."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from nplm.config import Config
+from nplm.data.datasets import load_dataset
+from nplm.use.trained import load_trained
+from tests import toy_components
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = 'tests.toy_components'
+FLAGS = [f'--model={TOY}:MeanOfContext', f'--head={TOY}:PlainSoftmax',
+         f'--dataset={TOY}:Rhymes:150', '--order=3', '--feature_size=8', '--batch_size=16',
+         '--epochs=2', '--learning_rate=0.05', '--log_every=5']
+
+
+def nplm(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+  """`nplm ARGS` typed in `cwd`, the user's package (here the checkout) on PYTHONPATH."""
+  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=600)
+
+
+def numpy_log_probs(params: dict, ids: np.ndarray, boundary_id: int, order: int) -> np.ndarray:
+  """log p(w_t | its n-1 previous words) of every token, by numpy from the parameters: the
+  mean of the context vectors, a dense layer, a log-softmax; the split's start padded with the
+  boundary token."""
+  vectors = np.asarray(params['model']['vectors']['embedding'], np.float64)
+  kernel = np.asarray(params['head']['scores']['kernel'], np.float64)
+  bias = np.asarray(params['head']['scores']['bias'], np.float64)
+  padded = np.concatenate([np.full(order - 1, boundary_id), ids])
+  log_probs = []
+  for t, target in enumerate(ids):
+    scores = vectors[padded[t:t + order - 1]].mean(axis=0) @ kernel + bias
+    log_probs.append(scores[target] - np.logaddexp.reduce(scores))
+  return np.array(log_probs)
+
+
+def test_a_users_model_head_and_source_train_and_are_read_back(tmp_path):
+  trained_run = nplm(tmp_path, 'train', *FLAGS, '--workdir=runs/toy',
+                     f'--data_dir={tmp_path / "data"}')
+  assert trained_run.returncode == 0, trained_run.stderr[-2000:]
+  assert 'mean of context (n=3, m=8)' in trained_run.stderr  # Its describe(), in the start-up.
+  summary = json.loads((tmp_path / 'runs/toy/summary.json').read_text())
+
+  config = Config.from_saved(json.loads((tmp_path / 'runs/toy/run.json').read_text())['config'])
+  assert (config.train_tokens, config.valid_tokens) == (300, 100)  # The source's own split.
+  corpus = load_dataset(config)
+  assert corpus.vocab.words[corpus.boundary_id] == toy_components.LINE_END
+  trained = load_trained(tmp_path / 'runs/toy')
+  for split in ('train', 'valid', 'test'):
+    ids = np.asarray(corpus.splits[split])
+    nll = -numpy_log_probs(trained.params, ids, corpus.boundary_id, 3).sum()
+    np.testing.assert_allclose(summary[f'{split}_ppl'], np.exp(nll / len(ids)), rtol=1e-5)
+
+  evaluated = nplm(tmp_path, 'evaluate', '--workdir=runs/toy')  # A tool reads it too.
+  assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+  shown = re.search(r'test: perplexity\s+([\d.]+)', evaluated.stdout + evaluated.stderr)
+  assert shown and abs(float(shown.group(1)) - summary['test_ppl']) < 0.01
+
+
+def test_a_users_knob_rule_and_errors_name_the_component(tmp_path):
+  # MeanOfContext reads no --hidden_size: set, it is refused naming who reads it.
+  refused = nplm(tmp_path, 'train', *FLAGS, '--hidden_size=7', '--workdir=runs/toy')
+  assert refused.returncode == 2
+  assert refused.stderr.strip().splitlines() == [
+      refused.stderr.strip().splitlines()[-1]]  # One line.
+  assert '--hidden_size' in refused.stderr and 'nnlm' in refused.stderr
+  missing = nplm(tmp_path, 'train', *FLAGS, f'--head={TOY}:NoSuchHead', '--workdir=runs/toy')
+  assert missing.returncode == 2 and "has no 'NoSuchHead'" in missing.stderr
