@@ -1,4 +1,4 @@
-r"""One multi-process run on this machine's CPU: N processes of `experiments.brown`, each
+r"""One multi-process run on this machine's CPU: N processes of `experiments.train`, each
 with its own CPU devices, joined through a coordinator on localhost.
 
   python -m launch.local --num_processes=2 --devices_per_process=4 -- \
@@ -60,7 +60,7 @@ def free_port() -> int:
 
 def command_lines(num_processes: int, brown_args: Sequence[str], coordinator_address: str,
                   python: str = sys.executable,
-                  module: str = 'experiments.brown') -> list[list[str]]:
+                  module: str = 'experiments.train') -> list[list[str]]:
   """The argv of each process, process i at index i."""
   return [[python, '-m', module, *brown_args,
            f'--coordinator_address={coordinator_address}', f'--num_processes={num_processes}',
@@ -85,7 +85,7 @@ def _relay(process: subprocess.Popen, prefix: str) -> threading.Thread:
 
 def launch(num_processes: int, devices_per_process: int, brown_args: Sequence[str],
            grace_seconds: float = GRACE_SECONDS, python: str = sys.executable,
-           module: str = 'experiments.brown', timeout_seconds: float | None = None) -> int:
+           module: str = 'experiments.train', timeout_seconds: float | None = None) -> int:
   """Runs the processes to the end; returns 0, or the exit code of the first that failed
   (124 if they outlived `timeout_seconds`: a process stuck in a collective ignores SIGTERM,
   and only the kill after the grace period ends it). `module` is what each runs with
@@ -168,7 +168,7 @@ def _wait_for_first_failure(processes, timeout_seconds: float | None):
 
 class _Parser(argparse.ArgumentParser):
   def error(self, message: str) -> NoReturn:
-    """One line, as experiments.brown's errors, instead of argparse's usage block."""
+    """One line, as experiments.train's errors, instead of argparse's usage block."""
     self.exit(2, f'error: {message}\n')
 
 

@@ -2,7 +2,7 @@
 # One nplm run on every host of a multi-host Cloud TPU VM (a pod slice: v4-32, v5litepod-16,
 # ...): one process per host, each driving its host's TPU chips, all joined into one JAX run.
 #
-#   launch/tpu_vm.sh TPU_NAME ZONE WORKDIR [experiments.brown flags...]
+#   launch/tpu_vm.sh TPU_NAME ZONE WORKDIR [experiments.train flags...]
 #
 #   REPO_URL=https://github.com/you/nplm.git launch/tpu_vm.sh my-pod us-central2-b \
 #       /mnt/nplm/mlp9 --flagfile=mlp9 --batch_size=4096
@@ -30,7 +30,7 @@ set -euo pipefail
 
 usage() {
   cat >&2 <<'USAGE'
-usage: launch/tpu_vm.sh TPU_NAME ZONE WORKDIR [experiments.brown flags...]
+usage: launch/tpu_vm.sh TPU_NAME ZONE WORKDIR [experiments.train flags...]
   TPU_NAME  an existing multi-host TPU VM (gcloud compute tpus tpu-vm list --zone=ZONE)
   ZONE      its zone, e.g. us-central2-b
   WORKDIR   a directory every worker sees at the same path (NFS, or a gcsfuse mount)
@@ -72,7 +72,7 @@ fi
 
 # Ours last: a typed flag wins over a flagfile's, and of two typed the last wins, so no
 # other --workdir can split the hosts.
-train=".venv/bin/python -m experiments.brown $(quote "$@" --distributed "--workdir=$WORKDIR")"
+train=".venv/bin/python -m experiments.train $(quote "$@" --distributed "--workdir=$WORKDIR")"
 if [[ ${DETACH:-0} == 1 ]]; then
   on_all_workers "cd nplm && nohup $train > ~/nplm.log 2>&1 < /dev/null &"
   echo "Started on every worker of $TPU; follow it with:"

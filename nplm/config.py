@@ -230,32 +230,27 @@ class Config:
     from nplm import lm, parallel  # Here, not above: `import nplm.config` loads no Flax.
     from nplm.training import optimizer
     errors = (models.config_errors(self) + heads.config_errors(self)
-              + _unread_knob_errors(self))
+              + _unread_knob_errors(self) + optimizer.config_errors(self))
     checks = [
         *[(False, error) for error in errors],
-        (self.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {self.clip_norm}'),
         (self.dtype in lm.COMPUTE_DTYPES,
          f'unknown --dtype={self.dtype!r}; known: {", ".join(sorted(lm.COMPUTE_DTYPES))}'),
-        (self.optimizer in optimizer.OPTIMIZERS,
-         f'unknown --optimizer={self.optimizer!r}; known: '
-         f'{", ".join(sorted(optimizer.OPTIMIZERS))}'),
-        (not (self.optimizer == 'lazy_adam' and self.tie_embeddings),
-         '--optimizer=lazy_adam updates the rows a step reads, but with --tie_embeddings the '
-         'softmax reads every row of C: use --optimizer=adamw'),
-        (self.learning_rate > 0, f'--learning_rate must be positive, got {self.learning_rate}'),
-        (self.lr_decay >= 0, f'--lr_decay must be 0 or more, got {self.lr_decay}'),
-        (self.lr_schedule in optimizer.LR_SCHEDULES,
-         f'unknown --lr_schedule={self.lr_schedule!r}; known: '
-         f'{", ".join(optimizer.LR_SCHEDULES)}'),
-        (self.lr_schedule != 'linear' or self.lr_decay == 0,
-         '--lr_decay is the inverse schedule\'s r; --lr_schedule=linear decays by itself: '
-         'leave --lr_decay out'),
-        (self.weight_decay >= 0, f'--weight_decay must be 0 or more, got {self.weight_decay}'),
         *self._data_checks(),
         (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
         (self.eval_batch_size >= 1,
          f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
         (self.data_seed >= -1, f'--data_seed must be -1 (--seed) or more, got {self.data_seed}'),
+        *self._run_checks(),
+    ]
+    parallel.parse_mesh(self.mesh)  # Raises ConfigError on a malformed --mesh.
+    for ok, message in checks:
+      if not ok:
+        raise ConfigError(message)
+    return self
+
+  def _run_checks(self) -> list[tuple[bool, str]]:
+    """The run bounds, what it records and where, and the processes it runs in."""
+    return [
         (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
         (self.patience >= 0, f'--patience must be 0 (no early stop) or more, got '
          f'{self.patience}'),
@@ -279,11 +274,6 @@ class Config:
         (not (self.distributed and self.num_processes > 1),
          '--distributed finds the processes itself: leave out --num_processes'),
     ]
-    parallel.parse_mesh(self.mesh)  # Raises ConfigError on a malformed --mesh.
-    for ok, message in checks:
-      if not ok:
-        raise ConfigError(message)
-    return self
 
   def validate_data(self) -> 'Config':
     """Returns self, or raises ConfigError naming the first data setting that cannot work

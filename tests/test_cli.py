@@ -1,4 +1,4 @@
-"""`nplm train` (`python -m experiments.brown`): one-line errors for user mistakes, flagfiles
+"""`nplm train` (`python -m experiments.train`): one-line errors for user mistakes, flagfiles
 (recipes by name, typed flags winning, bad files), the Python API, and a smoke run on the
 real Brown corpus."""
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).parent.parent
 
 
 def run_cli(*flags: str, timeout: int = 300) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'experiments.brown', *flags], cwd=ROOT,
+  return subprocess.run([sys.executable, '-m', 'experiments.train', *flags], cwd=ROOT,
                         capture_output=True, text=True, timeout=timeout)
 
 

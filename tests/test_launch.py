@@ -89,7 +89,7 @@ def test_launcher_refuses_bad_input_in_one_line(args, phrase):
 def test_each_process_gets_the_flags_the_coordinator_and_its_own_id():
   argvs = local.command_lines(3, ['--flagfile=fast', '--mesh=data:4'],
                               'localhost:1234', python='/venv/bin/python')
-  assert argvs == [['/venv/bin/python', '-m', 'experiments.brown',
+  assert argvs == [['/venv/bin/python', '-m', 'experiments.train',
                     '--flagfile=fast', '--mesh=data:4',
                     '--coordinator_address=localhost:1234', '--num_processes=3',
                     f'--process_id={i}'] for i in range(3)]
@@ -109,7 +109,7 @@ def test_free_port_is_one_a_coordinator_can_listen_on():
     assert local.free_port() != port
 
 
-# A stand-in for Python: `-m experiments.brown ... --process_id=i`. Process $STUB_FAIL exits
+# A stand-in for Python: `-m experiments.train ... --process_id=i`. Process $STUB_FAIL exits
 # with 3 once the others have started; they wait, recording the SIGTERM they get in $STUB_DIR.
 STUB = """#!/usr/bin/env bash
 for arg; do
@@ -143,8 +143,8 @@ def test_one_failure_stops_the_others_and_gives_its_exit_code(stub_python, tmp_p
   assert sorted(p.name for p in tmp_path.glob('terminated_*')) == ['terminated_0',
                                                                    'terminated_2']
   out, err = capfd.readouterr()
-  assert 'process 0: -m experiments.brown --workdir=w' in out  # Process 0: the terminal.
-  assert '[process 2] process 2: -m experiments.brown' in err  # The others: prefixed.
+  assert 'process 0: -m experiments.train --workdir=w' in out  # Process 0: the terminal.
+  assert '[process 2] process 2: -m experiments.train' in err  # The others: prefixed.
   assert 'error: process 1 exited with code 3; stopping the others' in err
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nplm.cli import config_from_flagfile
+from nplm.flagfiles import config_from_flagfile
 from nplm.cli.sweep import SWEEPS
 from nplm import train
 from nplm.training import run_checks

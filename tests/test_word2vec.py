@@ -13,7 +13,7 @@ import pytest
 from flax.training import train_state
 
 from nplm.run_files.checkpoint import saved_params
-from nplm.cli import config_from_flagfile
+from nplm.flagfiles import config_from_flagfile
 from nplm.cli.mix import mix_report
 from nplm.config import Config, ConfigError
 from nplm.use.evaluation import evaluate

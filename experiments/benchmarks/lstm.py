@@ -25,7 +25,7 @@ from absl import logging as absl_logging
 
 from experiments.benchmarks.harness import (CorpusNotPrepared, interleaved_rates,
                                             load_training_ids, machine_info, use_all_cores)
-from nplm.cli import config_from_flagfile
+from nplm.flagfiles import config_from_flagfile
 from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model

@@ -35,7 +35,7 @@ from gensim.models import Word2Vec
 from experiments.benchmarks.harness import (CorpusNotPrepared, machine_info, machine_line,
                                             report, require_prepared_brown, table_lines)
 from nplm.use import embeddings
-from nplm.cli import config_from_flagfile
+from nplm.flagfiles import config_from_flagfile
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained

@@ -5,7 +5,7 @@ r"""Train a language model on any dataset: early-stop, report exact perplexities
   nplm train --flagfile=my.flags                                        # a flagfile of yours
   nplm train --dataset=text:data/ptb --model=lstm --workdir=runs/ptb    # PTB's layout
   nplm train --dataset=tfds:lm1b --tfds_splits=train[:99%],train[99%:],test --head=nce
-  python -m experiments.brown --flagfile=mlp9                           # in a checkout
+  python -m experiments.train --flagfile=mlp9                           # in a checkout
 
 Every field of nplm.config.Config is a flag (see --helpfull). --flagfile reads a file of
 flags, or a recipe shipped with nplm by name (mlp1 ... mlp9: Table 1's rows; the list is at

@@ -28,6 +28,28 @@ ROW_SPARSE = ('sgd', 'lazy_adam')
 LR_SCHEDULES = ('inverse', 'linear')  # --lr_schedule (learning_rate_at)
 
 
+def config_errors(config: Config) -> list[str]:
+  """What in the optimizer's knobs cannot work (Config.validate asks)."""
+  checks = [
+      (config.clip_norm >= 0, f'--clip_norm must be 0 (none) or more, got {config.clip_norm}'),
+      (config.optimizer in OPTIMIZERS,
+       f'unknown --optimizer={config.optimizer!r}; known: {", ".join(sorted(OPTIMIZERS))}'),
+      (not (config.optimizer == 'lazy_adam' and config.tie_embeddings),
+       '--optimizer=lazy_adam updates the rows a step reads, but with --tie_embeddings the '
+       'softmax reads every row of C: use --optimizer=adamw'),
+      (config.learning_rate > 0,
+       f'--learning_rate must be positive, got {config.learning_rate}'),
+      (config.lr_decay >= 0, f'--lr_decay must be 0 or more, got {config.lr_decay}'),
+      (config.lr_schedule in LR_SCHEDULES,
+       f'unknown --lr_schedule={config.lr_schedule!r}; known: {", ".join(LR_SCHEDULES)}'),
+      (config.lr_schedule != 'linear' or config.lr_decay == 0,
+       '--lr_decay is the inverse schedule\'s r; --lr_schedule=linear decays by itself: '
+       'leave --lr_decay out'),
+      (config.weight_decay >= 0, f'--weight_decay must be 0 or more, got {config.weight_decay}'),
+  ]
+  return [message for ok, message in checks if not ok]
+
+
 class RowSparseState(NamedTuple):
   """The state of a row-sparse optimizer."""
   dense: optax.OptState  # The dense update's, of every parameter but the tables.
