@@ -1,6 +1,6 @@
 """Stop requests (SIGTERM, Ctrl-C): every phase of a run ends within seconds.
 
-- Training (nplm.train's loop, `stop_requests`): the first request asks the loop to save at
+- Training (nplm.training.loop, `stop_requests`): the first request asks the loop to save at
   its next update and stop; a second Ctrl-C stops at once (KeyboardInterrupt).
 - The loop's phases with nothing to save stop at their next safe point: building the model,
   the validation passes (an epoch's checkpoint is saved before its validation) and the final

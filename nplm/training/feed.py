@@ -1,8 +1,8 @@
 """What every feed shares: the train state laid out over the mesh, the compiled steps, the
 optimizer, the lazy decay's payment, and the exact per-token log-probs of a split.
 
-A feed serves one model family (nplm.training.families) to the loop (nplm.train) and to the
-readers of a trained model (nplm.use.trained). Its family supplies:
+A feed serves one model family (nplm.training.families) to the loop (nplm.training.loop)
+and to the readers of a trained model (nplm.use.trained). Its family supplies:
   example(config, lm)   one example's inputs: the shapes the parameters are initialized for
   prepare_training(ids) its training data on the devices; returns the updates per epoch
   start_epoch           the batches of (epoch, start), and step_data: a batch as the train
@@ -13,9 +13,10 @@ readers of a trained model (nplm.use.trained). Its family supplies:
                         batch, traced (its data arguments laid out as `scoring_layout` says);
                         scoring_pass, if the pass is not over eval batches of positions
 
-K models of one shape may be trained together (nplm.train): their states are stacked along
-a leading axis, replicated, and one compiled step updates all of them with `jax.vmap`, every
-model reading the same batch with its own hyperparameters (nplm.training.optimizer).
+K models of one shape may be trained together (nplm.train.run of a list): their states are
+stacked along a leading axis, replicated, and one compiled step updates all of them with
+`jax.vmap`, every model reading the same batch with its own hyperparameters
+(nplm.training.optimizer).
 """
 
 import functools
@@ -25,12 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import parallel, stop_requests
+from nplm import parallel, sparse_rows, stop_requests
 from nplm.data import batching
 from nplm.display import progress as show_progress
 from nplm.errors import ConfigError
 from nplm.training import optimizer
-from nplm import sparse_rows
 
 
 def masked_mean(losses, mask):

@@ -20,11 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import parallel
+from nplm import parallel, sparse_rows
 from nplm.data import streams
 from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.training import optimizer
-from nplm import sparse_rows
 from nplm.training.feed import Feed, masked_mean
 
 

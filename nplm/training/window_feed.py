@@ -17,11 +17,10 @@ over the mesh's 'data' axis, and one model's parameters live as `state_shardings
 import jax
 import jax.numpy as jnp
 
-from nplm import parallel
+from nplm import parallel, sparse_rows
 from nplm.data import batching
 from nplm.lm import in_compute_dtype
 from nplm.training import optimizer
-from nplm import sparse_rows
 from nplm.training.feed import Feed, masked_mean
 
 
