@@ -25,7 +25,7 @@ HAND_WRITTEN = {
     'RESUMABLE_FIELDS': ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                          'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
                          'distributed', 'coordinator_address', 'num_processes', 'process_id'),
-    # What sweep.py and table1.py once kept by hand as their own lists (table1's lacked the last five).
+    # What sweep.py and table1.py once kept by hand (table1's lacked the last five).
     'OBSERVING_FIELDS': ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                          'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
                          'num_processes', 'process_id'),
