@@ -11,6 +11,11 @@ import importlib
 from nplm.errors import ConfigError
 
 
+class ComponentImportError(ConfigError):
+  """A component named by import path whose module cannot be imported here: not a bad value
+  but a missing package (a trained run's model read where its package is not installed)."""
+
+
 def is_import_path(name: str) -> bool:
   """'package.module:Name': a dotted module, a colon, an attribute."""
   module, colon, attribute = name.partition(':')
@@ -30,8 +35,8 @@ def load(flag: str, registry: dict[str, str], name: str):
   try:
     module = importlib.import_module(module_name)
   except ImportError as error:
-    raise ConfigError(f'{flag}={name}: cannot import {module_name} ({error}); is its package '
-                      'installed, or its directory on PYTHONPATH?') from None
+    raise ComponentImportError(f'{flag}={name}: cannot import {module_name} ({error}); is its '
+                               'package installed, or its directory on PYTHONPATH?') from None
   try:
     return getattr(module, attribute)
   except AttributeError:

@@ -62,6 +62,16 @@ def test_a_users_model_head_and_source_train_and_are_read_back(tmp_path):
     nll = -numpy_log_probs(trained.params, ids, corpus.boundary_id, 3).sum()
     np.testing.assert_allclose(summary[f'{split}_ppl'], np.exp(nll / len(ids)), rtol=1e-5)
 
+  # Read where the user's package is not importable: one line naming it, not "edited".
+  env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
+  unreadable = subprocess.run([sys.executable, '-m', 'nplm.cli', 'evaluate',
+                               f'--workdir={tmp_path / "runs/toy"}'], cwd=ROOT.parent, env=env,
+                              capture_output=True, text=True, timeout=600)
+  assert unreadable.returncode == 2
+  assert unreadable.stderr.strip().splitlines() == [
+      f'error: --model={TOY}:MeanOfContext: cannot import tests.toy_components (No module '
+      "named 'tests'); is its package installed, or its directory on PYTHONPATH?"]
+
   evaluated = nplm(tmp_path, 'evaluate', '--workdir=runs/toy')  # A tool reads it too.
   assert evaluated.returncode == 0, evaluated.stderr[-2000:]
   shown = re.search(r'test: perplexity\s+([\d.]+)', evaluated.stdout + evaluated.stderr)

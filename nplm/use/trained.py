@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from nplm import parallel, paths
+from nplm.components import ComponentImportError
 from nplm.training import memory
 from nplm.training.families import feed_of
 from nplm.training.feed import Feed
@@ -134,6 +135,8 @@ def _model_of(config: Config, vocab: Vocabulary, params: dict, run_json: Path) -
     # The parameters as its feed initializes them, traced for their shapes only.
     expected = _shapes(jax.eval_shape(
         lambda: feed_of(lm.model).initial_params(config, lm, jax.random.key(0))))
+  except ComponentImportError:  # The run is sound; its model's package is missing here.
+    raise
   except Exception as error:  # A run.json value no model takes, of any kind.
     text = (str(error).strip().splitlines() or [''])[0][:200]
     raise NoTrainedModelError(
