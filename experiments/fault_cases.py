@@ -216,7 +216,7 @@ def _interrupted_final_evaluation(c: Cases) -> None:
   """Ctrl-C right after 'final evaluation:'; a checkout that logs no such line gets it 0.3 s
   after the last epoch's validation line (small eval batches make the evaluation last)."""
   argv = c.train_argv('sigint_final', eval_batch_size=8)
-  loops = [Path(c.checkout) / name for name in ('nplm/train.py', 'nplm/training/loop.py')]
+  loops = [Path(c.checkout) / name for name in ('nplm/train.py', 'nplm/trainer.py', 'nplm/training/loop.py')]
   logged = any('final evaluation' in loop.read_text() for loop in loops if loop.exists())
   child = Child(argv, c.checkout)
   if logged:

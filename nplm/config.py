@@ -18,7 +18,7 @@ __all__ = ['Config', 'ConfigError']
 # The groups of fields, in the order --help shows them. What a group is for decides what a
 # change to one of its fields means: a run resumes, and a finished run is reused, across
 # changes to run bounds, observation and devices (and to where the data lies); models trained
-# together (nplm.train.run given a list) differ only in their per-model hyperparameters.
+# together (nplm.trainer.run given a list) differ only in their per-model hyperparameters.
 DATA = 'data'
 MODEL = 'model'
 HEAD = 'head'

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import jax
 
-log = logging.getLogger('nplm.train')
+log = logging.getLogger('nplm.trainer')
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOP_SECONDS = 3.0  # A program ends this long after a stop request at the latest.

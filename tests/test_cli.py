@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nplm import recipes, train
+from nplm import recipes, trainer
 from nplm.flagfiles import config_from_flagfile
 from nplm.config import ConfigError
 from tests.test_train import tiny_config
@@ -46,7 +46,7 @@ def test_a_missing_corpus_gives_one_clear_error(tmp_path):
 
 
 def test_python_api_returns_the_summary(tiny_corpus, tmp_path):
-  summary = train.run(tiny_config(tmp_path / 'run', epochs=1), tiny_corpus)
+  summary = trainer.run(tiny_config(tmp_path / 'run', epochs=1), tiny_corpus)
   assert summary['status'] == 'epochs_done' and summary['epochs'] == 1
   assert json.loads((tmp_path / 'run' / 'summary.json').read_text())['test_ppl'] == (
       summary['test_ppl'])

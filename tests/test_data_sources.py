@@ -9,7 +9,7 @@ import pytest
 from nplm.config import Config, ConfigError
 from nplm.data import datasets, sources, tokenize
 from nplm.data.vocab import END_OF_SENTENCE, SPECIAL_TOKENS, TEXT_END, UNK
-from nplm.train import run
+from nplm.trainer import run
 from nplm.use.trained import load_trained
 
 SENTENCE_END = '</s>'

@@ -18,7 +18,7 @@ from nplm.config import Config, ConfigError
 from nplm.data import brown, brown_source, datasets, prepared, text_sources, tfds_dirs
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.vocab import END_OF_SENTENCE, UNK, Vocabulary
-from nplm.train import run
+from nplm.trainer import run
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 
 SPLITS = ('train', 'valid', 'test')

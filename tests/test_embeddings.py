@@ -19,7 +19,7 @@ from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
-from nplm.train import run
+from nplm.trainer import run
 
 ROOT = Path(__file__).parent.parent
 FAMILY = ('man woman king queen boy girl father mother brother sister son daughter husband '

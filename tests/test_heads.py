@@ -22,7 +22,7 @@ from nplm.heads.binary_tree import balanced_tree, huffman_tree
 from nplm.heads.class_softmax import WordClasses
 from nplm.lm import build_language_model
 from nplm.training.optimizer import make_optimizer
-from nplm.train import run
+from nplm.trainer import run
 from nplm.training.window_feed import WindowFeed
 from tests.test_train import brute_force_perplexity, tiny_config
 
@@ -383,7 +383,7 @@ def initial_valid_perplexity(config, corpus) -> float:
 
 @pytest.mark.parametrize('head', ['softmax', 'class', 'tree', 'is', 'nce', 'adaptive'])
 def test_training_lowers_exact_validation_perplexity(trained, tiny_corpus, head):
-  """Two epochs of nplm.train.run cut the exact validation perplexity of the parameters the
+  """Two epochs of nplm.trainer.run cut the exact validation perplexity of the parameters the
   run started from by at least 5% (NCE and the Huffman tree start near the unigram's)."""
   config, summary = trained(head)
   assert summary['status'] == 'epochs_done'

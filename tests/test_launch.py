@@ -18,7 +18,7 @@ import pytest
 
 from launch import local
 from nplm.config import Config
-from nplm.train import run
+from nplm.trainer import run
 from tests.conftest import TINY_SPLIT, write_text_corpus
 
 ROOT = Path(__file__).parent.parent

@@ -13,7 +13,7 @@ import pytest
 from nplm.run_files.checkpoint import saved_params
 from nplm.config import Config, ConfigError
 from nplm.heads import build_head
-from nplm.train import run
+from nplm.trainer import run
 from tests.test_heads import (D, SMALL_D, SMALL_V, V, initial_valid_perplexity, make_head,
                               random_hidden, random_params, unit_scores, zipf_counts)
 from tests.test_train import brute_force_perplexity, tiny_config

@@ -77,7 +77,7 @@ LAYERS = (
     ('models', 'heads', 'lm', 'ngram'),
     ('run_files',),
     ('training',),
-    ('train',),
+    ('trainer',),
     ('use',),
     ('studies',),
     ('cli',),

@@ -19,7 +19,7 @@ from nplm import parallel
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
 from nplm.perplexity import perplexity
-from nplm.train import run
+from nplm.trainer import run
 from nplm.training.families import feed_of
 from nplm.training.window_feed import WindowFeed
 from tests import multidevice

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from nplm import train
+from nplm import trainer
 from nplm.training import run_checks
 from nplm.run_files.checkpoint import saved_params
 from nplm.cli import mix as mix_program
@@ -45,7 +45,7 @@ def here(tmp_path_factory):
   base = tmp_path_factory.mktemp('here')
   write_text_corpus(base / 'data' / 'toy')
   with contextlib.chdir(base):
-    summary = train.run(Config(dataset='text:data/toy', data_dir='tfds', workdir=RUN, **TINY))
+    summary = trainer.run(Config(dataset='text:data/toy', data_dir='tfds', workdir=RUN, **TINY))
   return base, summary
 
 
@@ -179,7 +179,7 @@ def test_an_old_workdir_with_relative_paths_resumes_and_reads_from_its_directory
   with contextlib.chdir(base):
     trained = load_trained('runs/old')
     own_dataset_types(trained)  # Its data, found from here, is the data it was trained on.
-    again = train.run(Config(dataset='text:data/toy', data_dir='tfds', workdir='runs/old',
+    again = trainer.run(Config(dataset='text:data/toy', data_dir='tfds', workdir='runs/old',
                              **TINY))
   assert again['status'] == 'epochs_done'
   assert again['valid_ppl'] == pytest.approx(summary['valid_ppl'], rel=1e-6)
@@ -265,7 +265,7 @@ def test_a_workdir_that_cannot_hold_a_run_is_refused_where_it_is_made(tmp_path, 
     with pytest.raises(ConfigError, match=phrase):
       prepare_workdir(Path(workdir))
     with pytest.raises(ConfigError, match=phrase):
-      train.run(Config(workdir=workdir, dataset='text:nowhere'))  # The data is not read.
+      trainer.run(Config(workdir=workdir, dataset='text:nowhere'))  # The data is not read.
   assert list(tmp_path.iterdir()) == []
   (tmp_path / 'loop').symlink_to('loop')
   with pytest.raises(ConfigError, match='loop is a symbolic link that leads nowhere'):

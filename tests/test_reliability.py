@@ -22,7 +22,7 @@ from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
 from nplm.run_files.plots import read_metrics
 from nplm.use.trained import load_trained
-from nplm.train import TrainingDiverged, run
+from nplm.trainer import TrainingDiverged, run
 from nplm.training.window_feed import WindowFeed
 from nplm.run_files.lock import WorkdirBusyError, WorkdirLock
 from tests.test_train import ROOT, tiny_config
@@ -100,7 +100,7 @@ def test_with_no_good_checkpoint_the_error_names_them_and_nothing_is_deleted(
 _TRAINER = """
 import sys
 from nplm.data import load_corpus
-from nplm.train import run
+from nplm.trainer import run
 from tests.test_train import tiny_config
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,

@@ -28,7 +28,7 @@ from nplm.data.datasets import load_dataset
 from nplm.lm import build_language_model
 from nplm.training.optimizer import hyperparameters_of
 from nplm.use.trained import load_trained
-from nplm.train import TrainingDiverged, run
+from nplm.trainer import TrainingDiverged, run
 from nplm.training.families import feed_of
 from nplm.training.window_feed import WindowFeed
 from tests.test_train import ROOT, tiny_config

@@ -18,7 +18,7 @@ from nplm.heads import HEADS
 from nplm.lm import build_language_model
 from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
 from nplm.use.trained import load_trained
-from nplm.train import run
+from nplm.trainer import run
 from tests.conftest import TINY_SPLIT
 
 CELLS = ('rnn', 'lstm', 'gru')

@@ -11,7 +11,7 @@ import pytest
 
 from nplm.flagfiles import config_from_flagfile
 from nplm.cli.sweep import SWEEPS
-from nplm import train
+from nplm import trainer
 from nplm.training import run_checks
 from nplm.config import ConfigError
 from nplm.studies.sweep import (grid, point_configs, point_name, random_search, run_sweep,
@@ -68,14 +68,14 @@ def test_point_names_are_sorted_readable_and_path_safe():
 
 
 class CountingRun:
-  """nplm.train.run, counting its calls."""
+  """nplm.trainer.run, counting its calls."""
 
   def __init__(self):
     self.calls = 0
 
   def __call__(self, config, corpus=None):
     self.calls += 1
-    return train.run(config, corpus)
+    return trainer.run(config, corpus)
 
 
 def test_a_grid_sweep_runs_each_point_writes_results_and_reuses_them(tiny_corpus, tmp_path):

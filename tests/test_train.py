@@ -20,7 +20,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.brown_source import build_corpus
 from nplm.data.vocab import TEXT_END
 from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
-from nplm.train import TrainingDiverged, run
+from nplm.trainer import TrainingDiverged, run
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
 
@@ -147,7 +147,7 @@ def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, t
 _CHILD = """
 import sys
 from nplm.data import load_corpus
-from nplm.train import run
+from nplm.trainer import run
 from tests.test_train import tiny_config
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
 corpus = load_corpus(data_dir=sys.argv[2], corpus_dir=FIXTURE_DIR, unk_max_count=1,

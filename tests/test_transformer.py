@@ -18,7 +18,7 @@ from nplm.lm import build_language_model, in_compute_dtype
 from nplm.models.transformer import sinusoidal_encodings
 from nplm.perplexity import perplexity
 from nplm.use.trained import load_trained
-from nplm.train import run
+from nplm.trainer import run
 from nplm.training.window_feed import WindowFeed
 from tests.test_heads import TRAINED_HEADS
 from tests.test_train import tiny_config
@@ -264,7 +264,7 @@ def test_every_head_trains_and_evaluates_normalized(tiny_corpus, head):
 
 
 def test_a_run_with_dropout_tied_learned_positions_and_bfloat16(tiny_corpus, tmp_path):
-  """nplm.train with dropout, tied embeddings, learned positions and --dtype=bfloat16: the
+  """nplm.trainer with dropout, tied embeddings, learned positions and --dtype=bfloat16: the
   hidden vectors are bfloat16 in training, the saved parameters float32; the reported
   perplexities are the numpy model's (float64, without dropout) over every token of each
   split and lower than the start's; evaluating twice gives the same; the trained model

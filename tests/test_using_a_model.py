@@ -21,7 +21,7 @@ from nplm.errors import ConfigError
 from nplm.use.generation import Sampling, generate, sampling_logits
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
-from nplm.train import run
+from nplm.trainer import run
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model, numpy_split_log_probs, rnn_config
 from tests.test_train import tiny_config

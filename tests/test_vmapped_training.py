@@ -1,4 +1,4 @@
-"""Many models in one program: each equals the same config trained alone by nplm.train
+"""Many models in one program: each equals the same config trained alone by nplm.trainer
 (losses, early stops, checkpoints, exact perplexities), resumes exactly, stops alone when it
 diverges, and configs that cannot share a program are refused by name."""
 
@@ -15,7 +15,7 @@ from nplm import parallel
 from nplm.run_files import checkpoint
 from nplm.config import ConfigError
 from nplm.training.run_checks import check_together
-from nplm.train import run
+from nplm.trainer import run
 from nplm.data import batching
 from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB
 from tests.test_train import tiny_config
@@ -68,7 +68,7 @@ def test_each_model_trained_together_equals_it_trained_alone(tiny_corpus, togeth
 
 
 def test_a_model_trained_together_goes_on_alone(tiny_corpus, together, tmp_path):
-  """Its workdir is a run's: nplm.train continues it as it would its own."""
+  """Its workdir is a run's: nplm.trainer continues it as it would its own."""
   root, _ = together
   longer = dict(epochs=8, patience=8)
   alone = run(configs(tmp_path, 'alone')[1].replace(**longer), tiny_corpus)

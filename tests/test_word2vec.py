@@ -1,5 +1,5 @@
 """word2vec's CBOW and skip-gram: scores and losses against numpy, subsampling, the dynamic
-window, the linear schedule, whole runs through nplm.train, and the tools that refuse them."""
+window, the linear schedule, whole runs through nplm.trainer, and the tools that refuse them."""
 
 import json
 import math
@@ -23,7 +23,7 @@ from nplm.use.neighbours import feature_vectors, nearest
 from nplm.training.optimizer import apply_gradients, hyperparameters_of, learning_rate_at, make_optimizer
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
-from nplm.train import run
+from nplm.trainer import run
 from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
                                          keep_probabilities, padded_stream, window_radii)
 from tests.conftest import TINY_SPLIT

@@ -5,7 +5,7 @@ tests/fixtures (prepared in --data_dir)."""
 from absl import app
 
 from nplm import cli, flagfiles, parallel
-from nplm.train import run
+from nplm.trainer import run
 from tests.conftest import load_tiny_corpus
 
 

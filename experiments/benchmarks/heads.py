@@ -10,7 +10,7 @@ speed-up over the full softmax is taken from the same process. The repeats are i
 across heads (repeat r of every head, then repeat r+1) so that a busy spell of a shared
 machine slows all heads alike instead of one head's whole measurement.
 
-With --epochs=E > 0 each head is also trained for exactly E epochs through nplm.train.run
+With --epochs=E > 0 each head is also trained for exactly E epochs through nplm.trainer.run
 (patience = E: nothing stops early) in <out>/runs/<shape>_<head>, and its exact validation and
 test perplexities are reported. A rerun with the same --out reuses each finished run whose
 summary.json has the same config, and resumes an unfinished one.
@@ -30,7 +30,7 @@ from experiments.benchmarks.harness import (SHAPES as TABLE1_SHAPES, CorpusNotPr
                                             benchmark_batches, examples_per_second,
                                             interleaved_rates, jax_runner, load_training_ids,
                                             machine_info, shape_config)
-from nplm import train
+from nplm import trainer
 from nplm.data import batching, load_corpus
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.config import HEAD, group_of
@@ -101,7 +101,7 @@ def time_heads(configs: dict, counts, train_ids, boundary_id, steps: int, repeat
 
 
 def finished_summary(workdir: Path, config) -> dict | None:
-  """summary.json of a finished run with this very config: nplm.train.run would not retrain
+  """summary.json of a finished run with this very config: nplm.trainer.run would not retrain
   it, but it would evaluate every split again (about a minute per head on a CPU)."""
   path = workdir / 'summary.json'
   if not path.exists():
@@ -117,7 +117,7 @@ def train_head(config, corpus, epochs: int, workdir: Path) -> dict:
   if summary is not None:
     return {**summary, 'reused': True}
   print(f'training {workdir.name} for {epochs} epoch(s) …', file=sys.stderr, flush=True)
-  summary = train.run(config, corpus)
+  summary = trainer.run(config, corpus)
   if summary.get('status') == 'interrupted':
     raise KeyboardInterrupt(f'{workdir} was interrupted; rerun the same command to resume it')
   if summary['epochs'] != epochs:  # A workdir trained longer by an earlier, larger --epochs.

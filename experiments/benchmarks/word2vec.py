@@ -39,7 +39,7 @@ from nplm.flagfiles import config_from_flagfile
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained
-from nplm.train import run
+from nplm.trainer import run
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
 SENTENCE_WORDS = 10_000  # gensim's MAX_WORDS_IN_BATCH: it cuts longer sentences there.

@@ -21,7 +21,7 @@ from nplm.data.acquire import CorpusError
 from nplm.data.corpus import SPLITS
 from nplm.use.trained import NoTrainedModelError
 from nplm.stop_requests import Interrupted
-from nplm.train import TrainingDiverged
+from nplm.trainer import TrainingDiverged
 from nplm.run_files.lock import WorkdirBusyError
 
 # User mistakes print one line, not a traceback.

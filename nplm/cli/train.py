@@ -11,14 +11,14 @@ Every field of nplm.config.Config is a flag (see --helpfull). --flagfile reads a
 flags, or a recipe shipped with nplm by name (mlp1 ... mlp9: Table 1's rows; the list is at
 the end). A flag typed on the command line wins over a flagfile's, before or after it: the
 recipes set --workdir=runs/<recipe>, and a typed --workdir replaces it. From Python:
-`nplm.train.run(Config(...))`.
+`nplm.trainer.run(Config(...))`.
 """
 
 import sys
 
 
 from nplm import cli, flagfiles, parallel, paths, stop_requests
-from nplm.train import run
+from nplm.trainer import run
 
 
 def report(summary: dict) -> str:

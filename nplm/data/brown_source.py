@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 
-from nplm.data import brown_format
+from nplm.data import brown_format, tokenizers
 from nplm.data.corpus import Corpus, corpus_from_tokens
 from nplm.data.sources import Source
 from nplm.data.vocab import PARAGRAPH_END, SPECIAL_TOKENS, TEXT_END
@@ -33,6 +33,7 @@ class BrownSource(Source):
   reserved_tokens = SPECIAL_TOKENS
   default_unk_max_count = PAPER_UNK_MAX_COUNT
   cuts_by_tokens = True
+  sentence_end = None  # Its paragraphs and texts end with a mark; its sentences do not.
 
   def __init__(self, argument: str):
     if argument:
@@ -47,6 +48,10 @@ class BrownSource(Source):
     texts = brown.load_texts(config.data_dir or None, config.corpus_dir or None)
     return token_splits_of(tokens_from_texts(texts), config.train_tokens, config.valid_tokens,
                            config.tokens)
+
+  def tokenizer(self, config, workdir=None) -> tokenizers.Tokenizer:
+    del workdir
+    return BrownCharacters() if config.tokens == 'chars' else BrownWords()
 
   def words_of(self, text: str, tokens: str) -> list[str]:
     words = brown_words(text)
@@ -64,6 +69,20 @@ class BrownSource(Source):
     if tokenization == 'words':
       return paragraph_lines(tokens)
     return [''.join(tokens)] if tokens else []  # Characters: one line, the marks verbatim.
+
+
+class BrownWords(tokenizers.Tokenizer):
+  """Typed text split as the corpus's words are (brown_words)."""
+
+  def tokens(self, text: str) -> list[str]:
+    return brown_words(text)
+
+
+class BrownCharacters(tokenizers.Characters):
+  """The characters of the corpus's words, one space between words."""
+
+  def tokens(self, text: str) -> list[str]:
+    return list(' '.join(brown_words(text)))
 
 
 def paragraph_lines(tokens: Sequence[str]) -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from nplm import components
 from nplm.data import corpus as corpus_lib
+from nplm.data import tokenizers
 from nplm.data.corpus import SPLITS, Corpus
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.errors import ConfigError
@@ -46,6 +47,9 @@ class Source:
   # with their vocabulary already cut).
   default_unk_max_count = 0
   cuts_by_tokens = False  # Whether --train_tokens and --valid_tokens cut it into splits.
+  # The token that ends a sentence (a line), scored as a sentence's last: None where the
+  # source has no sentence end (Brown's paragraphs and texts end, its sentences do not).
+  sentence_end = END_OF_SENTENCE
 
   def __init__(self, argument: str):
     self.argument = argument
@@ -75,6 +79,12 @@ class Source:
     """(every type, each split as type indices) before any vocabulary cut: what another
     model's vocabulary then maps."""
     return corpus_lib.index_types(self.token_splits(config))
+
+  def tokenizer(self, config, workdir=None) -> tokenizers.Tokenizer:
+    """How the source's lines (and typed text) become tokens under `config`; `workdir`: a
+    run's, where what the tokenizer learned (if anything) was saved."""
+    del workdir
+    return tokenizers.Characters() if config.tokens == 'chars' else tokenizers.Tokenizer()
 
   def words_of(self, text: str, tokens: str) -> list[str]:
     """Typed text (a prompt, a sentence) as tokens, without an end mark."""

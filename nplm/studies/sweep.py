@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from nplm import parallel, train
+from nplm import parallel, trainer
 from nplm.run_files import plots
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.corpus import Corpus
@@ -127,14 +127,14 @@ def point_configs(base: Config, points: list[dict], root: str | Path) -> list[Co
 
 def run_sweep(base: Config, points: list[dict], root: str | Path,
               corpus: Corpus | None = None,
-              run: Callable[[Config, Corpus], dict] = train.run,
+              run: Callable[[Config, Corpus], dict] = trainer.run,
               together: bool = False) -> list[dict]:
   """Trains (or reuses, or resumes) every point in root/<point_name(point)>; one row each.
 
   `corpus`, if given, is the one base's DATA_FIELDS name; otherwise it is loaded once
   and shared by every point (a point that overrides a data field gets its own, loaded once).
   `together`: the points left to train are trained at once, in one program
-  (nplm.train.run of a list); they may differ only in PER_MODEL_FIELDS, and share the
+  (nplm.trainer.run of a list); they may differ only in PER_MODEL_FIELDS, and share the
   base's order of batches (--data_seed).
   """
   root = Path(root)
@@ -151,7 +151,7 @@ def run_sweep(base: Config, points: list[dict], root: str | Path,
   left = [k for k, summary in enumerate(summaries) if summary is None]
   if together and left:
     log.info('training %d points together', len(left))
-    trained = train.run([configs[k] for k in left], _corpus_for(base, corpora))
+    trained = trainer.run([configs[k] for k in left], _corpus_for(base, corpora))
     for k, summary in zip(left, trained):
       summaries[k] = _finished(points[k], summary)
   else:

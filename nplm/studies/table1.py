@@ -23,7 +23,7 @@ import logging
 import time
 from pathlib import Path
 
-from nplm import flagfiles, ngram, train
+from nplm import flagfiles, ngram, trainer
 from nplm.config import Config
 from nplm.data.corpus import SPLITS, Corpus
 from nplm.files import write_json_atomically, write_text_atomically
@@ -155,7 +155,7 @@ class Table:
     if summary is not None:
       return summary
     log.info('%s: training in %s', name, config.workdir)
-    summary = train.run(config, self.corpus)
+    summary = trainer.run(config, self.corpus)
     if not RunStatus(summary['status']).finished:
       raise Interrupted(f'{name} was interrupted at step {summary["steps"]}; '
                         'rerun the same command to resume it')

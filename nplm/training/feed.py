@@ -13,7 +13,7 @@ and to the readers of a trained model (nplm.use.trained). Its family supplies:
                         batch, traced (its data arguments laid out as `scoring_layout` says);
                         scoring_pass, if the pass is not over eval batches of positions
 
-K models of one shape may be trained together (nplm.train.run of a list): their states are
+K models of one shape may be trained together (nplm.trainer.run of a list): their states are
 stacked along a leading axis, replicated, and one compiled step updates all of them with
 `jax.vmap`, every model reading the same batch with its own hyperparameters
 (nplm.training.optimizer).

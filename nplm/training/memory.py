@@ -1,6 +1,6 @@
 """Whether a run fits in memory: an estimate made before anything large is allocated.
 
-nplm.train (before a model's state is created and its step compiled) and nplm.use.trained
+nplm.trainer (before a model's state is created and its step compiled) and nplm.use.trained
 (before a trained model's parameters are read) call `require_fit`, which refuses what cannot
 fit in one ConfigError line: the figure, the memory there is, and the flags whose lowering
 cuts the figure most.

@@ -23,6 +23,7 @@ from nplm.training.feed import Feed
 from nplm.run_files.checkpoint import read_identity, saved_params
 from nplm.config import Config
 from nplm.data import datasets
+from nplm.data.sources import source_of
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.lm import LanguageModel, build_language_model
@@ -48,6 +49,17 @@ class TrainedModel:
   def boundary_id(self) -> int:
     """The token before a split's first: its dataset's (</text> for Brown, else <eos>)."""
     return self.vocab.id_of(datasets.boundary_token(self.config.dataset))
+
+  @property
+  def tokenizer(self):
+    """How typed text becomes this model's tokens (nplm.data.tokenizers), as its corpus's
+    text did."""
+    return source_of(self.config.dataset).tokenizer(self.config, self.config.workdir)
+
+  @property
+  def sentence_end(self) -> str | None:
+    """The token that ends a sentence in its dataset (<eos>), or None (Brown)."""
+    return source_of(self.config.dataset).sentence_end
 
   def require_language_model(self) -> None:
     """A ConfigError for a model that gives no probability of a text (word2vec's)."""
