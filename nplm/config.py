@@ -58,6 +58,13 @@ class Config:
                        'tfds:NAME[/CONFIG][:FEATURE] (a TFDS text dataset).')
   tokens: str = _knob(DATA, 'words', "words (whitespace-separated; Brown's words) or chars "
                       '(every character a token, the space too; reports bits per character).')
+  tokenizer: str = _knob(DATA, 'whitespace', 'text:, tfds: words cut by whitespace (PTB, '
+                         "WikiText come tokenized), nltk (NLTK's: punctuation apart), or "
+                         'subwords learned from the training split by SentencePiece: bpe or '
+                         'unigram (summaries add per-word perplexity).')
+  lowercase: bool = _knob(DATA, False, 'text:, tfds: lowercase the text before cutting it.')
+  subword_vocab_size: int = _knob(DATA, 8000, '--tokenizer=bpe, unigram: the subwords '
+                                  'SentencePiece learns (fewer if the text has fewer).')
   data_dir: str = _knob(DATA, '', 'TFDS data dir for the prepared corpus (empty: TFDS '
                         'default).', role=LOCATION)
   corpus_dir: str = _knob(DATA, '', 'Directory of the 500 Brown files ca01 … cr09 (empty: '
@@ -301,12 +308,29 @@ class Config:
         (self.train_tokens >= 0 and self.valid_tokens >= 0
          and (self.train_tokens > 0) == (self.valid_tokens > 0),
          '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
+        *self._tokenizer_checks(),
         *[(False, error) for error in source.config_errors(self)],
         (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
          f'--split_fractions must be three positive shares summing to 1, got '
          f'{self.split_fractions!r}'),
         (len(self.tfds_splits.split(',')) == 3 and all(self.tfds_splits.split(',')),
          f'--tfds_splits names three TFDS splits (train, valid, test), got {self.tfds_splits!r}'),
+    ]
+
+  def _tokenizer_checks(self) -> list[tuple[bool, str]]:
+    from nplm.data.tokenizers import SUBWORD_TOKENIZERS, TOKENIZERS  # Imports numpy.
+    return [
+        (self.tokenizer in TOKENIZERS,
+         f'unknown --tokenizer={self.tokenizer!r}; known: {", ".join(TOKENIZERS)}'),
+        (self.tokens == 'words' or self.tokenizer == 'whitespace',
+         f'--tokenizer={self.tokenizer} cuts words, --tokens=chars reads every character: '
+         'leave out --tokenizer (or give --tokens=words)'),
+        (self.tokenizer in SUBWORD_TOKENIZERS
+         or self.subword_vocab_size == _default('subword_vocab_size'),
+         f'--subword_vocab_size is read by --tokenizer={", ".join(SUBWORD_TOKENIZERS)}, not '
+         f'--tokenizer={self.tokenizer}: leave it out'),
+        (self.subword_vocab_size >= 1,
+         f'--subword_vocab_size must be positive, got {self.subword_vocab_size}'),
     ]
 
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
@@ -342,6 +366,10 @@ def _fields(groups=GROUPS, role=None) -> tuple[str, ...]:
 _PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
 
 
+def _default(name: str) -> Any:
+  return Config.__dataclass_fields__[name].default
+
+
 def group_of(name: str) -> str:
   return Config.__dataclass_fields__[name].metadata['group']
 
@@ -358,7 +386,7 @@ def _unread_knob_errors(config: Config) -> list[str]:
   read = (*models.model_class(config.model).knobs, *heads.head_class(config.head).knobs)
   errors = []
   for name in COMPONENT_KNOBS:
-    if name in read or getattr(config, name) == Config.__dataclass_fields__[name].default:
+    if name in read or getattr(config, name) == _default(name):
       continue
     if model_readers := models.readers(name):
       readers, chosen = f'--model={", ".join(model_readers)}', f'--model={config.model}'

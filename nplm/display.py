@@ -51,3 +51,25 @@ def duration(seconds: float) -> str:
 def counted(number: int, noun: str) -> str:
   """'1 token', '2,926 tokens'."""
   return f'{number:,} {noun}{"" if number == 1 else "s"}'
+
+
+def show_progress_lines() -> None:
+  """nplm's own INFO lines on stderr (a program's, or nplm.train's from Python); libraries
+  (Orbax, TFDS) only warn. Calling it again replaces its handler (one line per message, on
+  the sys.stderr of the moment)."""
+  from absl import logging as absl_logging
+  import tensorflow_datasets as tfds  # Only its progress bar is switched off: imported here.
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  tfds.disable_progress_bar()
+  logger = logging.getLogger('nplm')
+  logger.setLevel(logging.INFO)
+  logger.propagate = False
+  for handler in [h for h in logger.handlers if getattr(h, _OURS, False)]:
+    logger.removeHandler(handler)
+  handler = logging.StreamHandler()
+  handler.setFormatter(logging.Formatter('%(asctime)s %(message)s', '%H:%M:%S'))
+  setattr(handler, _OURS, True)
+  logger.addHandler(handler)
+
+
+_OURS = 'nplm_progress_lines'  # Marks the handler show_progress_lines added.

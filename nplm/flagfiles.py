@@ -3,6 +3,7 @@
 (flagfiles_first). The programs (nplm.cli) and the studies (nplm.studies) read recipes here."""
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from absl import flags
@@ -30,16 +31,23 @@ def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
 
 def config_from_flagfile(path: str | Path, **overrides) -> Config:
   """The Config a flagfile sets (as `--flagfile=path` would: a path, or a recipe's name such
-  as 'mlp9'), then `overrides`; for runners that read several flagfiles, so the flags go to a
-  private FlagValues. A missing or unreadable file, or a bad line, is a ConfigError."""
+  as 'mlp9'), then `overrides`; for runners that read several flagfiles."""
+  return config_from_flags([f'--flagfile={path}']).replace(**overrides)
+
+
+def config_from_flags(typed: Sequence[str]) -> Config:
+  """The Config that flags typed as on `nplm train`'s command line set (flagfiles first,
+  typed flags winning), read into a private FlagValues: nplm.train from Python, and runners
+  of many configs. A missing or unreadable flagfile, a bad line or an unknown flag is a
+  ConfigError."""
   flag_values = flags.FlagValues()
   define_config_flags(flag_values)
   try:
-    flag_values(['config_from_flagfile', *flagfile_lines(str(path))])
+    flag_values(flagfiles_first(['config_from_flags', *typed]))
   except flags.Error as error:
-    raise ConfigError(f'--flagfile={path}: {" ".join(str(error).split())}') from None
-  config = Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
-  return config.replace(**overrides)
+    shown = ' '.join(typed)
+    raise ConfigError(f'{shown}: {" ".join(str(error).split())}') from None
+  return Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
 
 
 _FLAGFILE_PREFIXES = ('--flagfile=', '-flagfile=')

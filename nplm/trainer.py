@@ -9,6 +9,7 @@ from nplm import parallel
 from nplm.config import Config
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
+from nplm.data.tokenizers import Tokenization
 from nplm.run_files.model_run import TrainingDiverged
 from nplm.run_files.summary import RunStatus
 from nplm.stop_requests import RunInterrupted, interrupting
@@ -43,7 +44,7 @@ def run(configs: Config | list[Config], corpus: Corpus | None = None) -> dict | 
 
 
 def _load_dataset(config: Config) -> Corpus:
-  log.info('loading --dataset=%s (%s)', config.dataset, config.tokens)
+  log.info('loading --dataset=%s (%s)', config.dataset, Tokenization.of(config).name)
   with interrupting(f'loading --dataset={config.dataset}'):
     return parallel.main_process_first(lambda: load_dataset(config))
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types as types_lib
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 from nplm.cli import ngram as ngram_program
 from nplm.config import Config
-from nplm.data import datasets
+from nplm.data import datasets, tokenizers
 from nplm.data.brown_source import brown_words
 from nplm.data.tokenize import file_tokens, words_of
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK
@@ -101,11 +102,11 @@ def test_score_tokenizes_as_the_dataset_and_generate_continues_a_prompt(text_run
   _, _, workdir = text_run
   trained = load_trained(workdir)
   (score,) = score_sentences(trained, ['the cat sat.'])
-  assert [t.word for t in score.tokens] == ['the', 'cat', 'sat.']  # Whitespace only.
+  assert [t.word for t in score.tokens] == ['the', 'cat', 'sat.', '<eos>']  # Whitespace; <eos> scored.
   assert score.tokens[2].token == UNK
   result = program('generate', f'--workdir={workdir}', '--prompt=the zebra', '--length=5')
   assert result.stdout.startswith('the zebra')
-  assert 'prompt tokens read as <unk> (not in the vocabulary): zebra' in result.stderr
+  assert "'the zebra': read as <unk> (not in the vocabulary): zebra" in result.stderr
 
 
 def test_mix_and_neighbours_read_a_text_run(text_run):
@@ -197,7 +198,9 @@ def test_brown_text_is_tokenized_as_the_corpus():
 
 
 def test_file_types_index_every_token_once():
-  types, splits = file_types(['b a b', 'c'], Config(workdir='w', dataset='text:x'))
+  config = Config(workdir='w', dataset='text:x')  # What file_types reads of a model:
+  model = types_lib.SimpleNamespace(config=config, tokenizer=tokenizers.Tokenizer())
+  types, splits = file_types(['b a b', 'c'], model)
   assert [types[i] for i in splits['file']] == ['b', 'a', 'b', END_OF_SENTENCE, 'c',
                                                 END_OF_SENTENCE]
 

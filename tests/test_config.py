@@ -21,7 +21,8 @@ ROOT = Path(__file__).parent.parent
 HAND_WRITTEN = {
     'DATA_FIELDS': ('dataset', 'tokens', 'data_dir', 'corpus_dir', 'unk_max_count',
                     'max_vocab_size', 'train_tokens', 'valid_tokens', 'split_fractions',
-                    'tfds_splits'),
+                    'tfds_splits',
+                    'tokenizer', 'lowercase', 'subword_vocab_size'),  # Added with them.
     'RESUMABLE_FIELDS': ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                          'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
                          'distributed', 'coordinator_address', 'num_processes', 'process_id'),

@@ -13,6 +13,7 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 from scipy.stats import spearmanr
 
+from nplm.cli.embeddings import report_lines
 from nplm.use import embeddings
 from nplm.run_files.checkpoint import saved_params
 from nplm.config import Config
@@ -91,11 +92,16 @@ def test_pair_scores_are_scipys_spearman_over_the_covered_pairs(tmp_path):
   want = spearmanr([r for _, _, r in covered], cosines).statistic
   assert want == pytest.approx(0.9)
   assert score == {'spearman': pytest.approx(want), 'coverage': pytest.approx(5 / 6),
-                   'covered': 5, 'pairs': 6}
+                   'covered': 5, 'pairs': 6, 'low_coverage': False}
 
   path.write_text('zebra\thorse\t6.0\ngnu\tyak\t2.0\n')
   assert embeddings.pair_score(keyed, path) == {'spearman': None, 'coverage': 0.0,
-                                                'covered': 0, 'pairs': 2}
+                                                'covered': 0, 'pairs': 2, 'low_coverage': True}
+  # One pair of two is half: comparable; one of three is not.
+  path.write_text('tiger\tcat\t9.0\nzebra\thorse\t6.0\n')
+  assert embeddings.pair_score(keyed, path)['low_coverage'] is False
+  path.write_text('tiger\tcat\t9.0\nzebra\thorse\t6.0\ngnu\tyak\t2.0\n')
+  assert embeddings.pair_score(keyed, path)['low_coverage'] is True
 
 
 def numpy_3cosadd(words, vectors, question) -> str:
@@ -129,7 +135,7 @@ def test_analogy_scores_count_the_right_answers_among_the_answerable(tmp_path):
   right = sum(answer == q[3].upper() for answer, q in zip(answers, questions))
   assert embeddings.analogy_score(keyed, path) == {
       'accuracy': pytest.approx(right / 3), 'coverage': pytest.approx(3 / 4),
-      'correct': right, 'answered': 3, 'questions': 4}
+      'correct': right, 'answered': 3, 'questions': 4, 'low_coverage': False}
   assert right == 2
 
 
@@ -141,7 +147,7 @@ def test_the_benchmarks_are_gensims_files_counted_in_full():
   assert scores['wordsim353']['pairs'] == 353 and scores['simlex999']['pairs'] == 999
   assert scores['analogies']['questions'] == 19544
   assert scores['wordsim353'] == {'spearman': None, 'coverage': 0.0, 'covered': 0,
-                                  'pairs': 353}
+                                  'pairs': 353, 'low_coverage': True}
   assert scores['simlex999']['coverage'] == pytest.approx(1 / 999)  # Only dog-cat is rated.
   assert scores['analogies']['answered'] == 0 and scores['analogies']['accuracy'] is None
 
@@ -214,6 +220,26 @@ def test_the_program_writes_c_and_its_scores(family_run, tmp_path):
   assert len(answerable) == 56
   assert report['scores']['analogies'] == {
       'accuracy': pytest.approx(right / 56), 'coverage': pytest.approx(56 / len(questions)),
-      'correct': right, 'answered': 56, 'questions': len(questions)}
+      'correct': right, 'answered': 56, 'questions': len(questions), 'low_coverage': True}
   assert f'accuracy {100 * right / 56:.1f}%' in stdout and '56 of 19,544 questions' in stdout
+  # Every benchmark covers a sliver of its pairs or questions here: each is flagged.
+  assert all(report['scores'][name]['low_coverage'] for name in report['scores'])
+  flagged = [line for line in stdout.splitlines() if line.endswith(
+      'under half, not comparable')]
+  assert len(flagged) == 3, stdout
   assert '| WordSim-353 |' in (tmp_path / 'out' / 'embeddings.md').read_text()
+
+
+def test_only_scores_under_half_coverage_are_flagged_as_not_comparable():
+  scores = {'wordsim353': {'spearman': 0.5, 'coverage': 200 / 353, 'covered': 200,
+                           'pairs': 353, 'low_coverage': False},
+            'simlex999': {'spearman': -1.0, 'coverage': 3 / 999, 'covered': 3, 'pairs': 999,
+                          'low_coverage': True},
+            'analogies': {'accuracy': None, 'coverage': 0.0, 'correct': 0, 'answered': 0,
+                          'questions': 19544, 'low_coverage': True}}
+  lines = report_lines({'model': 'nnlm under softmax', 'words': 10, 'dim': 4, 'scores': scores})
+  wordsim, simlex, analogies = lines[1:]
+  assert 'not comparable' not in wordsim and '200 of 353 pairs (56.7%)' in wordsim
+  assert simlex.endswith('Spearman ρ -1.000  coverage 3 of 999 pairs (0.3%): under half, '
+                         'not comparable')
+  assert analogies.endswith('0 of 19,544 questions (0.0%): under half, not comparable')

@@ -79,6 +79,7 @@ LAYERS = (
     ('training',),
     ('trainer',),
     ('use',),
+    ('api',),
     ('studies',),
     ('cli',),
 )

@@ -159,7 +159,7 @@ def test_a_sweep_trained_together_equals_it_trained_point_by_point(tiny_corpus, 
       assert mine[key] == pytest.approx(theirs[key], rel=1e-5)
 
   calls = []
-  monkeypatch.setattr(train, 'run',
+  monkeypatch.setattr(trainer, 'run',
                       lambda *args: calls.append(args) or [])
   assert run_sweep(base, points, tmp_path / 'together', tiny_corpus, together=True) == together
   assert calls == []  # Every point reused.

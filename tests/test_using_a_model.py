@@ -18,7 +18,7 @@ from nplm.cli import score as score_program
 from nplm.use import neighbours
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
-from nplm.use.generation import Sampling, generate, sampling_logits
+from nplm.use.generation import Sampling, generate, generate_text, sampling_logits
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
 from nplm.trainer import run
@@ -90,10 +90,11 @@ def test_recurrent_scores_follow_the_numpy_recurrence_and_each_sentence_starts_a
   ids = trained.vocab.encode(SENTENCE.split())
   want = numpy_split_log_probs(trained.lm, trained.params, ids, trained.vocab.id_of(TEXT_END))
   np.testing.assert_allclose([t.log_prob for t in scores[1].tokens], want, atol=2e-5)
-  document = json.loads(score_program.as_json(scores))
-  assert document[1]['log_prob'] == pytest.approx(want.sum(), abs=1e-4)
-  assert document[1]['tokens'][3] == {'word': 'zebra', 'token': UNK,
-                                      'log_prob': pytest.approx(want[3], abs=2e-5)}
+  assert trained.sentence_end is None  # Brown's sentences end with no token to score.
+  document = json.loads(json.dumps(scores[1].as_dict()))
+  assert document['log_prob'] == pytest.approx(want.sum(), abs=1e-4)
+  assert document['tokens'][3] == {'word': 'zebra', 'token': UNK, 'oov': True,
+                                   'log_prob': pytest.approx(want[3], abs=2e-5)}
   with pytest.raises(ConfigError, match='sentence 2 has no words'):
     score_sentences(trained, ['the', '  '])
 
@@ -101,9 +102,10 @@ def test_recurrent_scores_follow_the_numpy_recurrence_and_each_sentence_starts_a
 # --- sampling ------------------------------------------------------------------------------
 
 def greedy_path(trained, prompt: list[int], length: int, no_unk: bool = False) -> list[int]:
-  """The most probable word at each step, every step re-reading the history in numpy."""
-  path, boundary = [], trained.vocab.id_of(TEXT_END)
-  while len(path) < length and boundary not in path:
+  """The most probable word at each step, every step re-reading the history in numpy, on
+  across the boundary token."""
+  path = []
+  while len(path) < length:
     log_probs = numpy_next_log_probs(trained, list(prompt) + path)
     if no_unk:
       log_probs[trained.vocab.unk_id] = -np.inf
@@ -131,10 +133,8 @@ def test_samples_are_reproducible_per_seed_and_only_vocabulary_words(runs, kind)
   assert first != [s.tolist() for s in generate(trained, prompt, sampling, seed=1)]
   alone = generate(trained, prompt, dataclasses.replace(sampling, samples=1), seed=0)
   assert alone[0].tolist() == first[0]  # A sample does not depend on the others.
-  boundary = trained.vocab.id_of(TEXT_END)
-  for ids in first:
-    assert 1 <= len(ids) <= 40 and all(0 <= i < trained.vocab.size for i in ids)
-    assert boundary not in ids[:-1] and (len(ids) == 40 or ids[-1] == boundary)
+  for ids in first:  # On across `</text>` to the full length.
+    assert len(ids) == 40 and all(0 <= i < trained.vocab.size for i in ids)
 
 
 def test_draws_follow_the_tempered_top_k_distribution_and_no_unk_removes_unk(runs):
@@ -172,7 +172,10 @@ def test_no_unk_holds_at_any_temperature_and_a_tiny_one_is_greedy():
 
 
 @pytest.mark.parametrize('changes,message', [({'length': 0}, '--length'),
-                                             ({'temperature': 0.0}, '--temperature'),
+                                             ({'temperature': -0.5}, '--temperature'),
+                                             ({'top_p': 0.0}, '--top_p'),
+                                             ({'top_p': 1.5}, '--top_p'),
+                                             ({'sentences': -1}, '--sentences'),
                                              ({'top_k': -1}, '--top_k'),
                                              ({'samples': 0}, '--samples')])
 def test_impossible_sampling_settings_are_refused_by_name(changes, message):
@@ -218,8 +221,9 @@ def finish(child: subprocess.Popen) -> tuple[int, str, str]:
 
 def test_programs_print_scores_samples_and_neighbours(runs, tmp_path):
   nnlm, lstm = (runs[k].config.workdir for k in KINDS)
-  sentences = ['about 15 minutes from', 'about 15 minuets from']
-  children = [start('score', f'--workdir={nnlm}', *sentences),
+  # 'about 15 minutes from' alone would be all <unk> in the tiny vocabulary, and refused.
+  sentences = ['the jury met about 15 minutes from', 'the jury met about 15 minuets from']
+  children = [start('score', f'--workdir={nnlm}', '--details', *sentences),
               start('generate', f'--workdir={lstm}', '--length=12', '--seed=3', '--samples=2',
                     '--prompt=The jury'),
               start('neighbours', f'--workdir={nnlm}', '--words=the,jury', '--k=3',
@@ -227,12 +231,12 @@ def test_programs_print_scores_samples_and_neighbours(runs, tmp_path):
   (rc, score_out, err), (rc2, generate_out, err2), (rc3, neighbours_out, err3) = map(
       finish, children)
   assert rc == rc2 == rc3 == 0, err + err2 + err3
-  assert score_out == score_program.report(score_sentences(runs['nnlm'], sentences)) + '\n'
-  assert '<unk> (minuets)' in score_out and score_out.count('perplexity') == 2
-  prompt = runs['lstm'].vocab.encode(['The', 'jury'])
-  samples = generate(runs['lstm'], prompt, Sampling(12, samples=2), seed=3)
-  assert generate_out == generate_program.report(runs['lstm'].vocab, ['The', 'jury'],
-                                                 samples) + '\n'
+  want = score_program.report_lines(score_sentences(runs['nnlm'], sentences), details=True)
+  assert score_out == '\n'.join(want) + '\n'
+  assert '<unk> (minuets)' in score_out and score_out.count(' ppl ') == 2
+  samples = generate_text(runs['lstm'], 'The jury', Sampling(12, samples=2), seed=3)
+  assert generate_out == generate_program.report(samples) + '\n'
+  assert generate_out.count('--- sample') == 2 and samples[0].startswith('The jury')
   vectors = neighbours.feature_vectors(runs['nnlm'])
   for word in ('the', 'jury'):
     listed = [f'{w:20} {s:7.4f}' for w, s in neighbours.nearest(vectors, runs['nnlm'].vocab,
@@ -244,9 +248,9 @@ def test_programs_print_scores_samples_and_neighbours(runs, tmp_path):
 def test_programs_refuse_bad_input_in_one_line(runs, tmp_path):
   nnlm = runs['nnlm'].config.workdir
   children = [start('score', f'--workdir={tmp_path}', 'a sentence'),
-              start('generate', f'--workdir={nnlm}', '--temperature=0'),
-              start('neighbours', f'--workdir={nnlm}', '--words=the,zebra')]
-  for child, phrase in zip(children, ['holds no training run', '--temperature must be positive',
+              start('generate', f'--workdir={nnlm}', '--temperature=-1'),
+              start('neighbours', f'--workdir={nnlm}', '--words=zebra,gnu')]
+  for child, phrase in zip(children, ['holds no training run', '--temperature must be 0',
                                       'zebra']):
     returncode, _, stderr = finish(child)
     assert returncode == 2, stderr

@@ -4,16 +4,14 @@ checkout) and what they share: flags from Config, progress lines, one-line error
 import dataclasses
 import errno
 import functools
-import logging
 import os
 import sys
 import textwrap
 
-import tensorflow_datasets as tfds
 from absl import app, flags
-from absl import logging as absl_logging
 
 from nplm import recipes
+from nplm import display
 from nplm.flagfiles import CONFIG_FLAGS_MODULE, flagfiles_first
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
@@ -40,30 +38,24 @@ def config_from_flags(**overrides) -> Config:
   return Config(**{**values, **overrides})
 
 
-def show_progress_lines() -> None:
-  """nplm's own INFO lines on stderr; libraries (Orbax, TFDS) only warn."""
-  absl_logging.set_verbosity(absl_logging.WARNING)
-  tfds.disable_progress_bar()
-  handler = logging.StreamHandler()
-  handler.setFormatter(logging.Formatter('%(asctime)s %(message)s', '%H:%M:%S'))
-  logger = logging.getLogger('nplm')
-  logger.addHandler(handler)
-  logger.setLevel(logging.INFO)
-  logger.propagate = False
+show_progress_lines = display.show_progress_lines  # Every program's start-up lines.
 
 
 def split_line(split: str, ppl: float, tokens: int, unk_rate: float,
-               bpc: float | None = None) -> str:
-  """One split's exact perplexity (and bits per character), tokens and <unk> rate."""
+               bpc: float | None = None, word_ppl: float | None = None) -> str:
+  """One split's exact perplexity (and bits per character, per-word perplexity), tokens and
+  <unk> rate."""
   bits = f'   {bpc:.4f} bits/char' if bpc is not None else ''
-  return (f'{split:>5}: perplexity {ppl:9.2f}{bits}   tokens {tokens:>9,}   '
+  per_word = f'   per word {word_ppl:9.2f}' if word_ppl is not None else ''
+  return (f'{split:>5}: perplexity {ppl:9.2f}{bits}{per_word}   tokens {tokens:>9,}   '
           f'<unk> rate {100 * unk_rate:.2f}%')
 
 
 def summary_lines(summary: dict) -> list[str]:
   """split_line for train, valid and test of a summary (training's, or an n-gram's)."""
   return [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
-                     summary['unk_rate'][split], summary.get('bpc', {}).get(split))
+                     summary['unk_rate'][split], summary.get('bpc', {}).get(split),
+                     summary.get(f'{split}_word_ppl'))
           for split in SPLITS]
 
 

@@ -7,7 +7,9 @@ OUT receives embeddings.txt (word2vec's text format: `gensim.models.KeyedVectors
 load_word2vec_format(path)` reads it, as do most embedding tools), embeddings.json (the scores)
 and embeddings.md (a table of them). The scores (nplm.use.embeddings): the Spearman ρ of
 WordSim-353 and SimLex-999 against the cosine similarities of C, Google's analogy accuracy,
-each with its coverage (the share of pairs or questions whose words the vocabulary holds).
+each with its coverage (the share of pairs or questions whose words the vocabulary holds); a
+score covering under half of its benchmark is marked "under half, not comparable" (and
+`low_coverage` in the JSON): it speaks for the few words covered, not for the vectors.
 The workdir is read only: a run still training there is not disturbed.
 """
 
@@ -27,10 +29,17 @@ from nplm.stop_requests import Interrupted, interrupting
 
 FLAGS = flags.FLAGS
 TITLES = {'wordsim353': 'WordSim-353', 'simlex999': 'SimLex-999', 'analogies': 'Analogies'}
+LOW_COVERAGE = 'under half, not comparable'
 
 
 def _percent(share: float | None) -> str:
   return 'n/a' if share is None else f'{100 * share:.1f}%'
+
+
+def _coverage(score: dict, covered: int, total: int, unit: str) -> str:
+  """'12 of 353 pairs (3.4%)', and a warning when the score speaks for too few of them."""
+  text = f'{covered:,} of {total:,} {unit} ({_percent(score["coverage"])})'
+  return text + (f': {LOW_COVERAGE}' if score['low_coverage'] else '')
 
 
 def score_rows(scores: dict) -> list[list[str]]:
@@ -39,12 +48,12 @@ def score_rows(scores: dict) -> list[list[str]]:
   for name in embeddings.PAIR_BENCHMARKS:
     score = scores[name]
     rho = 'n/a' if score['spearman'] is None else f'{score["spearman"]:.3f}'
-    rows.append([TITLES[name], f'Spearman ρ {rho}', f'{score["covered"]:,} of '
-                 f'{score["pairs"]:,} pairs ({_percent(score["coverage"])})'])
+    rows.append([TITLES[name], f'Spearman ρ {rho}',
+                 _coverage(score, score['covered'], score['pairs'], 'pairs')])
   analogies = scores['analogies']
   rows.append([TITLES['analogies'], f'accuracy {_percent(analogies["accuracy"])}',
-               f'{analogies["answered"]:,} of {analogies["questions"]:,} questions '
-               f'({_percent(analogies["coverage"])})'])
+               _coverage(analogies, analogies['answered'], analogies['questions'],
+                         'questions')])
   return rows
 
 

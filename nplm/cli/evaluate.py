@@ -1,4 +1,5 @@
-r"""A trained model's exact perplexity on any dataset's splits, or on a text file.
+r"""A trained model's (or an n-gram DIR's) exact perplexity on any dataset's splits, or on a
+text file.
 
   nplm evaluate --workdir=runs/ptb                              # its own dataset: valid, test
   nplm evaluate --workdir=runs/ptb --dataset=text:data/wikitext-2 --splits=test
@@ -54,7 +55,7 @@ def _text_and_splits(trained):
     path = Path(paths.absolute(FLAGS.text_file))
     if not path.is_file():
       raise ConfigError(f'--text_file={FLAGS.text_file}: no such file')
-    types, splits = file_types(read_lines(path), config)
+    types, splits = file_types(read_lines(path), trained)
     if not len(splits['file']):
       raise ConfigError(f'--text_file={FLAGS.text_file} is empty: no text to score')
     return f'{FLAGS.text_file} as {config.dataset} text ({config.tokens})', types, splits
@@ -63,7 +64,7 @@ def _text_and_splits(trained):
                  if FLAGS[name].present}
     config = dataclasses.replace(config, dataset=FLAGS.dataset, unk_max_count=-1,
                                  **({'train_tokens': 0, 'valid_tokens': 0} | overrides))
-    types, splits = dataset_types(config.absolute_paths())
+    types, splits = dataset_types(config.absolute_paths(), trained.tokenizer.model)
     own = {True: 'the data it was trained on', False: 'not the data it was trained on',
            None: 'its run recorded no data fingerprint to compare'}[same_data(trained, types,
                                                                              splits)]
@@ -91,13 +92,13 @@ def main(argv):
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  heading = (f'{FLAGS.workdir} ({trained.config.model}, --head={trained.config.head}, '
-             f'|V| = {trained.vocab.size:,}) on {where}')
+  heading = f'{FLAGS.workdir} ({trained.name}, |V| = {trained.vocab.size:,}) on {where}'
   print(json.dumps(results, indent=2) if FLAGS.json else report(heading, results))
 
 
 def run_program(argv=None) -> None:
-  flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train).')
+  flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train) or an '
+                      'n-gram DIR (nplm ngram --out).')
   flags.DEFINE_string('dataset', '', "The dataset to evaluate on (empty: the model's own); "
                       'text:DIR, text:FILE, tfds:NAME… or brown, tokenized as the model\'s.')
   flags.DEFINE_string('text_file', '', 'A text file to evaluate on instead, one line per '

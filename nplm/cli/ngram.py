@@ -7,7 +7,10 @@ r"""An n-gram baseline on any dataset: fit on train, exact perplexity of every s
 --model=kn: interpolated modified Kneser-Ney (Chen & Goodman 1999) of any order; delint: the
 paper's interpolated trigram (weights by EM on valid). Both score the same tokens as the
 networks (each split after order-1 boundary tokens, every token once) from a distribution
-normalized over the vocabulary; the data flags are the trainer's. Writes DIR/ngram.json.
+normalized over the vocabulary; the data flags are the trainer's. Writes DIR/ngram.json
+(the numbers) and the model (nplm.use.ngram_run: model.npz, vocab.txt, and model.arpa for
+Kneser-Ney, which KenLM reads), so that evaluate, score, rank, predict, generate and mix read
+DIR as they read a trained network's workdir.
 """
 
 import math
@@ -20,10 +23,10 @@ from nplm import cli, flagfiles, ngram, paths
 from nplm.config import DATA_FIELDS, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
-from nplm.files import write_json_atomically
 from nplm.perplexity import perplexity
 from nplm.stop_requests import Interrupted, interrupting
 from nplm.run_files.summary import bits_per_token
+from nplm.use.ngram_run import model_name, save_ngram_run
 
 FLAGS = flags.FLAGS
 
@@ -39,7 +42,8 @@ def fit(corpus: Corpus, model: str, order: int):
   return ngram.KneserNey.fit(splits['train'], order, size, boundary)
 
 
-def results(corpus: Corpus, config, model: str, order: int) -> dict:
+def results(corpus: Corpus, config, model: str, order: int):
+  """(the fitted model, its summary: every split's exact perplexity)."""
   started = time.perf_counter()
   fitted = fit(corpus, model, order)
   nll = {name: -math.fsum(fitted.log_prob_split(ids).tolist())
@@ -57,11 +61,11 @@ def results(corpus: Corpus, config, model: str, order: int) -> dict:
   if config.tokens == 'chars':
     summary['bpc'] = {name: bits_per_token({'nll': nll[name], 'tokens': tokens[name]})
                       for name in nll}
-  return summary
+  return fitted, summary
 
 
 def report(summary: dict) -> str:
-  name = f'KN{summary["order"]}' if summary['model'] == 'kn' else 'DelInt3'
+  name = model_name(summary['model'], summary['order'])
   lines = [f'{name} on {paths.shown_dataset(summary["dataset"])} ({summary["tokenization"]}), '
            f'|V| = {summary["vocab_size"]:,}']
   return '\n'.join(lines + cli.summary_lines(summary))
@@ -77,23 +81,26 @@ def main(argv):
     config = cli.config_from_flags().resolved().validate_data().absolute_paths()
     with interrupting(f'fitting an n-gram model on --dataset={config.dataset}'):
       corpus = load_dataset(config)
-      summary = results(corpus, config, FLAGS.model, FLAGS.order)
+      fitted, summary = results(corpus, config, FLAGS.model, FLAGS.order)
       out = Path(FLAGS.out)
-      out.mkdir(parents=True, exist_ok=True)
-      write_json_atomically(out / 'ngram.json', summary)
+      summary = save_ngram_run(out, fitted, corpus, summary)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   print(report(summary))
-  print(f'wrote {out / "ngram.json"}')
+  arpa = summary['arpa']
+  print(f'wrote {out / "ngram.json"} and the model' + (f', {out / arpa["file"]} (ARPA)'
+                                                      if arpa['file'] else
+                                                      f' (no ARPA file: {arpa["why_not"]})'))
 
 
 def run_program(argv=None) -> None:
   flags.DEFINE_integer('order', 5, 'n: the model predicts a token from the n-1 before it.')
   flags.DEFINE_string('model', 'kn', 'kn (modified Kneser-Ney) or delint (the paper\'s '
                       'interpolated trigram, --order=3).')
-  flags.DEFINE_string('out', None, 'Directory that receives ngram.json.', required=True)
+  flags.DEFINE_string('out', None, 'Directory that receives ngram.json and the model.',
+                      required=True)
   flagfiles.define_config_flags(names=DATA_FIELDS)
   cli.start(main, argv)
 

@@ -1,69 +1,144 @@
-r"""How probable a trained model finds each word of some sentences.
+r"""How probable a trained model finds each of some sentences, one line each, as KenLM's query.
 
   nplm score --workdir=runs/mlp9 "about 15 minutes from" "about 15 minuets from"
-  python -m experiments.score --workdir=runs/lstm --json "The jury said."
+  nplm score --workdir=runs/lstm --file=sentences.txt --json
+  cat sentences.txt | nplm score --workdir=runs/lstm -
 
-Per sentence: each word's natural-log probability given the words before it (a word outside
-the vocabulary is read as `<unk>`, its typed form noted), the total log-probability and the
-per-token perplexity exp(-mean log p). Each sentence starts as a split does (nplm.use.sentences)
-and is tokenized as the model's dataset was (nplm.data.tokenize: Brown's punctuation apart).
+Sentences come from the arguments, from --file (one per line, blank lines skipped), or from
+stdin (`-` as the only argument, or no argument while stdin is not a terminal); a large file
+is read and scored a batch at a time. Per sentence: ln p and log10 p of the whole sentence
+(its end too where the dataset ends sentences with a token, `<eos>`), its tokens, how many
+of them fell outside the vocabulary (read as `<unk>`), and the per-token perplexity
+exp(-ln p / tokens). --details adds each token's ln p; --json prints one JSON object per
+sentence (JSON Lines). Each sentence starts as a split does and is tokenized as the model's
+dataset was (nplm.use.sentences).
 """
 
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 
 from absl import flags
 
-from nplm import cli
+from nplm import cli, paths
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
 from nplm.use.trained import load_trained
-from nplm.use.sentences import SentenceScore, score_sentences
+from nplm.use.sentences import SentenceScore, TokenScore, scored
 from nplm.stop_requests import Interrupted, interrupting
 
 
-def _label(token) -> str:
-  if token.token == UNK and token.word != UNK:
+def define_input_flags() -> None:
+  """The flags every program that reads sentences shares (score, rank)."""
+  flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train, nplm ngram).')
+  flags.DEFINE_string('file', None, 'Read the sentences from this file, one per line (blank '
+                      'lines skipped), instead of the arguments.')
+  flags.mark_flag_as_required('workdir')
+
+
+def sentences_of(arguments: Sequence[str], file: str | None) -> Iterator[str]:
+  """The sentences the command line names, read lazily: the arguments, a file's lines, or
+  stdin's. A ConfigError names a missing, empty or non-UTF-8 input, in one line."""
+  reading_stdin = list(arguments) == ['-'] or (not arguments and not sys.stdin.isatty())
+  if file is not None and arguments:
+    raise ConfigError('give the sentences either as arguments or by --file, not both')
+  if file is not None:
+    return _lines(_opened(file), paths.shown(file))
+  if reading_stdin:
+    return _lines(sys.stdin.buffer, 'stdin')
+  if not arguments:
+    raise ConfigError('give one or more sentences, each one quoted argument, or --file=PATH, '
+                      'or `-` to read them from stdin')
+  return iter(arguments)
+
+
+def _opened(file: str):
+  try:
+    return open(paths.absolute(file), 'rb')
+  except FileNotFoundError:
+    raise ConfigError(f'--file={paths.shown(file)}: no such file') from None
+  except IsADirectoryError:
+    raise ConfigError(f'--file={paths.shown(file)} is a directory; give a text file') from None
+  except OSError as error:
+    raise ConfigError(f'--file={paths.shown(file)} cannot be read ({error.strerror})') from None
+
+
+def _lines(stream, name: str) -> Iterator[str]:
+  """The non-blank lines of a byte stream as text, each checked as UTF-8 text as it comes."""
+  found = False
+  with stream:
+    for number, raw in enumerate(stream, 1):
+      try:
+        line = raw.decode('utf-8')
+      except UnicodeDecodeError:
+        raise ConfigError(f'{name} is not UTF-8 text (line {number:,}); give a text file of '
+                          'sentences') from None
+      if '\0' in line:
+        raise ConfigError(f'{name} is binary, not text (a NUL byte on line {number:,}); give a '
+                          'text file of sentences')
+      if line.strip():
+        found = True
+        yield line.strip('\r\n')
+  if not found:
+    raise ConfigError(f'{name} holds no sentence (blank lines are skipped); give one per line')
+
+
+def summary_line(score: SentenceScore) -> str:
+  """A sentence's numbers in fixed-width columns, then the sentence."""
+  return (f'ln {score.log_prob:9.2f}  log10 {score.log10_prob:8.2f}  '
+          f'tokens {score.num_tokens:4d}  oov {score.num_oovs:3d}  '
+          f'ppl {score.perplexity:10.1f}  {score.text}')
+
+
+def _label(token: TokenScore) -> str:
+  if token.oov and token.word != UNK:
     return f'{UNK} ({token.word})'
   return '␣' if token.token == ' ' else token.token  # A character model's space, visible.
 
 
-def report(scores: Sequence[SentenceScore]) -> str:
-  """One block per sentence: a line per token, then the totals."""
-  blocks = []
+def token_lines(score: SentenceScore) -> list[str]:
+  """Each token's ln p, one line each, indented under its sentence."""
+  tokens = score.tokens
+  width = max(12, *(len(_label(t)) for t in tokens))
+  return [f'    {_label(t):{width}} {t.log_prob:9.4f}' for t in tokens]
+
+
+def report_lines(scores: Iterable[SentenceScore], details: bool = False,
+                 as_json: bool = False) -> Iterator[str]:
+  """What score prints: a line per sentence (and its tokens' with `details`), or a JSON
+  object per sentence."""
   for score in scores:
-    width = max(12, *(len(_label(t)) for t in score.tokens))
-    lines = [score.text]
-    lines += [f'  {_label(t):{width}} {t.log_prob:9.4f}' for t in score.tokens]
-    lines.append(f'  total log p {score.log_prob:.4f}   perplexity {score.perplexity:.2f} '
-                 f'({len(score.tokens):,} token{"" if len(score.tokens) == 1 else "s"})')
-    blocks.append('\n'.join(lines))
-  return '\n\n'.join(blocks)
-
-
-def as_json(scores: Sequence[SentenceScore]) -> str:
-  return json.dumps([score.as_dict() for score in scores], indent=2)
+    if as_json:
+      yield json.dumps(score.as_dict(tokens=details), ensure_ascii=False)
+      continue
+    yield summary_line(score)
+    if details:
+      yield from token_lines(score)
 
 
 def main(argv):
   cli.show_progress_lines()
+  options = flags.FLAGS
   try:
-    if len(argv) < 2:
-      raise ConfigError('give one or more sentences to score, each one quoted argument')
-    with interrupting(f'scoring with {flags.FLAGS.workdir}'):
-      scores = score_sentences(load_trained(flags.FLAGS.workdir), argv[1:])
+    sentences = sentences_of(argv[1:], options.file)
+    with interrupting(f'scoring with {options.workdir}'):
+      model = load_trained(options.workdir)
+      for line in report_lines(scored(model, sentences), options.details, options.json):
+        print(line)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
+  except BrokenPipeError:
+    raise  # A reader that stopped reading (`| head`): the dispatcher exits quietly.
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  print(as_json(scores) if flags.FLAGS.json else report(scores))
 
 
 def run_program(argv=None) -> None:
-  flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train).')
-  flags.DEFINE_bool('json', False, 'Print the scores as JSON: per sentence its text, '
-                    'log_prob, perplexity and tokens (word as typed, token read, log_prob).')
-  flags.mark_flag_as_required('workdir')
+  define_input_flags()
+  flags.DEFINE_bool('details', False, "Print each token's ln p under its sentence (with "
+                    '--json: a `tokens` list: word as typed, token read, log_prob, oov).')
+  flags.DEFINE_bool('json', False, 'Print one JSON object per sentence (JSON Lines): text, '
+                    'log_prob (ln), log10_prob, num_tokens, num_oovs, perplexity.')
   cli.start(main, argv)
 
 

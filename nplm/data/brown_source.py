@@ -49,19 +49,22 @@ class BrownSource(Source):
     return token_splits_of(tokens_from_texts(texts), config.train_tokens, config.valid_tokens,
                            config.tokens)
 
+  def config_errors(self, config) -> list[str]:
+    errors = super().config_errors(config)
+    if tokenizers.Tokenization.of(config) != tokenizers.Tokenization(config.tokens):
+      errors.append('--dataset=brown is cut into words as its files are (punctuation apart, '
+                    'cased): leave out --tokenizer, --lowercase and --subword_vocab_size')
+    return errors
+
   def tokenizer(self, config, workdir=None) -> tokenizers.Tokenizer:
     del workdir
     return BrownCharacters() if config.tokens == 'chars' else BrownWords()
 
-  def words_of(self, text: str, tokens: str) -> list[str]:
-    words = brown_words(text)
-    return words if tokens == 'words' else list(' '.join(words))
-
-  def file_tokens(self, lines: Iterable[str], tokens: str) -> list[str]:
+  def file_tokens(self, lines: Iterable[str], tokenizer: tokenizers.Tokenizer) -> list[str]:
     """Each line a paragraph ending `</p>`, the file a text ending `</text>`."""
     stream = []
     for line in lines:
-      stream += self.words_of(line.rstrip('\n'), tokens)
+      stream += tokenizer.tokens(line.rstrip('\n'))
       stream.append(PARAGRAPH_END)
     return stream + [TEXT_END]
 

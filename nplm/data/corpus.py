@@ -3,7 +3,8 @@
 Every source (nplm.data.sources) gives these three splits; a source held in memory gives
 their tokens (corpus_from_tokens), a prepared one the type indices of its lines
 (corpus_from_prepared, a remapping of ids). A source's boundary token (what precedes a
-split's first token) and reserved tokens are its own.
+split's first token) and reserved tokens are its own. A prepared source also tells each
+split's whitespace words (for per-word perplexity) and its learned tokenizer's model.
 """
 
 from __future__ import annotations
@@ -28,9 +29,14 @@ SPLITS = ('train', 'valid', 'test')  # Every corpus's, in this order.
 class Corpus:
   vocab: Vocabulary
   splits: dict[str, np.ndarray]  # 'train', 'valid', 'test' -> int32 ids (read-only).
-  stats: dict[str, dict]  # Per split: {'tokens': int, 'unk_rate': float}.
+  # Per split: {'tokens': int, 'unk_rate': float}, and 'words' where known: the whitespace
+  # words plus lines of its text, what a whitespace word model counts (per-word perplexity).
+  stats: dict[str, dict]
   train_types: int  # Distinct tokens in the training split before rare words merge.
   boundary_id: int  # The token before a split's first one: </text> (Brown), <eos> (text).
+  # A learned tokenizer's serialized model (SentencePiece), None for the others: a run keeps
+  # it in its workdir (nplm.data.tokenizers.TOKENIZER_FILE).
+  tokenizer_model: bytes | None = None
 
   @functools.cached_property
   def fingerprint(self) -> str:
@@ -65,7 +71,8 @@ def corpus_from_prepared(prepared: PreparedTokens, unk_max_count: int, max_vocab
                                  max_vocab_size, reserved)
   remap = vocab.encode(prepared.types)
   return _corpus(vocab, {name: prepared.read(name, remap) for name in SPLITS},
-                 int(np.count_nonzero(prepared.train_counts)), boundary)
+                 int(np.count_nonzero(prepared.train_counts)), boundary, prepared.words,
+                 prepared.tokenizer_model)
 
 
 def index_types(token_splits: Mapping[str, Sequence[str]]
@@ -80,9 +87,13 @@ def index_types(token_splits: Mapping[str, Sequence[str]]
 
 
 def _corpus(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: int,
-            boundary: str) -> Corpus:
+            boundary: str, words: Mapping[str, int] | None = None,
+            tokenizer_model: bytes | None = None) -> Corpus:
   stats = {}
   for name, ids in splits.items():
     ids.setflags(write=False)  # Shared by every feed and evaluation: never changed.
     stats[name] = {'tokens': len(ids), 'unk_rate': float(np.mean(ids == vocab.unk_id))}
-  return Corpus(vocab, dict(splits), stats, train_types, vocab.id_of(boundary))
+    if words is not None:
+      stats[name]['words'] = int(words[name])
+  return Corpus(vocab, dict(splits), stats, train_types, vocab.id_of(boundary),
+                tokenizer_model)

@@ -5,7 +5,11 @@ its type in a table of every type seen (in order of first appearance), written a
 chunks; the table and the training count of each type go to the dataset's metadata.json.
 Memory is the type table and one chunk, whatever the corpus size, plus TFDS's write buffer.
 No vocabulary is applied here: --unk_max_count and --max_vocab_size are a cheap remapping
-at load time, so one preparation serves every vocabulary.
+at load time, so one preparation serves every vocabulary. A learned tokenizer (SentencePiece)
+is learned from the training split's lines before any line is cut, and its model is kept in
+the metadata (base64), so that the run and typed text cut text as the dataset was. Each
+split's count of whitespace words and lines (`words`, what a whitespace word model counts)
+is kept too, for per-word perplexity; datasets prepared before these keys lack them.
 
 The dataset is `nplm_tokens/<kind>-<name>-<tokens>-<fingerprint>` in the data dir: another
 source, other content or another tokenization is another dataset, never confused with this
@@ -21,6 +25,7 @@ token count and SHA-256 against it: damage is refused, never read as other words
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -38,7 +43,7 @@ from tqdm import tqdm
 from nplm.data import text_sources, tfds_dirs
 from nplm.data.acquire import CorpusError
 from nplm.data.corpus import SPLITS
-from nplm.data.text_sources import tokens_of_line
+from nplm.data.text_sources import tokens_of_line, words_of_line
 from nplm.stop_requests import check_interrupted, interrupting
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,10 @@ class PreparedTokens:
   types: tuple[str, ...]
   train_counts: np.ndarray  # int64 [types]: 0 for a type seen only outside training.
   builder: 'NplmTokens'
+  # Per split, whitespace words plus lines (text_sources.words_of_line); None if prepared
+  # before it was recorded.
+  words: dict[str, int] | None = None
+  tokenizer_model: bytes | None = None  # A learned tokenizer's serialized model.
 
   def read(self, split: str, remap: np.ndarray | None = None) -> np.ndarray:
     """A split's type indices, or `remap` of them (a vocabulary's ids: remap[type]), read
@@ -117,6 +126,13 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
     self._train_counts = np.zeros(0, np.int64)
     self._digests = {split: hashlib.sha256() for split in SPLITS}
     self._tokens = dict.fromkeys(SPLITS, 0)
+    self._words = dict.fromkeys(SPLITS, 0)
+    tokenization = self._source.tokenization
+    self._model = tokenization.model
+    if tokenization.learned and self._model is None:  # Learned before any line is cut.
+      log.info('learning the %s tokenizer from the training split', tokenization.name)
+      self._model = tokenization.learn(self._source.lines('train'))
+    self._tokenizer = tokenization.tokenizer_of(self._model)
     return {split: self._generate_examples(split) for split in SPLITS}
 
   def _generate_examples(self, split: str):
@@ -135,11 +151,12 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
 
   def _chunks(self, split: str):
     """The split's tokens as type indices, about _CHUNK_TOKENS at a time."""
-    tokens, pending = self._source.tokens, []
+    pending = []
     with tqdm(desc=f'preparing {split}', unit=' tokens', unit_scale=True, disable=None,
               leave=False) as bar:
       for line in self._source.lines(split):
-        pending += tokens_of_line(line, tokens)
+        pending += tokens_of_line(line, self._tokenizer)
+        self._words[split] += words_of_line(line)
         if len(pending) >= _CHUNK_TOKENS:
           check_interrupted()  # A safe point, should a stop request's exception be lost.
           yield self._indices(pending)
@@ -171,16 +188,20 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
                             (0, len(self._types) - len(self._train_counts))).tolist(),
         tokens=self._tokens,
         sha256={split: digest.hexdigest() for split, digest in self._digests.items()},
-        source=f'{self._source.kind}:{self._source.name}', tokenization=self._source.tokens)
+        source=f'{self._source.kind}:{self._source.name}', tokenization=self._source.tokens,
+        words=self._words,
+        tokenizer_model=None if self._model is None else base64.b64encode(self._model).decode())
     self.info.metadata['checksum'] = metadata_checksum(self.info.metadata)
 
 
 _CHECKSUMMED = ('types', 'train_counts', 'tokens', 'sha256', 'source', 'tokenization')
+_ADDED = ('words', 'tokenizer_model')  # Checksummed too where present (not in older ones).
 
 
 def metadata_checksum(metadata) -> str:
   """SHA-256 of everything metadata.json holds but the checksum (as its JSON would read)."""
   content = {key: metadata[key] for key in _CHECKSUMMED}
+  content.update((key, metadata[key]) for key in _ADDED if key in metadata)
   return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False,
                                    separators=(',', ':')).encode()).hexdigest()
 
@@ -219,10 +240,16 @@ def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens
   try:
     if metadata['checksum'] != metadata_checksum(metadata):
       raise tfds_dirs.damaged(builder.data_dir, 'its metadata.json does not match its checksum')
+    model = metadata.get('tokenizer_model')
     tokens = PreparedTokens(tuple(metadata['types']),
-                            np.array(metadata['train_counts'], np.int64), builder)
+                            np.array(metadata['train_counts'], np.int64), builder,
+                            metadata.get('words'),
+                            None if model is None else base64.b64decode(model, validate=True))
   except (KeyError, TypeError) as error:
     raise tfds_dirs.damaged(builder.data_dir, f'its metadata lacks {error}') from None
-  if len(tokens.train_counts) != len(tokens.types):
+  except ValueError:  # Not base64: binascii.Error.
+    raise tfds_dirs.damaged(builder.data_dir, 'its tokenizer model is unreadable') from None
+  if (len(tokens.train_counts) != len(tokens.types)
+      or source.tokenization.learned and tokens.tokenizer_model is None):
     raise tfds_dirs.damaged(builder.data_dir, 'its metadata is inconsistent')
   return tokens

@@ -8,15 +8,16 @@ them.
 
 A source owns its markers (the token before a split's first, the tokens that always keep an
 id), its default --unk_max_count and split (Config.resolved fills them in), which split knobs
-it accepts, how its data becomes a Corpus, how typed text becomes its tokens and how its
-splits are written as lines. A new kind is one file (a subclass) and one line in SOURCES, or
-no line when named by its import path; nothing outside the sources asks which kind a dataset
-is. The registry holds import paths, loaded when a dataset is named: this module imports no
-TFDS (`import nplm.config` stays light).
+it accepts, how its data becomes a Corpus, its tokenizer (typed text read as its lines
+were) and how its splits are written as lines. A new kind is one file (a subclass) and one
+line in SOURCES, or no line when named by its import path; nothing outside the sources asks
+which kind a dataset is. The registry holds import paths, loaded when a dataset is named:
+this module imports no TFDS (`import nplm.config` stays light).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 from nplm import components
@@ -75,26 +76,27 @@ class Source:
                                          config.max_vocab_size, self.reserved_tokens,
                                          self.boundary_token)
 
-  def types_and_splits(self, config):
+  def types_and_splits(self, config, tokenizer_model: bytes | None = None):
     """(every type, each split as type indices) before any vocabulary cut: what another
-    model's vocabulary then maps."""
+    model's vocabulary then maps; `tokenizer_model`: that model's learned tokenizer, which
+    cuts the text (a source held in memory comes cut)."""
+    del tokenizer_model
     return corpus_lib.index_types(self.token_splits(config))
 
   def tokenizer(self, config, workdir=None) -> tokenizers.Tokenizer:
-    """How the source's lines (and typed text) become tokens under `config`; `workdir`: a
-    run's, where what the tokenizer learned (if anything) was saved."""
-    del workdir
-    return tokenizers.Characters() if config.tokens == 'chars' else tokenizers.Tokenizer()
+    """How the source's lines (and typed text) become tokens under `config` (its --tokens,
+    --tokenizer, --lowercase, --subword_vocab_size); `workdir`: a run's, where a learned
+    tokenizer's model was saved (nplm.data.tokenizers.TOKENIZER_FILE)."""
+    tokenization = tokenizers.Tokenization.of(config)
+    if tokenization.learned:
+      return tokenizers.saved_tokenizer(workdir, tokenization)
+    return tokenization.tokenizer_of()
 
-  def words_of(self, text: str, tokens: str) -> list[str]:
-    """Typed text (a prompt, a sentence) as tokens, without an end mark."""
-    return text.split() if tokens == 'words' else list(text)
-
-  def file_tokens(self, lines: Iterable[str], tokens: str) -> list[str]:
+  def file_tokens(self, lines: Iterable[str], tokenizer: tokenizers.Tokenizer) -> list[str]:
     """A typed file as a token stream: each line's tokens, then the boundary token."""
     stream = []
     for line in lines:
-      stream += self.words_of(line.rstrip('\n'), tokens)
+      stream += tokenizer.tokens(line.rstrip('\n'))
       stream.append(self.boundary_token)
     return stream
 
@@ -116,7 +118,8 @@ class Source:
 
 class PreparedSource(Source):
   """A source of lines prepared once into the data dir as type indices (nplm.data.prepared):
-  `lines_source(config)` gives what streams them (`kind`, `name`, `tokens`, `fingerprint()`,
+  `lines_source(config)` gives what streams them (`kind`, `name`, `tokenization` (how its
+  lines are cut, nplm.data.tokenizers.Tokenization), `tokens` (its name), `fingerprint()`,
   `lines(split)`; see nplm.data.text_sources), whatever their size."""
 
   def __init__(self, argument: str):
@@ -127,18 +130,24 @@ class PreparedSource(Source):
   def lines_source(self, config):
     raise NotImplementedError(f'{type(self).__name__} gives no lines_source(config)')
 
-  def prepare(self, config):
-    """The prepared tokens (nplm.data.prepared.PreparedTokens), prepared on first use."""
+  def prepare(self, config, tokenizer_model: bytes | None = None):
+    """The prepared tokens (nplm.data.prepared.PreparedTokens), prepared on first use; cut by
+    the learned tokenizer `tokenizer_model` if given (another dataset's), not one learned
+    from these lines."""
     from nplm.data import prepared  # Imports TFDS: only once data is read.
-    return prepared.prepare(self.lines_source(config), config.data_dir or None)
+    lines = self.lines_source(config)
+    if tokenizer_model is not None and lines.tokenization.learned:
+      lines.tokenization = dataclasses.replace(lines.tokenization, model=tokenizer_model)
+      lines.tokens = lines.tokenization.name  # Named, and fingerprinted, by it.
+    return prepared.prepare(lines, config.data_dir or None)
 
   def load(self, config) -> Corpus:
     return corpus_lib.corpus_from_prepared(self.prepare(config), config.unk_max_count,
                                            config.max_vocab_size, self.reserved_tokens,
                                            self.boundary_token)
 
-  def types_and_splits(self, config):
-    prepared = self.prepare(config)
+  def types_and_splits(self, config, tokenizer_model: bytes | None = None):
+    prepared = self.prepare(config, tokenizer_model)
     return prepared.types, {name: prepared.read(name) for name in SPLITS}
 
 

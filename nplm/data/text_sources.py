@@ -5,10 +5,12 @@ dataset: tfds_source.py), and their tokens.
                wiki.train.tokens …): the usual benchmark layout.
   text:FILE    one file, cut by lines into train, valid and test.
 
-A line's tokens are its whitespace-separated words (or its characters, the space among them)
-followed by `<eos>`: a blank line is a lone `<eos>`. These are the tokens that PyTorch's
-word_language_model and the published Penn Treebank and WikiText perplexities count.
-Sources stream their lines: nothing here holds a split in memory.
+A line's tokens are what the tokenizer makes of it (nplm.data.tokenizers: by default its
+whitespace-separated words, or its characters, the space among them) followed by `<eos>`: a
+blank line is a lone `<eos>`. Whitespace words are the tokens that PyTorch's
+word_language_model and the published Penn Treebank and WikiText perplexities count. Sources
+stream their lines: nothing here holds a split in memory. A source's `tokenization` says how
+its lines are cut, and `tokens`, its name, is part of its fingerprint.
 
 A text source is fingerprinted from its files' bytes, and every complete read of a file
 hashes the bytes it read: `check_reads()` then tells whether what a preparation read is
@@ -31,6 +33,7 @@ from nplm import paths
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.corpus import SPLITS
 from nplm.data.sources import PreparedSource
+from nplm.data.tokenizers import Tokenization, Tokenizer, tokenization_of
 from nplm.data.vocab import END_OF_SENTENCE
 from nplm.errors import ConfigError
 
@@ -39,23 +42,30 @@ _SPLIT_FILES = ('{split}.txt', 'ptb.{split}.txt', 'wiki.{split}.tokens')
 _READ_LINES = 1 << 22  # Characters of lines read at a time.
 
 
-def tokens_of_line(line: str, tokens: str) -> list[str]:
-  """A line's tokens: words (or characters) then <eos>; `line` has no line break."""
-  return [*(line.split() if tokens == 'words' else line), END_OF_SENTENCE]
+def tokens_of_line(line: str, tokenizer: Tokenizer) -> list[str]:
+  """A line's tokens then <eos>; `line` has no line break."""
+  return [*tokenizer.tokens(line), END_OF_SENTENCE]
 
 
-def blank_lines(lines: Iterable[str], tokens: str) -> int | None:
+def words_of_line(line: str) -> int:
+  """What a whitespace word model counts of a line: its words and its <eos> (the count
+  that per-word perplexity divides by, whatever the tokens)."""
+  return len(line.split()) + 1
+
+
+def blank_lines(lines: Iterable[str], tokens: str | Tokenization) -> int | None:
   """None as soon as a line has a token besides <eos> (a word; a character); else the number
   of lines, every one blank (0: no lines at all)."""
+  chars = tokenization_of(tokens).tokens == 'chars'
   count = 0
   for count, line in enumerate(lines, 1):
-    if line.split() if tokens == 'words' else line:
+    if line if chars else line.split():
       return None
   return count
 
 
-def _no_text(blank: int, tokens: str) -> str:
-  unit = 'words' if tokens == 'words' else 'characters'
+def _no_text(blank: int, tokens: str | Tokenization) -> str:
+  unit = f'{_unit(tokens)}s'
   if not blank:
     return 'is empty'
   return f'has no {unit}, only {blank:,} blank line{"s" if blank > 1 else ""}'
@@ -69,17 +79,17 @@ def check_text(source) -> None:
   if own is not None:
     return own()
   for index, split in enumerate(SPLITS):
-    blank = blank_lines(source.lines(split), source.tokens)
+    blank = blank_lines(source.lines(split), source.tokenization)
     if blank is not None:
       names = getattr(source, 'split_names', SPLITS)
       raise CorpusError(
           f'the {split} split ({names[index]}) of {source.kind}:{source.name} '
-          f'{_no_text(blank, source.tokens)}: every split needs at least one '
-          f'{_unit(source.tokens)}')
+          f'{_no_text(blank, source.tokenization)}: every split needs at least one '
+          f'{_unit(source.tokenization)}')
 
 
-def _unit(tokens: str) -> str:
-  return 'word' if tokens == 'words' else 'character'
+def _unit(tokens: str | Tokenization) -> str:
+  return 'character' if tokenization_of(tokens).tokens == 'chars' else 'word'
 
 
 class _CheckedReads:
@@ -127,8 +137,9 @@ class TextFiles:
 
   kind = 'text'
 
-  def __init__(self, directory: Path, tokens: str):
-    self.tokens, self.directory = tokens, directory
+  def __init__(self, directory: Path, tokenization: Tokenization | str):
+    self.tokenization, self.directory = tokenization_of(tokenization), directory
+    self.tokens = self.tokenization.name
     self.files = {split: _split_file(directory, split) for split in SPLITS}
     self.name = directory.name
     self._reads = _CheckedReads()
@@ -147,11 +158,11 @@ class TextFiles:
 
   def check_text(self) -> None:
     for split, path in self.files.items():
-      blank = blank_lines(self.lines(split), self.tokens)
+      blank = blank_lines(self.lines(split), self.tokenization)
       if blank is not None:
         raise CorpusError(
-            f'{paths.shown(path)} {_no_text(blank, self.tokens)}: every split needs at least '
-            f'one {_unit(self.tokens)}; put text in it (--dataset=text:'
+            f'{paths.shown(path)} {_no_text(blank, self.tokenization)}: every split needs at '
+            f'least one {_unit(self.tokenization)}; put text in it (--dataset=text:'
             f'{paths.shown(self.directory)} reads its {split} split from it)')
 
 
@@ -160,8 +171,9 @@ class TextFile:
 
   kind = 'text'
 
-  def __init__(self, path: Path, tokens: str, plan: SplitPlan):
-    self.tokens, self.path, self.plan, self.name = tokens, path, plan, path.stem
+  def __init__(self, path: Path, tokenization: Tokenization | str, plan: SplitPlan):
+    self.tokenization, self.path, self.plan = tokenization_of(tokenization), path, plan
+    self.tokens, self.name = self.tokenization.name, path.stem
     self._bounds = None
     self._reads = _CheckedReads()
 
@@ -180,18 +192,18 @@ class TextFile:
     self._reads.check()
 
   def check_text(self) -> None:
-    blank = blank_lines(self._reads.lines(self.path), self.tokens)
+    blank = blank_lines(self._reads.lines(self.path), self.tokenization)
     if blank is not None:
-      raise CorpusError(f'{paths.shown(self.path)} {_no_text(blank, self.tokens)}: text:FILE '
-                        f'needs at least one {_unit(self.tokens)} in each of the train, valid '
-                        'and test splits it is cut into')
+      raise CorpusError(f'{paths.shown(self.path)} {_no_text(blank, self.tokenization)}: '
+                        f'text:FILE needs at least one {_unit(self.tokenization)} in each of '
+                        'the train, valid and test splits it is cut into')
     bounds = self.bounds()
     for split, (start, stop) in bounds.items():
-      if blank_lines(self.lines(split), self.tokens) is not None:
+      if blank_lines(self.lines(split), self.tokenization) is not None:
         raise CorpusError(
             f'the {split} split of {paths.shown(self.path)} (its lines {start + 1:,} to '
             f'{stop:,} of {bounds["test"][1]:,}, cut by {self.plan.describe()}) has no '
-            f'{_unit(self.tokens)}s, only blank lines: every split needs at least one; give '
+            f'{_unit(self.tokenization)}s, only blank lines: every split needs at least one; give '
             'other --split_fractions (or --train_tokens, --valid_tokens)')
 
   def bounds(self) -> dict[str, tuple[int, int]]:
@@ -224,11 +236,12 @@ class TextFile:
 
   def _token_boundaries(self) -> tuple[int, int, int, int]:
     """The lines until train_tokens tokens (train) and until valid_tokens more (valid); the
-    file's lines and tokens."""
+    file's lines and tokens (Tokenization.counting: a learned tokenizer's words)."""
     limits, ends = [self.plan.train_tokens, self.plan.valid_tokens], []
     count = tokens = split_start = 0
+    counting = self.tokenization.counting()
     for count, line in enumerate(self._reads.lines(self.path), 1):
-      tokens += len(tokens_of_line(line, self.tokens))
+      tokens += len(tokens_of_line(line, counting))
       if len(ends) < 2 and tokens - split_start >= limits[len(ends)]:
         ends.append(count)
         split_start = tokens
@@ -326,10 +339,10 @@ class TextSource(PreparedSource):
   def lines_source(self, config):
     plan = SplitPlan(tuple(float(f) for f in config.split_fractions.split(',')),
                      config.train_tokens, config.valid_tokens)
-    return text_source(self.argument, config.tokens, plan)
+    return text_source(self.argument, Tokenization.of(config), plan)
 
 
-def text_source(path: str, tokens: str, plan: SplitPlan):
+def text_source(path: str, tokens: Tokenization | str, plan: SplitPlan):
   """text:PATH: TextFiles for a directory, TextFile for a file."""
   resolved = Path(os.path.expanduser(path))
   if resolved.is_dir() and plan.train_tokens:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.corpus import SPLITS
 from nplm.data.sources import PreparedSource
+from nplm.data.tokenizers import Tokenization, tokenization_of
 
 
 class TfdsSource(PreparedSource):
@@ -26,8 +27,8 @@ class TfdsSource(PreparedSource):
 
   def lines_source(self, config):
     name, feature = parse_tfds(self.argument)
-    return TfdsText(name, feature, tuple(config.tfds_splits.split(',')), config.tokens,
-                    config.data_dir or None)
+    return TfdsText(name, feature, tuple(config.tfds_splits.split(',')),
+                    Tokenization.of(config), config.data_dir or None)
 
 
 class TfdsText:
@@ -36,9 +37,10 @@ class TfdsText:
 
   kind = 'tfds'
 
-  def __init__(self, name: str, feature: str, split_names: tuple[str, str, str], tokens: str,
-               data_dir: str | None):
-    self.tokens, self.feature, self.split_names = tokens, feature, split_names
+  def __init__(self, name: str, feature: str, split_names: tuple[str, str, str],
+               tokenization: Tokenization | str, data_dir: str | None):
+    self.tokenization = tokenization_of(tokenization)
+    self.tokens, self.feature, self.split_names = self.tokenization.name, feature, split_names
     self.dataset = name
     self.name = name.replace('/', '_')
     self._builder = _tfds_builder(name, data_dir)

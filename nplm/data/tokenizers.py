@@ -4,11 +4,30 @@ Every source (nplm.data.sources) names its tokenizer, `Source.tokenizer(config, 
 the corpus is prepared with it, and the programs that read typed text (score, predict,
 generate, evaluate --text_file) read it with the same one, so that "The cat." typed is
 what the training data held.
+
+The knobs (--tokens, --tokenizer, --lowercase, --subword_vocab_size) make a Tokenization:
+whitespace words (PTB and WikiText ship tokenized), characters, NLTK's Treebank-style words
+(punctuation apart) or SentencePiece subwords (BPE, Sennrich et al. 2016; unigram, Kudo
+2018) learned from the training split. Its `name` is what a prepared dataset and a run
+record of how their text was cut: 'words' and 'chars' for the defaults, as before these
+knobs existed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import hashlib
+import io
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from nplm import paths
+from nplm.errors import ConfigError
+
+TOKENIZERS = ('whitespace', 'nltk', 'bpe', 'unigram')  # --tokenizer's values.
+SUBWORD_TOKENIZERS = ('bpe', 'unigram')  # SentencePiece's model types, learned from text.
+TOKENIZER_FILE = 'tokenizer.model'  # A run's learned tokenizer, beside its vocab.txt.
 
 
 class Tokenizer:
@@ -16,6 +35,7 @@ class Tokenizer:
   perplexities count these tokens."""
 
   name = 'words'  # What a prepared dataset and a run record of how their text was cut.
+  model: bytes | None = None  # A learned tokenizer's serialized model.
 
   def tokens(self, text: str) -> list[str]:
     """One line of text as tokens, without an end mark."""
@@ -36,3 +56,196 @@ class Characters(Tokenizer):
 
   def detokenize(self, tokens: Sequence[str]) -> str:
     return ''.join(tokens)
+
+
+class Lowercased(Tokenizer):
+  """Another tokenizer's tokens of the lowercased text (--lowercase)."""
+
+  def __init__(self, cased: Tokenizer):
+    self.cased, self.name = cased, f'{cased.name}-lower'
+
+  def tokens(self, text: str) -> list[str]:
+    return self.cased.tokens(text.lower())
+
+  def detokenize(self, tokens: Sequence[str]) -> str:
+    return self.cased.detokenize(tokens)
+
+
+# Abbreviations whose period ends no sentence: NLTK's trained Punkt parameters need a data
+# download, and an untrained splitter would cut "Mr. Smith" after "Mr.".
+_ABBREVIATIONS = ('mr', 'mrs', 'ms', 'dr', 'jr', 'sr', 'st', 'mt', 'co', 'inc', 'ltd', 'gen',
+                  'gov', 'sen', 'rep', 'rev', 'prof', 'col', 'lt', 'capt', 'vs', 'etc', 'e.g',
+                  'i.e', 'u.s', 'no', 'fig', 'jan', 'feb', 'mar', 'apr', 'aug', 'sept', 'oct',
+                  'nov', 'dec')
+
+
+class NltkWords(Tokenizer):
+  """Penn Treebank-style words (NLTK's word tokenizer): punctuation and clitics apart
+  ("river." -> "river" "."; "It's" -> "It" "'s"), quotes as `` and ''. The text is cut into
+  sentences first (Punkt, untrained but for common abbreviations), since the word tokenizer
+  splits off only a sentence's last period."""
+
+  name = 'nltk'
+
+  def __init__(self):
+    from nltk.tokenize import NLTKWordTokenizer, PunktSentenceTokenizer
+    from nltk.tokenize.punkt import PunktParameters
+    from nltk.tokenize.treebank import TreebankWordDetokenizer
+    parameters = PunktParameters()
+    parameters.abbrev_types = set(_ABBREVIATIONS)
+    self._sentences = PunktSentenceTokenizer(parameters)
+    self._words = NLTKWordTokenizer()
+    self._detokenizer = TreebankWordDetokenizer()
+
+  def tokens(self, text: str) -> list[str]:
+    return [word for sentence in self._sentences.tokenize(text)
+            for word in self._words.tokenize(sentence)]
+
+  def detokenize(self, tokens: Sequence[str]) -> str:
+    return self._detokenizer.detokenize(list(tokens))
+
+
+class SentencePieceSubwords(Tokenizer):
+  """SentencePiece pieces of a trained model (its serialized bytes, `model`): a word's
+  first piece carries '▁' for the space before it, so the pieces give back the text."""
+
+  def __init__(self, model: bytes, name: str):
+    import sentencepiece
+    self.model, self.name = model, name
+    try:
+      self._processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    except RuntimeError:  # What protobuf's parser says of bytes that are no model.
+      self._processor = None
+    if self._processor is None or not self._processor.get_piece_size():
+      raise ValueError('these bytes are no SentencePiece model')
+
+  def tokens(self, text: str) -> list[str]:
+    return self._processor.encode(text, out_type=str)
+
+  def detokenize(self, tokens: Sequence[str]) -> str:
+    return self._processor.decode_pieces(list(tokens))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tokenization:
+  """How the knobs say text is cut: a config's --tokens, --tokenizer, --lowercase and
+  --subword_vocab_size (Tokenization.of); for a learned tokenizer, `model` when it is not
+  learned from the text it cuts (another dataset read by a trained model's tokenizer)."""
+  tokens: str = 'words'
+  tokenizer: str = 'whitespace'
+  lowercase: bool = False
+  subword_vocab_size: int = 8000
+  model: bytes | None = dataclasses.field(default=None, repr=False)
+
+  @classmethod
+  def of(cls, config) -> Tokenization:
+    """A config's (or anything with its four fields; a run recorded before the tokenizer
+    knobs existed has their defaults)."""
+    defaults = cls()
+    return cls(config.tokens, *(getattr(config, field, getattr(defaults, field))
+                                for field in ('tokenizer', 'lowercase', 'subword_vocab_size')))
+
+  @property
+  def learned(self) -> bool:
+    """Whether the tokenizer is learned from the training split (SentencePiece)."""
+    return self.tokenizer in SUBWORD_TOKENIZERS
+
+  @property
+  def whitespace_words(self) -> bool:
+    """Whether the tokens are the whitespace-separated words (lowercased or not): a
+    perplexity per word is then the perplexity."""
+    return self.tokens == 'words' and self.tokenizer == 'whitespace'
+
+  @property
+  def name(self) -> str:
+    """'words', 'chars', 'nltk', 'bpe8000', 'unigram8000', each with '-lower' if
+    lowercased: known before a subword model is learned, as a prepared dataset's name is;
+    a given model's digest follows (its pieces are not those the text would learn)."""
+    if self.learned:
+      base = f'{self.tokenizer}{self.subword_vocab_size}'
+      if self.model is not None:
+        base += '-' + hashlib.sha256(self.model).hexdigest()[:8]
+    else:
+      base = 'nltk' if self.tokenizer == 'nltk' else self.tokens
+    return f'{base}-lower' if self.lowercase else base
+
+  def tokenizer_of(self, model: bytes | None = None) -> Tokenizer:
+    """The tokenizer; `model`: a learned one's serialized SentencePiece model (if not
+    given, its own)."""
+    model = self.model if model is None else model
+    if self.lowercase:
+      return Lowercased(dataclasses.replace(self, lowercase=False).tokenizer_of(model))
+    if self.learned:
+      if model is None:
+        raise ValueError(f'--tokenizer={self.tokenizer} needs its learned model')
+      return SentencePieceSubwords(model, self.name)
+    if self.tokens == 'chars':
+      return Characters()
+    return NltkWords() if self.tokenizer == 'nltk' else Tokenizer()
+
+  def counting(self) -> Tokenizer:
+    """What --train_tokens counts: the tokens, or the whitespace words for a learned
+    tokenizer (learned from the training split that the count cuts)."""
+    if self.learned:
+      return Tokenization('words', lowercase=self.lowercase).tokenizer_of()
+    return self.tokenizer_of()
+
+  def learn(self, lines: Iterable[str]) -> bytes:
+    """A SentencePiece model learned from `lines` (a training split), serialized: the same
+    lines give the same bytes (a seeded sample of at most a million lines)."""
+    import sentencepiece
+    if self.lowercase:
+      lines = (line.lower() for line in lines)
+    model = io.BytesIO()
+    sentencepiece.set_random_generator_seed(0)
+    try:
+      sentencepiece.SentencePieceTrainer.train(
+          sentence_iterator=iter(lines), model_writer=model, model_type=self.tokenizer,
+          vocab_size=self.subword_vocab_size,
+          hard_vocab_limit=False,  # A text with fewer pieces to learn gets fewer, no error.
+          # The text's own characters, so that the pieces give back the line as it was.
+          normalization_rule_name='identity',
+          input_sentence_size=1_000_000, shuffle_input_sentence=True, minloglevel=2)
+    except RuntimeError as error:  # SentencePiece's checks, as one line.
+      raise ConfigError(self._not_learned(str(error))) from None
+    return model.getvalue()
+
+  def _not_learned(self, error: str) -> str:
+    what = (f'--tokenizer={self.tokenizer} cannot learn --subword_vocab_size='
+            f'{self.subword_vocab_size} subwords from the training split')
+    if needed := re.search(r'smaller than required_chars\. \d+ vs (\d+)', error):
+      return (f'{what}: it needs at least {needed[1]} (the characters of the text and '
+              "SentencePiece's <unk>, <s>, </s>); give a larger --subword_vocab_size")
+    reason = error.split('] ')[-1].splitlines()[0] if error else 'no reason given'
+    return f'{what} ({reason}); give another --subword_vocab_size'
+
+
+def tokenizer_of(config, model: bytes | None = None) -> Tokenizer:
+  """The tokenizer a config's knobs name (a learned one from its model's bytes)."""
+  return Tokenization.of(config).tokenizer_of(model)
+
+
+def tokenization_of(tokens: str | Tokenization) -> Tokenization:
+  """A Tokenization, given one or --tokens alone ('words', 'chars': the defaults)."""
+  return tokens if isinstance(tokens, Tokenization) else Tokenization(tokens)
+
+
+def saved_tokenizer(workdir, tokenization: Tokenization) -> Tokenizer:
+  """A learned tokenizer from the model a run saved in its workdir (TOKENIZER_FILE); a
+  ConfigError, one line, if it is missing or is no SentencePiece model."""
+  if workdir is None:
+    raise ConfigError(f'--tokenizer={tokenization.tokenizer} is learned from the training '
+                      f'split: name the run whose {TOKENIZER_FILE} holds it (its workdir)')
+  path = Path(workdir) / TOKENIZER_FILE
+  what = (f'{paths.shown(workdir)} was trained with --tokenizer={tokenization.tokenizer}, '
+          f'whose model its run keeps in {TOKENIZER_FILE}')
+  try:
+    model = path.read_bytes()
+  except OSError as error:
+    raise ConfigError(f'{what}, which cannot be read ({error.strerror}): copy it back from '
+                      'a copy of the workdir, or train the run again') from None
+  try:
+    return tokenization.tokenizer_of(model)
+  except ValueError:
+    raise ConfigError(f'{what}, which is damaged (no SentencePiece model): copy it back from '
+                      'a copy of the workdir, or train the run again') from None

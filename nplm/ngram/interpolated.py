@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from nplm.ngram import mixture
-from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, perplexity, stream_windows
+from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, stream_windows
 
 DEFAULT_BINS = 16  # Contexts seen 2^14 times or more share the last bin.
 
@@ -99,15 +99,10 @@ class InterpolatedTrigram:
 
   def mix_with(self, model_log_probs: dict[str, np.ndarray],
                splits: dict[str, np.ndarray]) -> dict[str, dict]:
-    """Another model mixed with this trigram, p = λ(q) p_model + (1 - λ(q)) p_trigram, three ways:
-
-    'fixed' λ = 0.5 (the paper's "mix"), 'learned' one λ and 'binned' one λ per context-
-    frequency bin, both by EM on the 'valid' split. `model_log_probs[split]` holds the other
-    model's log p of every token of `splits[split]`, in order (`TrainedModel.split_log_probs`).
-    Returns per way the weights [bins, 2] and the perplexity of every given split.
-    """
-    if 'valid' not in model_log_probs:
-      raise ValueError("mixing weights are fitted on the 'valid' split: give its log-probs")
+    """Another model mixed with this trigram, p = λ(q) p_model + (1 - λ(q)) p_trigram, with
+    λ = 0.5, learned, and learned per context-frequency bin (`mixture.mix_ways`).
+    `model_log_probs[split]` holds the other model's log p of every token of
+    `splits[split]`, in order (`TrainedModel.split_log_probs`)."""
     components, bins = {}, {}
     for split, log_probs in model_log_probs.items():
       windows = stream_windows(splits[split], 3, self.boundary_id)
@@ -115,15 +110,14 @@ class InterpolatedTrigram:
         raise ValueError(f'{split}: {len(log_probs)} model log-probs for {len(windows)} tokens')
       components[split] = np.stack([log_probs, self.log_prob_windows(windows)], axis=1)
       bins[split] = self.bins(windows)
-    ways = {
-        'fixed': (np.array([[0.5, 0.5]]), {s: np.zeros_like(b) for s, b in bins.items()}),
-        'learned': (mixture.fit_weights(components['valid']).weights,
-                    {s: np.zeros_like(b) for s, b in bins.items()}),
-        'binned': (mixture.fit_weights(components['valid'], bins['valid'], self.num_bins).weights,
-                   bins),
-    }
-    return {way: {'weights': weights,
-                  'ppl': {split: perplexity(mixture.mix(components[split], way_bins[split],
-                                                        weights))
-                          for split in components}}
-            for way, (weights, way_bins) in ways.items()}
+    return mixture.mix_ways(components, bins, self.num_bins)
+
+
+def context_bins(train_ids: np.ndarray, splits: dict[str, np.ndarray], vocab_size: int,
+                 boundary_id: int, num_bins: int = DEFAULT_BINS) -> dict[str, np.ndarray]:
+  """Per split, each token's frequency bin of its context (w_{t-2}, w_{t-1}) in training: the
+  bins of the interpolated trigram, for mixing any two models."""
+  table = NgramTable.build(train_ids, 3, vocab_size, boundary_id)
+  return {split: frequency_bins(table.context_counts(stream_windows(ids, 3, boundary_id), 2),
+                                num_bins)
+          for split, ids in splits.items()}

@@ -38,6 +38,12 @@ def modified_discounts(adjusted_counts: np.ndarray) -> tuple[float, float, float
   return discounts
 
 
+def adjusted_counts(table: NgramTable) -> list[np.ndarray]:
+  """a_k per k-gram id, k = 1 … order: continuation counts below the highest order, raw
+  counts at it."""
+  return [*continuation_counts(table), table.counts[table.order - 1]]
+
+
 def continuation_counts(table: NgramTable) -> list[np.ndarray]:
   """N_1+(• g) for every k-gram g, k < order: distinct left extensions seen as events."""
   if table.order == 1:
@@ -79,31 +85,46 @@ class KneserNey:
     if order < 1:
       raise ValueError(f'a Kneser-Ney model needs order >= 1, not {order}')
     table = NgramTable.build(train_ids, order, vocab_size, boundary_id)
-    adjusted = [*continuation_counts(table), table.counts[order - 1]]
-    discounts, fallbacks, totals, gammas = [], [], [], []
+    adjusted = adjusted_counts(table)
+    discounts, fallbacks = [], []
     for k, counts in enumerate(adjusted, start=1):
       estimated = modified_discounts(counts)
       if estimated is None:
         log.warning('Order %d: the count-of-counts give no valid modified-KN discounts; '
                     'using %s (KenLM --discount_fallback).', k, FALLBACK_DISCOUNTS)
         fallbacks.append(k)
-      d1, d2, d3 = estimated or FALLBACK_DISCOUNTS
-      discounts.append((d1, d2, d3))
+      discounts.append(estimated or FALLBACK_DISCOUNTS)
+    return cls._with_sums(table, boundary_id, adjusted, discounts, fallbacks)
+
+  @classmethod
+  def from_table(cls, table: NgramTable, boundary_id: int, discounts, fallback_orders
+                 ) -> KneserNey:
+    """The model a training table and its discounts define (a saved model read back)."""
+    return cls._with_sums(table, boundary_id, adjusted_counts(table), discounts,
+                          fallback_orders)
+
+  @classmethod
+  def _with_sums(cls, table, boundary_id, adjusted, discounts, fallback_orders) -> KneserNey:
+    """The per-context sums Σ_w a_k(hw) and γ_k(h) of every order."""
+    totals, gammas = [], []
+    for k, (counts, (d1, d2, d3)) in enumerate(zip(adjusted, discounts), start=1):
       contexts = table.prefix(k)
       num_contexts = table.num_grams(k - 1) if k > 1 else 1
       gamma_per_gram = np.select([counts == 1, counts == 2, counts >= 3], [d1, d2, d3], 0.0)
       totals.append(np.bincount(contexts, counts, minlength=num_contexts))
       gammas.append(np.bincount(contexts, gamma_per_gram, minlength=num_contexts))
-    return cls(table, boundary_id, tuple(adjusted), tuple(discounts), tuple(fallbacks),
-               tuple(totals), tuple(gammas))
+    return cls(table, boundary_id, tuple(adjusted),
+               tuple(tuple(float(d) for d in ds) for ds in discounts),
+               tuple(int(k) for k in fallback_orders), tuple(totals), tuple(gammas))
 
   def log_prob_windows(self, windows: np.ndarray) -> np.ndarray:
-    """log p(w_t | context) for windows [B, order] (oldest word first, the target last)."""
+    """log p(w_t | context) for windows [B, k], k <= order (oldest word first, the target
+    last): the order-k distribution p_k, the model's own for k = order."""
     windows = np.asarray(windows, np.int64)
-    if windows.ndim != 2 or windows.shape[1] != self.order:
-      raise ValueError(f'windows must be [batch, {self.order}], not {windows.shape}')
+    if windows.ndim != 2 or not 1 <= windows.shape[1] <= self.order:
+      raise ValueError(f'windows must be [batch, 1 … {self.order}], not {windows.shape}')
     spans = self.table.span_ids(windows)
-    n = self.order
+    n = windows.shape[1]
     prob = np.full(len(windows), 1.0 / self.vocab_size)
     for k in range(1, n + 1):
       gram = spans[n - k, n]

@@ -19,6 +19,8 @@ import dataclasses
 
 import numpy as np
 
+from nplm.ngram.table import perplexity
+
 
 def _log_mixture(log_weights: np.ndarray, component_log_probs: np.ndarray) -> np.ndarray:
   """log Σ_i exp(log α_i + log p_i) per token, max-shifted."""
@@ -96,3 +98,26 @@ def _best_of_em_and_single_components(log_probs, bins, weights, log_mixture):
     weights[better] = np.eye(num_components)[k]
     per_bin = np.where(better, alone, per_bin)
   return weights, float(np.sum(per_bin))
+
+
+def mix_ways(components: dict[str, np.ndarray], bins: dict[str, np.ndarray],
+             num_bins: int) -> dict[str, dict]:
+  """Two models mixed, p = λ(q) p_0 + (1 - λ(q)) p_1, three ways: 'fixed' λ = 0.5 (the
+  paper's "mix"), 'learned' one λ and 'binned' one λ per bin q, both by EM on 'valid'.
+
+  `components[split]` [N, 2] holds both models' log p of every token of a split, `bins[split]`
+  [N] each token's bin. Returns per way the weights [bins, 2] (one row unless binned) and
+  the perplexity of every given split.
+  """
+  if 'valid' not in components:
+    raise ValueError("mixing weights are fitted on the 'valid' split: give its log-probs")
+  one_bin = {split: np.zeros_like(b) for split, b in bins.items()}
+  ways = {
+      'fixed': (np.array([[0.5, 0.5]]), one_bin),
+      'learned': (fit_weights(components['valid']).weights, one_bin),
+      'binned': (fit_weights(components['valid'], bins['valid'], num_bins).weights, bins),
+  }
+  return {way: {'weights': weights,
+                'ppl': {split: perplexity(mix(components[split], way_bins[split], weights))
+                        for split in components}}
+          for way, (weights, way_bins) in ways.items()}

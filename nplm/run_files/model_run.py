@@ -2,11 +2,13 @@
 checkpoints, metrics and progress record, its early stopping, and why it stopped.
 
 Models trained together each have one, so each keeps a workdir laid out as a lone run's
-(run.json, vocab.txt, checkpoints, metrics, summary.json) that every tool reads, and each
-stops on its own.
+(run.json, vocab.txt, tokenizer.model for a learned tokenizer, checkpoints, metrics,
+summary.json) that every tool reads, and each stops on its own.
 """
 
 import logging
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from nplm import paths
 from nplm.run_files.checkpoint import Checkpoints, claim_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus
+from nplm.data.tokenizers import TOKENIZER_FILE
 from nplm.run_files.metrics import MetricsWriter
 from nplm.run_files.summary import RunStatus
 from nplm.run_files.lock import WorkdirLock, prepare_workdir
@@ -31,7 +34,8 @@ class TrainingDiverged(RuntimeError):
 def open_workdir(config: Config, corpus: Corpus, main: bool):
   """(checkpoints, metrics writer, lock) of config.workdir, locked and claimed for this run
   (or checked against the run it holds); process 0 (`main`) alone locks it and writes its
-  vocab.txt and metrics."""
+  vocab.txt, its learned tokenizer's model (if any) and metrics: the workdir reads typed
+  text without the data dir."""
   workdir = Path(config.workdir)
   prepare_workdir(workdir)
   lock = WorkdirLock(workdir)
@@ -41,9 +45,24 @@ def open_workdir(config: Config, corpus: Corpus, main: bool):
     claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
     if main:
       corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
+      if corpus.tokenizer_model is not None:
+        _write_bytes_atomically(workdir / TOKENIZER_FILE, corpus.tokenizer_model)
     return Checkpoints(workdir, main), MetricsWriter(workdir if main else None), lock
   except BaseException:
     lock.release()
+    raise
+
+
+def _write_bytes_atomically(path: Path, data: bytes) -> None:
+  """As nplm.files.write_text_atomically, for bytes: a temporary file, then a rename."""
+  fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
+  try:
+    with os.fdopen(fd, 'wb') as f:
+      f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+  except BaseException:
+    os.unlink(tmp)
     raise
 
 

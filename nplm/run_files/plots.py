@@ -1,4 +1,5 @@
-"""Pictures of a run and of a sweep: the learning curve, and perplexity across the points.
+"""Pictures of a run and of a sweep: the learning curve, perplexity across the points, and
+several runs' validation curves in one plot.
 
 matplotlib's object API (Figure, no pyplot): no global figure state, nothing shown, and a
 PNG written whole or not at all (nplm.files.save_figure_atomically).
@@ -103,3 +104,31 @@ def value_range(values: list[float]) -> tuple[float, float]:
   low, high = min(values), max(values)
   span = max(high - low, 0.05 * high, 1e-9)
   return max(0.0, low - 0.3 * span), high + 0.25 * span
+
+
+def compared_curves(curves: list[dict], note: str = ''):
+  """A Figure of every run's validation perplexity by epoch, one line a run: a curve where
+  `epochs` and `ppl` are given, a dashed level line where only `level` is (a count model,
+  which has no epochs). Each curve: {'label', 'epochs', 'ppl'} or {'label', 'level'}."""
+  from matplotlib.figure import Figure
+  from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+  figure = Figure(figsize=(9, 5.5), layout='constrained')
+  axes = figure.add_subplot()
+  for index, curve in enumerate(curves):
+    color = f'C{index % 10}'  # One colour a run, curves and level lines alike.
+    if curve.get('level') is not None:
+      axes.axhline(curve['level'], linestyle='--', linewidth=1.2, label=curve['label'],
+                   color=color)
+    else:
+      axes.plot(curve['epochs'], curve['ppl'], marker='o', markersize=3, label=curve['label'],
+                color=color)
+  axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # Epochs are whole.
+  # Log scale: runs hundreds apart and a late epoch's 2% gain both show.
+  axes.set_yscale('log')
+  for axis_ticks in (axes.yaxis.set_major_formatter, axes.yaxis.set_minor_formatter):
+    axis_ticks(StrMethodFormatter('{x:g}'))  # 200, not 2×10².
+  axes.set(xlabel='epoch', ylabel='validation perplexity (exact, log scale; lower is better)',
+           title='Validation perplexity' + (f'\n{note}' if note else ''))
+  if curves:
+    axes.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
+  return figure

@@ -11,6 +11,8 @@ import jax
 from nplm import parallel
 from nplm.config import Config
 from nplm.data.corpus import Corpus
+from nplm.data.tokenizers import Tokenization
+from nplm.perplexity import perplexity
 
 
 class RunStatus(enum.StrEnum):
@@ -32,6 +34,21 @@ def bits_per_token(result: dict) -> float:
   return result['nll'] / result['tokens'] / math.log(2)
 
 
+def word_perplexities(config: Config, corpus: Corpus, results: dict) -> dict:
+  """{'<split>_word_ppl': exp(Σ NLL / words)} for a model whose tokens are not whitespace
+  words (subwords, NLTK's words, characters), where the corpus knows its words (a prepared
+  text or TFDS dataset); else {}. `words` counts each line's whitespace-separated words plus
+  one for its end: the tokens a whitespace word model counts (its `<eos>` included), so a
+  word model's perplexity, a subword model's and a character model's word_ppl on the same
+  text divide the same total NLL of the text by the same count and compare."""
+  if (Tokenization.of(config).whitespace_words
+      or any('words' not in corpus.stats[name] for name in results)):
+    return {}
+  stats = corpus.stats
+  return {f'{name}_word_ppl': perplexity(results[name]['nll'], stats[name]['words'])['ppl']
+          for name in results}
+
+
 def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progress: dict,
                 steps: int, params, results: dict, wall_seconds: float) -> dict:
   """summary.json of a run: its exact perplexities (`results`, per split), how it went, and
@@ -47,6 +64,7 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
       **{f'{name}_ppl': results[name]['ppl'] for name in results},
       **({'bpc': {name: bits_per_token(results[name]) for name in results}}
          if config.tokens == 'chars' else {}),
+      **word_perplexities(config, corpus, results),
       'nll': {name: results[name]['nll'] for name in results},
       'epochs': progress['epochs_done'],
       'best_epoch': progress['best_epoch'],

@@ -24,6 +24,7 @@ from gensim.test.utils import datapath
 
 from nplm.errors import ConfigError
 from nplm.files import write_text_atomically
+from nplm.use.neighbours import feature_vectors
 from nplm.use.trained import TrainedModel, load_trained
 
 # gensim's evaluation files (gensim/test/test_data), by the name nplm reports them under.
@@ -32,6 +33,9 @@ ANALOGY_BENCHMARK = 'questions-words.txt'
 # gensim's default, written out because the scores depend on it (and on case folding,
 # case_insensitive=True, also its default).
 RESTRICT_VOCAB = 300_000
+# A score over less than this share of a benchmark's pairs or questions measures the few
+# words covered, not the vectors: it is flagged (`low_coverage`) as not comparable.
+MIN_COVERAGE = 0.5
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,8 +49,8 @@ class WordVectors:
 
 
 def of_trained(trained: TrainedModel) -> WordVectors:
-  return WordVectors(trained.vocab.words,
-                     np.asarray(trained.params['model']['C']['embedding'], np.float32))
+  """Its C as saved (float32; a count model, which has none, is a one-line error)."""
+  return WordVectors(trained.vocab.words, feature_vectors(trained).astype(np.float32))
 
 
 def of_workdir(workdir: str | os.PathLike) -> WordVectors:
@@ -78,8 +82,11 @@ def write_word2vec_text(word_vectors: WordVectors, path: str | os.PathLike) -> N
   write_text_atomically(path, word2vec_text(word_vectors))
 
 
-def keyed_vectors(word_vectors: WordVectors) -> KeyedVectors:
-  """The vectors as gensim's KeyedVectors, in id order (gensim's frequency rank)."""
+def keyed_vectors(source: TrainedModel | WordVectors) -> KeyedVectors:
+  """A trained model's C (or given word vectors) as gensim's KeyedVectors: its vocabulary as
+  keys, in id order (gensim's frequency rank), so most_similar, evaluate_word_pairs and the
+  rest of gensim read it as they read word2vec's own vectors."""
+  word_vectors = source if isinstance(source, WordVectors) else of_trained(source)
   keyed = KeyedVectors(word_vectors.dim)
   keyed.add_vectors(list(word_vectors.words), word_vectors.vectors)
   return keyed
@@ -113,15 +120,16 @@ def _known_words(keyed: KeyedVectors) -> set[str]:
 def pair_score(keyed: KeyedVectors, path: str | os.PathLike) -> dict:
   """Spearman ρ between a file's human ratings and the cosine similarities of the pairs with
   both words in the vocabulary (None when fewer than two pairs are, or ρ is undefined), and
-  the coverage: the share of the file's pairs scored."""
+  the coverage: the share of the file's pairs scored (low_coverage: under MIN_COVERAGE)."""
   pairs, known = _rated_pairs(path), _known_words(keyed)
   covered = sum(a.upper() in known and b.upper() in known for a, b in pairs)
   rho = math.nan
   if covered >= 2:  # A correlation needs two points; gensim raises below that.
     _, (rho, _), _ = keyed.evaluate_word_pairs(str(path), restrict_vocab=RESTRICT_VOCAB,
                                                case_insensitive=True)
-  return {'spearman': _finite_or_none(rho), 'coverage': covered / len(pairs) if pairs else 0.0,
-          'covered': covered, 'pairs': len(pairs)}
+  coverage = covered / len(pairs) if pairs else 0.0
+  return {'spearman': _finite_or_none(rho), 'coverage': coverage, 'covered': covered,
+          'pairs': len(pairs), 'low_coverage': coverage < MIN_COVERAGE}
 
 
 def _questions(path: str | os.PathLike) -> int:
@@ -133,15 +141,17 @@ def _questions(path: str | os.PathLike) -> int:
 
 def analogy_score(keyed: KeyedVectors, path: str | os.PathLike) -> dict:
   """The share of answered questions answered right (None if none could be), and the
-  coverage: the share of all questions answered (all four words in the vocabulary)."""
+  coverage: the share of all questions answered (all four words in the vocabulary;
+  low_coverage: under MIN_COVERAGE)."""
   _, sections = keyed.evaluate_word_analogies(str(path), restrict_vocab=RESTRICT_VOCAB,
                                               case_insensitive=True)
   total = sections[-1]  # gensim appends the 'Total accuracy' section last.
   correct, answered = len(total['correct']), len(total['correct']) + len(total['incorrect'])
   questions = _questions(path)
-  return {'accuracy': correct / answered if answered else None,
-          'coverage': answered / questions if questions else 0.0,
-          'correct': correct, 'answered': answered, 'questions': questions}
+  coverage = answered / questions if questions else 0.0
+  return {'accuracy': correct / answered if answered else None, 'coverage': coverage,
+          'correct': correct, 'answered': answered, 'questions': questions,
+          'low_coverage': coverage < MIN_COVERAGE}
 
 
 def benchmark_scores(keyed: KeyedVectors) -> dict:

@@ -1,4 +1,5 @@
-"""A trained model on other text: any dataset's splits, or a text file, read through the
+"""A trained model (or an n-gram model: anything nplm.use.trained.load_trained reads) on
+other text: any dataset's splits, or a text file, read through the
 model's own vocabulary and tokenization, scored exactly (every token once, the head's
 normalized log_prob), with what fell to `<unk>` counted.
 
@@ -24,15 +25,20 @@ from nplm.data.sources import source_of
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
+from nplm.use.ngram_run import NgramRun
 from nplm.use.trained import TrainedModel
 from nplm.run_files.summary import bits_per_token
 
+Model = TrainedModel | NgramRun  # What nplm.use.trained.load_trained reads.
 
-def dataset_types(config: Config) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+
+def dataset_types(config: Config, tokenizer_model: bytes | None = None
+                  ) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
   """(every type, each split as type indices) of the dataset `config` names, before any
-  vocabulary cut: what another model's vocabulary then maps."""
+  vocabulary cut: what another model's vocabulary then maps (cut by that model's learned
+  tokenizer, `tokenizer_model`, if it has one)."""
   config = config.resolved().validate_data()
-  return source_of(config.dataset).types_and_splits(config)
+  return source_of(config.dataset).types_and_splits(config, tokenizer_model)
 
 
 def data_fingerprint(vocab: Vocabulary, types, splits: dict[str, np.ndarray]) -> str:
@@ -44,7 +50,7 @@ def data_fingerprint(vocab: Vocabulary, types, splits: dict[str, np.ndarray]) ->
   return corpus_lib.Corpus(vocab, ids, stats={}, train_types=0, boundary_id=0).fingerprint
 
 
-def same_data(trained: TrainedModel, types, splits: dict[str, np.ndarray]) -> bool | None:
+def same_data(trained: Model, types, splits: dict[str, np.ndarray]) -> bool | None:
   """Whether a dataset's splits are the data `trained` was trained on (None: its run
   recorded no fingerprint, an older nplm's)."""
   if trained.data_fingerprint is None:
@@ -52,7 +58,7 @@ def same_data(trained: TrainedModel, types, splits: dict[str, np.ndarray]) -> bo
   return data_fingerprint(trained.vocab, types, splits) == trained.data_fingerprint
 
 
-def own_dataset_types(trained: TrainedModel, data_dir: str = ''):
+def own_dataset_types(trained: Model, data_dir: str = ''):
   """(types, splits) of the dataset the run of `trained` records, read at its recorded
   (absolute) location, the prepared copy in `data_dir` if given; a ConfigError if it is not
   there or no longer holds the data the run was trained on."""
@@ -70,14 +76,16 @@ def own_dataset_types(trained: TrainedModel, data_dir: str = ''):
   if same_data(trained, types, splits) is False:
     raise ConfigError(
         f'--dataset={dataset} holds other data than {workdir} was trained on (its '
-        'fingerprint differs from the one in run.json: the files changed since); to score '
+        'fingerprint differs from the one its workdir recorded: the files changed since); to score '
         f'what it holds now, name it: --dataset={dataset}')
   return types, splits
 
 
-def file_types(lines: Iterable[str], config: Config):
-  """A text file as one split 'file', tokenized as the dataset of `config` was."""
-  return corpus_lib.index_types({'file': file_tokens(lines, config.dataset, config.tokens)})
+def file_types(lines: Iterable[str], trained: Model):
+  """A text file as one split 'file', tokenized as the dataset of `trained` was (by its
+  tokenizer: a learned one is read from its workdir)."""
+  return corpus_lib.index_types(
+      {'file': file_tokens(lines, trained.config.dataset, trained.tokenizer)})
 
 
 def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> list:
@@ -88,7 +96,7 @@ def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> l
   return sorted(unknown, key=lambda item: (-item[1], item[0]))[:top]
 
 
-def evaluate(trained: TrainedModel, types, splits: dict[str, np.ndarray], top_unknown: int = 10
+def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: int = 10
              ) -> dict[str, dict]:
   """Per split: tokens, exact perplexity (bits per token for a character model), <unk> rate
   and the most frequent words that fell to <unk>."""

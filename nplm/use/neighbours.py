@@ -5,6 +5,8 @@ feed-forward and recurrent models alike keep it at params['model']['C']['embeddi
 used alike get alike vectors (the paper's section 1: "similar" words nearby), so a word's
 nearest neighbours show what the model learned about it. Cosine similarity compares
 directions only: a vector's length mostly tracks the word's frequency, not its use.
+Analogies are answered as word2vec and gensim answer them: king - man + woman, 3CosAdd over
+unit vectors, the query words excluded [Mikolov et al. 2013a, section 4.1].
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nplm import paths
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.errors import ConfigError
 from nplm.files import save_figure_atomically
@@ -23,13 +26,23 @@ from nplm.use.trained import TrainedModel
 
 def feature_vectors(trained: TrainedModel) -> np.ndarray:
   """C, [|V|, m], in float64 so that a word's similarity to itself is 1 to ~1e-15."""
-  return np.asarray(trained.params['model']['C']['embedding'], np.float64)
+  params = getattr(trained, 'params', None)  # An n-gram run counts words; it has no C.
+  if params is None:
+    raise ConfigError(f'{paths.shown(trained.config.workdir)} is a count model, not a '
+                      'network: it has no word vectors; name the workdir of a trained network')
+  return np.asarray(params['model']['C']['embedding'], np.float64)
+
+
+def known_and_unknown(vocab: Vocabulary, words: Sequence[str]) -> tuple[list[str], list[str]]:
+  """The words with a vector of their own, and those without (read as `<unk>`), in order."""
+  known = [w for w in words if w == UNK or vocab.id_of(w) != vocab.unk_id]
+  return known, [w for w in words if w not in known]
 
 
 def ids_of(vocab: Vocabulary, words: Sequence[str]) -> list[int]:
   """The words' ids; a word outside the vocabulary has no vector of its own (it was read as
   `<unk>`), so it is an error that names it."""
-  unknown = [w for w in words if w != UNK and vocab.id_of(w) == vocab.unk_id]
+  _, unknown = known_and_unknown(vocab, words)
   if unknown:
     raise ConfigError(f'not in the vocabulary (|V| = {vocab.size}): {", ".join(unknown)}')
   return [vocab.id_of(w) for w in words]
@@ -51,6 +64,22 @@ def nearest(vectors: np.ndarray, vocab: Vocabulary, word: str, k: int) -> list[t
   others = [i for i in np.argsort(-similarity, kind='stable').tolist() if i != word_id]
   chosen = [word_id] + others[:k - 1]
   return [(vocab.words[i], float(similarity[i])) for i in chosen]
+
+
+def analogy(vectors: np.ndarray, vocab: Vocabulary, positive: str, negative: str,
+            added: str, k: int) -> list[tuple[str, float]]:
+  """The k words nearest by cosine to positive - negative + added, computed on unit vectors
+  (3CosAdd: king - man + woman ≈ queen), the three query words excluded, as gensim's
+  `most_similar(positive=[positive, added], negative=[negative])` and word2vec's
+  compute-accuracy answer it [Mikolov et al. 2013a, section 4.1]."""
+  if k < 1:
+    raise ConfigError(f'--k must be at least 1, not {k}')
+  ids = ids_of(vocab, [positive, negative, added])
+  unit = _unit_rows(vectors)
+  target = unit[ids[0]] - unit[ids[1]] + unit[ids[2]]
+  similarity = unit @ (target / max(np.linalg.norm(target), np.finfo(target.dtype).tiny))
+  ranked = [i for i in np.argsort(-similarity, kind='stable').tolist() if i not in ids]
+  return [(vocab.words[i], float(similarity[i])) for i in ranked[:k]]
 
 
 def projection(vectors: np.ndarray) -> np.ndarray:

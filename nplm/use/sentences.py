@@ -1,62 +1,214 @@
-"""Typed sentences scored by a trained model: log p of each word given the words before it.
+"""Typed sentences scored by a trained model, many at once: log p of each token given the
+tokens before it, and of the sentence's end.
 
-Each sentence is read as the start of a split (nplm.use.trained.TrainedModel.split_log_probs), as
-if a text (Brown) or a line (text datasets) had just ended: a feed-forward model's first
-context is n-1 copies of the boundary token, a recurrent model starts from h_0 = 0 with it as
-its first input. A sentence is tokenized as the model's dataset was (nplm.data.tokenize:
-Brown's punctuation is a token of its own, "said." is "said ."); a word outside the
-vocabulary is scored as `<unk>`, the class it was trained as.
+Each sentence is read alone, as the start of a split: a model with a finite context of c
+tokens (feed-forward, Transformer, n-gram) reads c boundary tokens first, a recurrent model
+starts from h_0 = 0 with the boundary token as its first input. A sentence is tokenized as
+the model's dataset was (its tokenizer: Brown's punctuation is a token of its own, "said." is
+"said ."); a token outside the vocabulary is scored as `<unk>`, the class it was trained as.
+Where the dataset ends its sentences with a token (`<eos>` after every line of a text
+dataset), that token is scored too, as KenLM's query scores </s>; Brown's sentences have none.
+
+Many sentences share one compiled program, BATCH_TOKENS tokens at a time (a large file is
+streamed). A finite-context model reads a batch as one stream, each sentence behind its own
+c boundary tokens (which restart the context exactly as a split's start does), padded to a
+power of two and scored by the model's own split pass (`split_log_probs`): one compilation
+per power of two. A recurrent model reads a batch as rows, sentences of one length bucket
+(a power of two) each, padded at the end, every row from h_0 = 0: padding after a sentence
+cannot change what came before it, and is dropped.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-from nplm.data.tokenize import words_of
+import jax
+import numpy as np
+
+from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
-from nplm.use.trained import TrainedModel
+
+BATCH_TOKENS = 1 << 16  # Tokens (with a finite context's boundary tokens) scored together.
+_SMALLEST_BUCKET = 8  # The shortest piece (or row) length compiled.
 
 
 @dataclasses.dataclass(frozen=True)
 class TokenScore:
-  word: str  # As typed (after tokenization).
-  token: str  # The vocabulary's word the model read: `word`, or <unk> outside the vocabulary.
+  word: str  # As typed (after tokenization); the end mark where a sentence end is scored.
+  token: str  # The vocabulary's token the model read: `word`, or <unk> outside the vocabulary.
   log_prob: float  # Natural log p(token | the earlier tokens of the sentence).
+  oov: bool  # The model read it as <unk>.
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class SentenceScore:
+  """A sentence's score; its per-token details are built only when asked for (`tokens`)."""
   text: str
-  tokens: tuple[TokenScore, ...]
+  log_prob: float  # ln p(w_1 … w_n [end]) = Σ_t ln p(w_t | w_1 … w_{t-1}) (chain rule).
+  num_tokens: int  # Tokens scored, the end mark included.
+  num_oovs: int  # Tokens read as <unk>.
+  words: Sequence[str] = dataclasses.field(repr=False)
+  ids: np.ndarray = dataclasses.field(repr=False)
+  token_log_probs: np.ndarray = dataclasses.field(repr=False)
+  vocab: Vocabulary = dataclasses.field(repr=False)
 
   @property
-  def log_prob(self) -> float:
-    """log p(w_1 … w_n) = Σ_t log p(w_t | w_1 … w_{t-1}) (chain rule)."""
-    return math.fsum(t.log_prob for t in self.tokens)
+  def log10_prob(self) -> float:
+    return self.log_prob / math.log(10)
 
   @property
   def perplexity(self) -> float:
-    """exp(-mean log p) per token: the split perplexity's formula on this one sentence."""
-    return math.exp(-self.log_prob / len(self.tokens))
+    """exp(-mean ln p) per token: the split perplexity's formula on this one sentence."""
+    return math.exp(-self.log_prob / self.num_tokens)
 
-  def as_dict(self) -> dict:
-    return {'text': self.text, 'log_prob': self.log_prob, 'perplexity': self.perplexity,
-            'tokens': [dataclasses.asdict(t) for t in self.tokens]}
+  @property
+  def tokens(self) -> tuple[TokenScore, ...]:
+    unk_id = self.vocab.unk_id
+    return tuple(TokenScore(word, token, float(log_prob), int(i) == unk_id)
+                 for word, token, i, log_prob in zip(self.words, self.vocab.decode(self.ids),
+                                                     self.ids, self.token_log_probs))
+
+  def as_dict(self, tokens: bool = True) -> dict:
+    """The numbers for JSON; with `tokens`, each token's word, token read, ln p and oov."""
+    numbers = {'text': self.text, 'log_prob': self.log_prob, 'log10_prob': self.log10_prob,
+               'num_tokens': self.num_tokens, 'num_oovs': self.num_oovs,
+               'perplexity': self.perplexity}
+    if tokens:
+      numbers['tokens'] = [dataclasses.asdict(t) for t in self.tokens]
+    return numbers
 
 
-def score_sentences(trained: TrainedModel, sentences: Sequence[str]) -> list[SentenceScore]:
-  """Every sentence scored on its own, each from the start-of-split context."""
-  scores = []
+def score_sentences(model, sentences: Sequence[str]) -> list[SentenceScore]:
+  """Every sentence scored on its own, each from the start-of-split context, in order."""
+  return list(scored(model, sentences))
+
+
+def rank_sentences(model, sentences: Sequence[str]) -> list[SentenceScore]:
+  """The sentences' scores, the most probable first (ties in the order given)."""
+  return sorted(score_sentences(model, sentences), key=lambda score: -score.log_prob)
+
+
+def scored(model, sentences: Iterable[str],
+           batch_tokens: int = BATCH_TOKENS) -> Iterator[SentenceScore]:
+  """The scores of a stream of sentences, in order, about `batch_tokens` tokens scored at a
+  time. Scores are held back until some token of the input is in the vocabulary: input that
+  has none (another language, another tokenization) is refused rather than scored."""
+  model.require_language_model()
+  held, known = [], False
+  for texts, words, ids, lengths, any_known in _batches(model, sentences, batch_tokens):
+    scores = _scored_batch(model, texts, words, ids, lengths)
+    known = known or any_known
+    if not known:
+      held.extend(scores)
+      continue
+    yield from held
+    held = []
+    yield from scores
+  if held:
+    raise ConfigError("none of the words of the input is in the model's vocabulary (every "
+                      'one would be read as <unk>): a text in another language or '
+                      'tokenization?')
+
+
+def _batches(model, sentences: Iterable[str], batch_tokens: int):
+  """(texts, tokens per sentence, ids of all of them with the end marks, lengths, whether a
+  typed token is in the vocabulary) for each run of whole sentences that fills at most
+  `batch_tokens` (a longer sentence alone), each sentence counted with its c boundary
+  tokens where the context is finite."""
+  tokenizer, vocab, end = model.tokenizer, model.vocab, model.sentence_end
+  padding = model.context_length or 0
+  texts, words, count = [], [], 0
   for number, text in enumerate(sentences, 1):
-    words = words_of(text, trained.config.dataset, trained.config.tokens)
-    if not words:
-      raise ConfigError(f'sentence {number} has no words to score')
-    ids = trained.vocab.encode(words)
-    # One batch (or segment) holds the whole sentence: no padding to compute.
-    log_probs = trained.split_log_probs(ids, batch_size=len(ids))
-    tokens = tuple(TokenScore(word, token, float(log_prob)) for word, token, log_prob
-                   in zip(words, trained.vocab.decode(ids), log_probs))
-    scores.append(SentenceScore(text, tokens))
-  return scores
+    tokens = tokenizer.tokens(text)
+    if not tokens:
+      raise ConfigError(f'sentence {number} has no words to score ({text!r})')
+    if end is not None:
+      tokens = [*tokens, end]
+    if texts and count + len(tokens) + padding > batch_tokens:
+      yield _encoded(vocab, end, texts, words)
+      texts, words, count = [], [], 0
+    texts.append(text)
+    words.append(tokens)
+    count += len(tokens) + padding
+  if texts:
+    yield _encoded(vocab, end, texts, words)
+
+
+def _encoded(vocab, end, texts, words):
+  lengths = np.array([len(w) for w in words])
+  ids = vocab.encode([token for sentence in words for token in sentence])
+  typed = ids if end is None else np.delete(ids, np.cumsum(lengths) - 1)
+  return texts, words, ids, lengths, bool((typed != vocab.unk_id).any())
+
+
+def _scored_batch(model, texts, words, ids, lengths) -> list[SentenceScore]:
+  log_probs = (_stream_log_probs(model, ids, lengths) if model.context_length is not None
+               else _row_log_probs(model, ids, lengths))
+  starts = _starts(lengths)
+  totals = np.add.reduceat(log_probs, starts)
+  oovs = np.add.reduceat((ids == model.vocab.unk_id).astype(np.int64), starts)
+  return [SentenceScore(text, float(total), int(length), int(oov), sentence_words,
+                        ids[start:start + length], log_probs[start:start + length], model.vocab)
+          for text, total, length, oov, sentence_words, start
+          in zip(texts, totals, lengths, oovs, words, starts)]
+
+
+def _starts(lengths: np.ndarray) -> np.ndarray:
+  """Where each sentence starts among the concatenated tokens."""
+  return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+
+def _buckets(lengths) -> np.ndarray:
+  """The power of two at or above each length (at least _SMALLEST_BUCKET): few shapes
+  compile."""
+  powers = np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64)
+  return np.maximum(_SMALLEST_BUCKET, np.left_shift(1, powers))
+
+
+# --- a finite context: one stream, each sentence behind its own c boundary tokens ------------
+
+def _stream_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+  """ln p of each id (sentences of `lengths`, concatenated) by one `split_log_probs` pass
+  over them, each behind its c boundary tokens, padded to a power of two."""
+  c = model.context_length
+  # Token k of sentence s sits at s + 1 times c, plus its place among the ids.
+  positions = np.arange(len(ids)) + np.repeat(np.arange(1, len(lengths) + 1) * c, lengths)
+  stream = np.full(int(_buckets([positions[-1] + 1])[0]), model.boundary_id, np.int32)
+  stream[positions] = ids
+  return np.asarray(model.split_log_probs(stream), np.float64)[positions]
+
+
+# --- a recurrent model: rows from h_0 = 0, padded to a length bucket ----------------------------
+
+@functools.partial(jax.jit, static_argnames='lm')
+def _rows_scored(lm, variables, words, targets):
+  """ln p of each row's targets [R, L], every row read from h_0 = 0; compiled once per
+  (rows, length) shape."""
+  return lm.apply(variables, words, targets, lm.model.initial_state(words.shape[0]),
+                  method=lm.log_prob)[0]
+
+
+def _row_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+  """ln p of each id, the sentences as rows grouped by length bucket, a power of two of
+  rows holding at most --eval_batch_size tokens (a longer sentence alone)."""
+  lm, budget = model.lm, model.config.eval_batch_size
+  variables = lm.variables_of(model.params)
+  starts, buckets = _starts(lengths), _buckets(lengths)
+  out = np.empty(len(ids), np.float64)
+  for length in np.unique(buckets):
+    same = np.flatnonzero(buckets == length)
+    rows = 1 << max(0, int(budget // length).bit_length() - 1)
+    for group in np.split(same, np.arange(rows, len(same), rows)):
+      inside = np.arange(length) < lengths[group][:, None]  # [R, L]: the real tokens
+      source = np.where(inside, starts[group][:, None] + np.arange(length), 0)
+      # A short last group: the power of two at or above its count, not all `rows`.
+      targets = np.zeros((min(rows, 1 << (len(group) - 1).bit_length()), length), np.int32)
+      targets[:len(group)] = np.where(inside, ids[source], 0)
+      words = np.concatenate([np.full((len(targets), 1), model.boundary_id, np.int32),
+                              targets[:, :-1]], axis=1)  # Each target's input: the one before.
+      log_probs = np.asarray(_rows_scored(lm, variables, words, targets), np.float64)
+      out[source[inside]] = log_probs[:len(group)][inside]
+  return out

@@ -27,6 +27,8 @@ from nplm.data.sources import source_of
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.lm import LanguageModel, build_language_model
+from nplm.use.next_words import NextWords
+from nplm.use.ngram_run import NgramRun, is_ngram_dir, load_ngram_run
 
 
 class NoTrainedModelError(FileNotFoundError):
@@ -61,6 +63,18 @@ class TrainedModel:
     """The token that ends a sentence in its dataset (<eos>), or None (Brown)."""
     return source_of(self.config.dataset).sentence_end
 
+  @property
+  def name(self) -> str:
+    """A short description for tables and messages: 'nnlm order 5, --head=softmax'."""
+    order = f' order {self.lm.model.order}' if self.lm.model.family == 'windows' else ''
+    return f'{self.config.model}{order}, --head={self.config.head}'
+
+  @property
+  def context_length(self) -> int | None:
+    """How many earlier tokens a prediction reads: n-1 for a window model (feed-forward,
+    Transformer), None for a recurrent one (every earlier token of the split)."""
+    return self.lm.model.order - 1 if self.lm.model.family == 'windows' else None
+
   def require_language_model(self) -> None:
     """A ConfigError for a model that gives no probability of a text (word2vec's)."""
     if not self.lm.model.language_model:
@@ -69,6 +83,12 @@ class TrainedModel:
                         'both sides, so it gives no probability of a text to score, evaluate, '
                         'mix or sample from; nplm neighbours and nplm embeddings read its '
                         'word vectors')
+
+  def next_words(self) -> NextWords:
+    """The model read one word at a time: the exact distribution of the next word after
+    some prompts (nplm.use.next_words), for prediction and generation."""
+    self.require_language_model()
+    return NextWords(self.lm, self.params, self.boundary_id)
 
   def split_log_probs(self, ids: np.ndarray, batch_size: int | None = None) -> np.ndarray:
     """log p(w_t | its context) for every token of a split, in order (float64): the n-1
@@ -89,9 +109,10 @@ class TrainedModel:
     return self._scorers[batch_size]
 
 
-def load_trained(workdir: str | os.PathLike) -> TrainedModel:
+def load_trained(workdir: str | os.PathLike) -> TrainedModel | NgramRun:
   """The model of a run's workdir with the parameters its summary reports: the best on
-  validation, or the latest where no epoch has finished (a run cut short by --max_steps).
+  validation, or the latest where no epoch has finished (a run cut short by --max_steps);
+  an n-gram DIR's model (nplm ngram --out) as an NgramRun (nplm.use.ngram_run).
 
   `workdir` may be relative to the current directory, and may have been moved or copied
   since training: nothing inside it is found by a recorded path. The config returned has
@@ -105,6 +126,8 @@ def load_trained(workdir: str | os.PathLike) -> TrainedModel:
                               if not os.path.lexists(where) or paths.broken_link(where) else
                               f'{shown} is not a directory (give the --workdir of a run)')
   identity, vocab_path = read_identity(where), where / 'vocab.txt'
+  if identity is None and is_ngram_dir(where):
+    return load_ngram_run(where)
   if identity is None or not vocab_path.exists():
     raise NoTrainedModelError(f'{shown} holds no training run (no run.json or vocab.txt); '
                               'train one there first')

@@ -1,0 +1,135 @@
+"""nplm from Python: `nplm.train(...)` a model, `nplm.load(workdir)` one to use.
+
+  import nplm
+  summary = nplm.train(['--flagfile=mlp1', '--workdir=runs/mlp1', '--epochs=1'])
+  model = nplm.load('runs/mlp1')
+  model.perplexity('The jury said it did not know .')
+  model.rank(['about 15 minutes from', 'about 15 minuets from'])[0].text
+  model.predict('the jury said', k=5)
+
+Every method is the function the command of the same name calls (nplm.cli), so the
+numbers are the commands' numbers: one path from Python and from the shell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from nplm import display, flagfiles
+from nplm.config import Config, ConfigError
+from nplm.data.text_sources import read_lines
+from nplm.use import embeddings, evaluation, generation, prediction, sentences
+from nplm.use.trained import load_trained
+
+__all__ = ['Config', 'Model', 'load', 'train']
+
+
+def train(config_or_flags: Config | Sequence[Config] | dict | Sequence[str] | str,
+          quiet: bool = False):
+  """Trains (or resumes) a run and returns its summary, as `nplm train` does, with its
+  start-up and progress lines unless `quiet`. Takes a Config, a list of Configs (trained
+  together, one summary each), a dict of knobs, or the command's flags: a list such as
+  ['--flagfile=mlp9', '--workdir=runs/mlp9'] or one string of them."""
+  from nplm import trainer  # Imports JAX and Flax: only when a run is trained.
+  configs = _configs(config_or_flags)
+  with _progress_lines(quiet):
+    return trainer.run(configs)
+
+
+def _configs(given) -> Config | list[Config]:
+  if isinstance(given, Config):
+    return given
+  if isinstance(given, dict):
+    return Config(**given)
+  if isinstance(given, str):
+    given = given.split()
+  if isinstance(given, (list, tuple)) and given and all(isinstance(c, Config) for c in given):
+    return list(given)
+  if not (isinstance(given, (list, tuple))
+          and all(isinstance(flag, str) and flag.startswith('-') for flag in given)):
+    raise ConfigError('nplm.train takes a Config, a list of Configs, a dict of knobs or '
+                      "flags such as ['--flagfile=mlp9', '--workdir=runs/mlp9']")
+  return flagfiles.config_from_flags(given)
+
+
+@contextlib.contextmanager
+def _progress_lines(quiet: bool):
+  logger = logging.getLogger('nplm')
+  if not quiet:
+    display.show_progress_lines()
+    yield
+    return
+  level = logger.level
+  logger.setLevel(logging.WARNING)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+
+
+def load(workdir: str | os.PathLike) -> Model:
+  """The model a run (nplm train) or an n-gram fit (nplm ngram --out) left in `workdir`."""
+  return Model(load_trained(workdir))
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """A trained language model (or word2vec model, for its vectors) read from its workdir.
+
+  `read` is what the commands read (nplm.use.trained.TrainedModel, or an n-gram model):
+  its config, vocabulary and tokenizer are there."""
+  read: object
+
+  @property
+  def config(self) -> Config:
+    return self.read.config
+
+  @property
+  def vocab(self):
+    return self.read.vocab
+
+  def perplexity(self, text_or_path: str | os.PathLike) -> float:
+    """The exact perplexity of a text (a string: one sentence per line) or of a text file
+    (a Path, or a string naming an existing file), tokenized as the model's dataset was,
+    every token once (`nplm evaluate --text_file`)."""
+    path = Path(text_or_path) if isinstance(text_or_path, os.PathLike) else None
+    if path is None and '\n' not in text_or_path and os.path.isfile(text_or_path):
+      path = Path(text_or_path)
+    lines = read_lines(path) if path is not None else text_or_path.splitlines()
+    types, splits = evaluation.file_types(lines, self.read)
+    if not len(splits['file']):
+      raise ConfigError(f'{path or "the text"} is empty: no text to score')
+    return evaluation.evaluate(self.read, types, splits)['file']['ppl']
+
+  def score(self, sentences_: str | Sequence[str]) -> list[sentences.SentenceScore]:
+    """Each sentence's log-probability, token by token (`nplm score`)."""
+    return sentences.score_sentences(self.read, _listed(sentences_))
+
+  def rank(self, sentences_: Sequence[str]) -> list[sentences.SentenceScore]:
+    """The sentences' scores, the most probable first (`nplm rank`)."""
+    return sentences.rank_sentences(self.read, _listed(sentences_))
+
+  def predict(self, prefix: str = '', k: int = 10) -> list[prediction.Prediction]:
+    """The k most probable next tokens after `prefix`, with exact probabilities
+    (`nplm predict`)."""
+    return prediction.predict(self.read, prefix, k)
+
+  def generate(self, prompt: str = '', seed: int = 0, **sampling) -> str | list[str]:
+    """Text continuing `prompt` (`nplm generate`); `sampling`: the fields of
+    nplm.use.generation.Sampling (length, sentences, temperature, top_k, top_p, no_unk,
+    samples). One text, or a list when samples > 1."""
+    texts = generation.generate_text(self.read, prompt, generation.Sampling(**sampling), seed)
+    return texts[0] if len(texts) == 1 else texts
+
+  def vectors(self):
+    """The word feature vectors C as gensim KeyedVectors (most_similar, similarity, …)."""
+    return embeddings.keyed_vectors(self.read)
+
+
+def _listed(sentences_: str | Sequence[str]) -> list[str]:
+  return [sentences_] if isinstance(sentences_, str) else list(sentences_)

@@ -1,0 +1,94 @@
+r"""The most probable next tokens after a prefix, with their exact probabilities.
+
+  nplm predict --workdir=runs/mlp9 "the cat sat on the"
+  nplm predict --workdir=runs/lstm --k=5 --json "The jury said" "It was"
+  printf 'the cat\nof the\n' | nplm predict --workdir=runs/kn5
+
+Per prefix (each argument, or else each line of stdin): the --k most probable tokens, one
+per line, with p and ln p, from the model's exact distribution over its whole vocabulary
+(nplm.use.prediction). The prefix is tokenized as the model's dataset was and read after the
+start-of-split context; an empty one asks for the first token of a text. Tokens outside the
+vocabulary are read as <unk> (named on stderr).
+"""
+
+import json
+import sys
+from collections.abc import Sequence
+
+from absl import flags
+
+from nplm import cli
+from nplm.errors import ConfigError
+from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
+from nplm.use.trained import load_trained
+from nplm.stop_requests import Interrupted, interrupting
+
+FLAGS = flags.FLAGS
+
+
+def _label(token: str) -> str:
+  return '␣' if token == ' ' else token  # A character model's space, visible.
+
+
+def report(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]) -> str:
+  """One block per prefix: a line per token, p and ln p."""
+  blocks = []
+  for prefix, best in zip(prefixes, predictions):
+    width = max(12, *(len(_label(p.token)) for p in best))
+    lines = [prefix if prefix else '(the start of a text)']
+    lines += [f'  {_label(p.token):{width}} {p.probability:8.5f} {p.log_prob:9.4f}'
+              for p in best]
+    blocks.append('\n'.join(lines))
+  return '\n\n'.join(blocks)
+
+
+def as_json(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]) -> str:
+  return json.dumps([{'prefix': prefix, 'predictions': [p.as_dict() for p in best]}
+                     for prefix, best in zip(prefixes, predictions)], indent=2)
+
+
+def prefixes_of(argv: Sequence[str]) -> list[str]:
+  """The arguments, or else stdin's lines (unless stdin is a terminal)."""
+  if len(argv) > 1:
+    return list(argv[1:])
+  lines = [] if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read().splitlines()
+  if not lines:
+    raise ConfigError('give one or more prefixes to continue, each one quoted argument, or '
+                      'one per line on stdin')
+  return lines
+
+
+def main(argv):
+  cli.show_progress_lines()
+  try:
+    if FLAGS.k < 1:
+      raise ConfigError(f'--k must be at least 1, not {FLAGS.k}')
+    prefixes = prefixes_of(argv)
+    with interrupting(f'predicting with {FLAGS.workdir}'):
+      model = load_trained(FLAGS.workdir)
+      model.require_language_model()
+      predictions = []
+      for prefix in prefixes:
+        prompt = read_prompt(model, prefix)
+        note = unknown_note(prompt)
+        if note:
+          print(f'warning: {note}', file=sys.stderr)
+        predictions.append(top_tokens(model, next_log_probs(model, prompt), FLAGS.k))
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
+  except (*cli.USER_ERRORS, OSError) as error:
+    cli.fail(error)
+  print(as_json(prefixes, predictions) if FLAGS.json else report(prefixes, predictions))
+
+
+def run_program(argv=None) -> None:
+  flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train or nplm ngram).')
+  flags.DEFINE_integer('k', 10, 'How many of the most probable next tokens to list.')
+  flags.DEFINE_bool('json', False, 'Print JSON: per prefix its text and predictions (token, '
+                    'probability, log_prob).')
+  flags.mark_flag_as_required('workdir')
+  cli.start(main, argv)
+
+
+if __name__ == '__main__':
+  run_program()

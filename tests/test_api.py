@@ -1,0 +1,90 @@
+"""nplm from Python (nplm.api): `import nplm` stays light, `nplm.train` takes what a user has
+(a Config, a dict, the command's flags) and shows the command's progress lines unless quiet,
+and `nplm.load(workdir)` gives the numbers the commands print, read through the same
+functions."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nplm import api
+from nplm.config import Config, ConfigError
+from nplm.flagfiles import config_from_flagfile
+from tests.conftest import write_text_corpus
+
+ROOT = Path(__file__).parent.parent
+TINY = ['--dataset=text:corpus', '--order=3', '--feature_size=8', '--hidden_size=8',
+        '--epochs=2', '--batch_size=32', '--eval_batch_size=64', '--unk_max_count=1',
+        '--data_dir=tfds']
+
+
+def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+  """`python -c code` in `cwd`, the checkout importable as an installed package would be."""
+  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+  return subprocess.run([sys.executable, '-c', code], cwd=cwd, env=env, capture_output=True,
+                        text=True, timeout=600)
+
+
+def nplm(*args: str, cwd: Path) -> str:
+  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+  done = subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr
+  return done.stdout
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+  """A tiny run trained by `nplm.train` from Python twice (shown, then quiet), in a directory
+  that is the current one of the child processes: (that directory, the two results)."""
+  home = tmp_path_factory.mktemp('api')
+  write_text_corpus(home / 'corpus')
+  code = ('import json, nplm\n'
+          f'shown = nplm.train({[*TINY, "--workdir=runs/shown"]!r})\n'
+          f'quiet = nplm.train({[*TINY, "--workdir=runs/quiet"]!r}, quiet=True)\n'
+          'print(json.dumps([shown["test_ppl"], quiet["test_ppl"]]))\n')
+  done = python(code, home)
+  assert done.returncode == 0, done.stderr
+  return home, done
+
+
+def test_import_nplm_loads_neither_jax_nor_tfds(tmp_path):
+  done = python('import sys, nplm\n'
+                'print(sorted(m for m in ("jax", "flax", "tensorflow_datasets") '
+                'if m in sys.modules))\n'
+                'print(callable(nplm.load), callable(nplm.train), "jax" in sys.modules)', tmp_path)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.split('\n')[:2] == ['[]', 'True True True']
+
+
+def test_train_shows_the_commands_progress_lines_unless_quiet(trained):
+  _, done = trained
+  shown, quiet = json.loads(done.stdout)
+  assert shown == quiet  # The same run, shown or not.
+  lines = done.stderr.splitlines()
+  # The first run's start-up, epoch and final lines; none from the quiet one.
+  assert any('runs/shown' in line for line in lines), done.stderr
+  assert not any('runs/quiet' in line for line in lines), done.stderr
+  assert any('valid perplexity' in line for line in lines), done.stderr
+
+
+def test_train_takes_a_config_a_dict_or_flags_alike():
+  config = Config(workdir='runs/x', order=3, epochs=2, dataset='text:corpus')
+  flags = ['--workdir=runs/x', '--order=3', '--epochs=2', '--dataset=text:corpus']
+  assert api._configs(config) is config
+  assert api._configs(dict(workdir='runs/x', order=3, epochs=2, dataset='text:corpus')) == config
+  assert api._configs(flags) == config
+  assert api._configs(' '.join(flags)) == config
+  assert api._configs([config, config]) == [config, config]
+  # A recipe read as `nplm train` reads it: its flags first, the typed ones winning.
+  assert (api._configs(['--workdir=runs/x', '--flagfile=mlp1', '--epochs=1'])
+          == config_from_flagfile('mlp1', workdir='runs/x', epochs=1))
+  for wrong in (42, ['--flagfile=mlp1', 'runs/x']):
+    with pytest.raises(ConfigError, match='nplm.train takes'):
+      api._configs(wrong)
+  with pytest.raises(ConfigError, match='no_such_knob'):
+    api._configs(['--no_such_knob=1'])

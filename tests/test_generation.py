@@ -1,0 +1,224 @@
+"""nplm generate: greedy, top-k and top-p draws, sentence ends, text out, the program."""
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from nplm.config import Config
+from nplm.data import tokenizers
+from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
+from nplm.trainer import run
+from nplm.use.generation import Sampling, generate, generate_text, sampling_logits
+from nplm.use.trained import load_trained
+from tests.conftest import write_text_corpus
+from tests.test_prediction import QUICK, numpy_next_log_probs
+from tests.test_train import tiny_config
+
+
+@pytest.fixture(scope='module')
+def runs(tiny_corpus, tmp_path_factory):
+  """A word model on the tiny Brown corpus and a character model on its text as text:DIR."""
+  root = tmp_path_factory.mktemp('runs')
+  words = tiny_config(root / 'words', **QUICK)
+  chars = Config(workdir=str(root / 'chars'), dataset=f'text:{write_text_corpus(root / "text")}',
+                 data_dir=str(root / 'tfds'), tokens='chars', order=4, feature_size=8,
+                 hidden_size=16, batch_size=32, eval_batch_size=64, learning_rate=1e-2,
+                 **QUICK)
+  run(words, tiny_corpus)
+  run(chars)
+  return {'words': load_trained(words.workdir), 'chars': load_trained(chars.workdir)}
+
+
+# --- the draw reshaped: a numpy reading of temperature, top-k and top-p -------------------
+
+def numpy_draw_probabilities(log_p, temperature, top_k=0, top_p=1.0, banned=None):
+  """p(w)^(1/T) (T = 0: the first best word), then the k best kept, then the smallest
+  most-probable set of mass >= p; ties with the last word kept are kept; renormalized."""
+  allowed = np.asarray(log_p, np.float64).copy()
+  if banned is not None:
+    allowed[banned] = -np.inf
+  if temperature == 0:
+    p = np.zeros_like(allowed)
+    p[int(np.argmax(allowed))] = 1.0
+  else:
+    p = np.exp((allowed - allowed.max()) / temperature)
+    p /= p.sum()
+  if top_k:
+    p[p < np.sort(p)[::-1][min(top_k, len(p)) - 1]] = 0.0
+    p /= p.sum()
+  if top_p < 1:
+    descending = np.sort(p)[::-1]
+    size = int(np.argmax(np.cumsum(descending) >= top_p)) + 1
+    p[p < descending[size - 1]] = 0.0
+    p /= p.sum()
+  return p
+
+
+@pytest.mark.parametrize('temperature,top_k,top_p,banned', [
+    (1.0, 0, 0.5, None), (1.0, 0, 0.9, 3), (0.7, 5, 0.8, None), (2.0, 12, 0.95, None),
+    (1.3, 0, 0.03, None), (0.0, 0, 1.0, None), (0.0, 3, 0.5, 7), (1.0, 0, 1.0, None)])
+def test_top_k_and_top_p_keep_what_the_numpy_reading_keeps(temperature, top_k, top_p, banned):
+  log_p = np.log(np.random.default_rng(1).dirichlet(np.full(40, 0.5)))
+  log_p[[5, 9]] = log_p[2]  # Ties: kept or cut together.
+  log_p -= np.log(np.exp(log_p).sum())
+  want = numpy_draw_probabilities(log_p, temperature, top_k, top_p, banned)
+  got = jax.nn.softmax(sampling_logits(log_p.astype(np.float32), temperature, top_k, banned,
+                                       top_p))
+  np.testing.assert_allclose(got, want, atol=2e-6)
+  if 0 < top_p < 1:  # The nucleus: mass >= p, and without its least words (ties) < p.
+    before = numpy_draw_probabilities(log_p, temperature, top_k, 1.0, banned)
+    kept = before[want > 0]
+    assert kept.sum() >= top_p and kept[kept > kept.min()].sum() < top_p
+
+
+def test_greedy_takes_the_first_of_tied_best_words():
+  logits = np.log(np.array([0.1, 0.3, 0.3, 0.2, 0.1]))
+  got = jax.nn.softmax(sampling_logits(logits.astype(np.float32), 0.0))
+  np.testing.assert_array_equal(got, [0, 1, 0, 0, 0])
+  got = jax.nn.softmax(sampling_logits(logits.astype(np.float32), 0.0, banned=1))
+  np.testing.assert_array_equal(got, [0, 0, 1, 0, 0])
+
+
+def test_top_p_draws_follow_the_nucleus_of_the_model(runs):
+  trained, draws = runs['words'], 4000
+  prompt = trained.vocab.encode('the jury'.split())
+  want = numpy_draw_probabilities(numpy_next_log_probs(trained, prompt.tolist()), 1.5,
+                                  top_p=0.6)
+  first = [s[0] for s in generate(trained, prompt, Sampling(1, 1.5, top_p=0.6, samples=draws))]
+  frequency = np.bincount(first, minlength=len(want)) / draws
+  assert np.all(np.abs(frequency - want) <= 5 * np.sqrt(want * (1 - want) / draws) + 1e-3)
+  assert 1 < (want > 0).sum() < trained.vocab.size
+
+
+# --- a model of known behaviour: a bigram table behind the reading protocol ----------------
+
+class BigramReader:
+  """The next_words protocol over a table: the next word depends on the last one only."""
+
+  def __init__(self, log_table, boundary):
+    self.log_table, self.boundary = log_table, boundary
+
+  def start(self, prompts):
+    prompts = np.asarray(prompts)
+    return prompts[:, -1] if prompts.shape[1] else np.full(len(prompts), self.boundary)
+
+  def next(self, state):
+    return self.log_table[state].astype(np.float32), state
+
+  def push(self, state, words):
+    return np.asarray(words)
+
+
+def bigram_model(successor: dict[str, str], sentence_end=None):
+  """Each word followed by its successor with p = 0.6, the rest spread evenly."""
+  words = (UNK, 'the', 'jury', 'said', PARAGRAPH_END, TEXT_END, END_OF_SENTENCE)
+  vocab = Vocabulary(words, np.ones(len(words), np.int64), 0)
+  table = np.full((len(words), len(words)), 0.4 / (len(words) - 1))
+  for word, following in successor.items():
+    table[vocab.id_of(word), vocab.id_of(following)] = 0.6
+  boundary = vocab.id_of(END_OF_SENTENCE if sentence_end else TEXT_END)
+  return types.SimpleNamespace(
+      vocab=vocab, boundary_id=boundary, sentence_end=sentence_end,
+      tokenizer=tokenizers.Tokenizer(), next_words=lambda: BigramReader(np.log(table), boundary))
+
+
+BROWN_LIKE = {TEXT_END: 'the', 'the': 'jury', 'jury': PARAGRAPH_END, PARAGRAPH_END: TEXT_END}
+
+
+def test_greedy_runs_on_across_text_ends_to_the_length():
+  model = bigram_model(BROWN_LIKE)
+  (ids,) = generate(model, [], Sampling(9, temperature=0))
+  assert model.vocab.decode(ids) == ['the', 'jury', PARAGRAPH_END, TEXT_END] * 2 + ['the']
+  (text,) = generate_text(model, 'the jury', Sampling(5, temperature=0, top_p=0.3))
+  assert text == 'the jury\n\nthe jury'  # </p> a line end; </text> after it a blank line.
+
+
+TEXT_LIKE = {END_OF_SENTENCE: 'the', 'the': 'said', 'said': END_OF_SENTENCE}
+
+
+def test_greedy_runs_on_across_sentence_ends_of_a_text_dataset():
+  model = bigram_model(TEXT_LIKE, sentence_end=END_OF_SENTENCE)
+  (text,) = generate_text(model, 'the', Sampling(7, temperature=0))
+  assert text == 'the said\nthe said\nthe said'
+
+
+@pytest.mark.parametrize('sentences,length,brown,text', [
+    (1, 20, 'the jury </p>', 'the said <eos>'),
+    (2, 20, 'the jury </p> </text> the jury </p>', 'the said <eos> the said <eos>'),
+    (3, 8, 'the jury </p> </text> the jury </p> </text>',
+     'the said <eos> the said <eos> the said'),
+    (1, 2, 'the jury', 'the said')])
+def test_sentences_stop_a_sample_after_its_nth_end_unless_the_length_comes_first(
+    sentences, length, brown, text):
+  sampling = Sampling(length, temperature=0, sentences=sentences)
+  for model, want in [(bigram_model(BROWN_LIKE), brown),  # </text> after </p>: no new end.
+                      (bigram_model(TEXT_LIKE, sentence_end=END_OF_SENTENCE), text)]:
+    (ids,) = generate(model, [], sampling)
+    assert ' '.join(model.vocab.decode(ids)) == want
+
+
+def test_sampled_sentences_count_every_end_and_stop_where_the_unbounded_sample_would(runs):
+  trained = runs['words']
+  ends = [trained.vocab.id_of(PARAGRAPH_END), trained.vocab.id_of(TEXT_END)]
+  prompt = trained.vocab.encode(['The', 'jury'])
+  free = generate(trained, prompt, Sampling(300, temperature=1.5, samples=6), seed=4)
+  assert all(len(ids) == 300 for ids in free)
+  assert sum(np.isin(ids[:-1], ends).sum() for ids in free) > 0  # Ends crossed on the way.
+  stopped = generate(trained, prompt, Sampling(300, temperature=1.5, samples=6, sentences=2),
+                     seed=4)
+  for short, long in zip(stopped, free):
+    assert short.tolist() == long[:len(short)].tolist()
+    previous = np.concatenate([[prompt[-1]], short[:-1]])
+    counted = int((np.isin(short, ends) & ~np.isin(previous, ends)).sum())
+    assert (counted == 2 and short[-1] in ends) or (len(short) == 300 and counted < 2)
+
+
+# --- text out ----------------------------------------------------------------------------
+
+def test_characters_print_joined_one_line_per_sentence(runs):
+  trained = runs['chars']
+  texts = generate_text(trained, 'the ju', Sampling(80, samples=3, sentences=2), seed=1)
+  for text, ids in zip(texts, generate(trained, trained.vocab.encode(list('the ju')),
+                                       Sampling(80, samples=3, sentences=2), seed=1)):
+    chars = ''.join('\n' if t == END_OF_SENTENCE else t for t in trained.vocab.decode(ids))
+    assert text == ('the ju' + chars).removesuffix('\n')
+    assert text.count('\n') <= 1
+
+
+def program(*args: str, cwd) -> subprocess.Popen:
+  return subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'generate', *args], cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(child: subprocess.Popen) -> tuple[int, str, str]:
+  stdout, stderr = child.communicate(timeout=300)
+  return child.returncode, stdout, stderr
+
+
+def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_path):
+  chars, words = (Path(runs[k].config.workdir) for k in ('chars', 'words'))
+  cwd = chars.parent  # Workdirs typed relative to it.
+  good = [program(f'--workdir={chars.name}', '--prompt=the ju', '--length=40', '--seed=2',
+                  '--samples=2', '--top_p=0.9', cwd=cwd),
+          program(f'--workdir={words.name}', '--prompt=zebra quagga', '--length=5',
+                  '--temperature=0', cwd=cwd)]
+  bad = {'--length=0': '--length must be at least 1', '--top_p=0': '--top_p must be in (0, 1]',
+         '--top_p=1.5': '--top_p must be in (0, 1]', '--temperature=-1': '--temperature must'}
+  refused = [program(f'--workdir={words.name}', flag, cwd=cwd) for flag in bad]
+  (rc, out, err), (rc2, out2, err2) = map(finish, good)
+  assert rc == rc2 == 0, err + err2
+  texts = generate_text(runs['chars'], 'the ju', Sampling(40, samples=2, top_p=0.9), seed=2)
+  assert out == f'--- sample 1 ---\n{texts[0]}\n--- sample 2 ---\n{texts[1]}\n'
+  assert 'warning:' in err2 and 'zebra quagga' in err2  # All unknown: allowed, warned.
+  greedy = generate_text(runs['words'], 'zebra quagga', Sampling(5, temperature=0))
+  assert out2 == greedy[0] + '\n' and greedy[0].startswith('zebra quagga')
+  for child, phrase in zip(refused, bad.values()):
+    returncode, _, stderr = finish(child)
+    assert returncode == 2, stderr
+    assert stderr.startswith('error: ') and phrase in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1 and 'Traceback' not in stderr, stderr

@@ -1,0 +1,158 @@
+"""nplm predict: the k most probable next tokens, against each model written out in numpy."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from nplm.data.vocab import TEXT_END, UNK
+from nplm.errors import ConfigError
+from nplm.trainer import run
+from nplm.use.prediction import next_log_probs, predict, read_prompt, unknown_note
+from nplm.use.trained import load_trained
+from tests.test_heads import numpy_tree_log_probs
+from tests.test_model import numpy_eq1
+from tests.test_rnn import numpy_model, rnn_config
+from tests.test_train import tiny_config
+from tests.test_transformer import HEADS, numpy_log_probs, transformer_config
+
+QUICK = dict(epochs=1, patience=1, log_every=1000, checkpoint_every=1000)
+KINDS = ('nnlm', 'nnlm_nce', 'nnlm_tree', 'lstm', 'transformer')
+PREFIXES = ('', 'The jury said', 'the election zebra of')  # 'zebra' is not in the vocabulary.
+
+
+@pytest.fixture(scope='module')
+def runs(tiny_corpus, tmp_path_factory):
+  """One tiny run per kind of model and head, read back as the tools read them."""
+  root = tmp_path_factory.mktemp('runs')
+  configs = {'nnlm': tiny_config(root / 'nnlm', **QUICK),
+             'nnlm_nce': tiny_config(root / 'nnlm_nce', head='nce', **QUICK),
+             'nnlm_tree': tiny_config(root / 'nnlm_tree', head='tree', **QUICK),
+             'lstm': rnn_config(root / 'lstm', **QUICK),
+             'transformer': transformer_config(root / 'transformer', **QUICK)}
+  for config in configs.values():
+    run(config, tiny_corpus)
+  return {kind: load_trained(config.workdir) for kind, config in configs.items()}
+
+
+def log_softmax(y):
+  y = y - y.max(axis=-1, keepdims=True)
+  return y - np.log(np.exp(y).sum(axis=-1, keepdims=True))
+
+
+def numpy_next_log_probs(trained, history: list[int]) -> np.ndarray:
+  """log p(· | history) [|V|] in float64, from the start-of-split context, in numpy."""
+  config = trained.config
+  params = jax.tree.map(lambda a: np.asarray(a, np.float64),
+                        trained.lm.variables_of(trained.params)['params'])
+  boundary = trained.vocab.id_of(TEXT_END)
+  if config.model == 'lstm':  # From h_0 = 0, `</text>` the first input.
+    hidden, _ = numpy_model('lstm', params['model'], np.array([[boundary, *history]]),
+                            np.zeros(trained.lm.model.initial_state(1).shape))
+    output = params['head']['output']
+    return log_softmax(hidden[0, -1] @ output['embedding'].T + output['bias'])
+  padded = [boundary] * (config.order - 1) + history
+  context = np.array([[padded[-1 - j] for j in range(config.order - 1)]])  # w_{t-1} first
+  if config.model == 'transformer':
+    return numpy_log_probs(params, context, HEADS)[0, -1]
+  if config.head == 'tree':  # Eq. 1's hidden: x beside tanh(d + H x), then the tree.
+    x = np.concatenate([params['model']['C']['embedding'][context[:, j]]
+                        for j in range(context.shape[1])], axis=1)
+    hidden = np.concatenate([x, np.tanh(params['model']['H']['bias']
+                                        + x @ params['model']['H']['kernel'])], axis=1)
+    return numpy_tree_log_probs(params['head'], trained.lm.head.tree, hidden)[0]
+  # Softmax, and NCE's exact distribution: the softmax of its output layer.
+  return numpy_eq1(params, context, config.hidden_size, config.direct)[0]
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_predictions_are_the_top_k_of_the_full_numpy_distribution(runs, kind):
+  trained = runs[kind]
+  vocab = trained.vocab
+  for prefix in PREFIXES:
+    ids = vocab.encode(prefix.split()).tolist()
+    want = numpy_next_log_probs(trained, ids)
+    got = next_log_probs(trained, read_prompt(trained, prefix))
+    assert got.shape == (vocab.size,) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    assert math.fsum(np.exp(want)) == pytest.approx(1.0, abs=1e-9)  # Over all |V| tokens.
+    assert math.fsum(np.exp(got.astype(np.float64))) == pytest.approx(1.0, abs=1e-4)
+    best = predict(trained, prefix, k=7)
+    order = sorted(range(vocab.size), key=lambda i: -want[i])[:7]
+    assert [p.token for p in best] == vocab.decode(order), prefix
+    np.testing.assert_allclose([p.log_prob for p in best], want[order], atol=2e-5)
+    np.testing.assert_allclose([p.probability for p in best], np.exp(want[order]), atol=2e-6)
+
+
+def test_k_beyond_the_vocabulary_lists_it_all_and_below_one_is_refused(runs):
+  trained = runs['nnlm']
+  every = predict(trained, 'the', k=trained.vocab.size + 5)
+  assert sorted(p.token for p in every) == sorted(trained.vocab.words)
+  assert math.fsum(p.probability for p in every) == pytest.approx(1.0, abs=1e-5)
+  with pytest.raises(ConfigError, match='--k'):
+    predict(trained, 'the', k=0)
+
+
+def test_unknown_words_are_read_as_unk_and_named(runs):
+  trained = runs['nnlm']
+  prompt = read_prompt(trained, 'the zebra and the quagga zebra')
+  assert prompt.unknown == ['zebra', 'quagga'] and not prompt.only_unknown
+  assert prompt.ids.tolist() == [trained.vocab.id_of(w) for w in
+                                 ('the', UNK, 'and', 'the', UNK, UNK)]
+  assert 'zebra quagga' in unknown_note(prompt)
+  assert read_prompt(trained, 'zebra quagga').only_unknown
+  assert unknown_note(read_prompt(trained, 'the jury')) is None
+
+
+# --- the program -------------------------------------------------------------------------
+
+def program(*args: str, cwd, stdin: str | None = None) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, '-m', 'nplm.cli', 'predict', *args], cwd=cwd,
+                        input=stdin if stdin is not None else '', capture_output=True, text=True,
+                        timeout=300)
+
+
+def test_the_program_prints_the_top_k_per_prefix_from_a_relative_workdir(runs):
+  trained = runs['lstm']
+  workdir = os.path.relpath(trained.config.workdir, os.path.dirname(trained.config.workdir))
+  cwd = os.path.dirname(trained.config.workdir)
+  text = program(f'--workdir={workdir}', '--k=4', 'The jury said zebra', '', cwd=cwd)
+  assert text.returncode == 0, text.stderr
+  assert 'zebra' in text.stderr and UNK in text.stderr
+  blocks = text.stdout.rstrip('\n').split('\n\n')
+  assert [b.splitlines()[0] for b in blocks] == ['The jury said zebra', '(the start of a text)']
+  for block, prefix in zip(blocks, ['The jury said zebra', '']):
+    want = numpy_next_log_probs(trained, trained.vocab.encode(prefix.split()).tolist())
+    rows = [line.split() for line in block.splitlines()[1:]]
+    order = sorted(range(trained.vocab.size), key=lambda i: -want[i])[:4]
+    assert [row[0] for row in rows] == trained.vocab.decode(order)
+    np.testing.assert_allclose([float(row[1]) for row in rows], np.exp(want[order]), atol=1e-5)
+    np.testing.assert_allclose([float(row[2]) for row in rows], want[order], atol=1e-4)
+  piped = program(f'--workdir={workdir}', '--k=3', '--json', cwd=cwd,
+                  stdin='The jury said zebra\nof the\n')
+  assert piped.returncode == 0, piped.stderr
+  document = json.loads(piped.stdout)
+  assert [entry['prefix'] for entry in document] == ['The jury said zebra', 'of the']
+  for entry in document:
+    want = numpy_next_log_probs(trained, trained.vocab.encode(entry['prefix'].split()).tolist())
+    order = sorted(range(trained.vocab.size), key=lambda i: -want[i])[:3]
+    assert [p['token'] for p in entry['predictions']] == trained.vocab.decode(order)
+    np.testing.assert_allclose([p['log_prob'] for p in entry['predictions']], want[order],
+                               atol=2e-5)
+
+
+@pytest.mark.parametrize('args,phrase', [(('--k=0', 'the'), '--k must be at least 1'),
+                                         ((), 'give one or more prefixes'),
+                                         (('--workdir=nowhere', 'the'), 'no such directory')])
+def test_the_program_refuses_bad_input_in_one_line(runs, tmp_path, args, phrase):
+  workdir = ('--workdir=' + os.path.relpath(runs['nnlm'].config.workdir, tmp_path),)
+  done = program(*(args if args and args[0].startswith('--workdir') else workdir + args),
+                 cwd=tmp_path)
+  assert done.returncode == 2, done.stderr
+  assert done.stderr.startswith('error: ') and phrase in done.stderr, done.stderr
+  assert len(done.stderr.strip().splitlines()) == 1, done.stderr
