@@ -308,29 +308,13 @@ class Config:
         (self.train_tokens >= 0 and self.valid_tokens >= 0
          and (self.train_tokens > 0) == (self.valid_tokens > 0),
          '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
-        *self._tokenizer_checks(),
+        *[(False, error) for error in _tokenizer_errors(self)],
         *[(False, error) for error in source.config_errors(self)],
         (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
          f'--split_fractions must be three positive shares summing to 1, got '
          f'{self.split_fractions!r}'),
         (len(self.tfds_splits.split(',')) == 3 and all(self.tfds_splits.split(',')),
          f'--tfds_splits names three TFDS splits (train, valid, test), got {self.tfds_splits!r}'),
-    ]
-
-  def _tokenizer_checks(self) -> list[tuple[bool, str]]:
-    from nplm.data.tokenizers import SUBWORD_TOKENIZERS, TOKENIZERS  # Imports numpy.
-    return [
-        (self.tokenizer in TOKENIZERS,
-         f'unknown --tokenizer={self.tokenizer!r}; known: {", ".join(TOKENIZERS)}'),
-        (self.tokens == 'words' or self.tokenizer == 'whitespace',
-         f'--tokenizer={self.tokenizer} cuts words, --tokens=chars reads every character: '
-         'leave out --tokenizer (or give --tokens=words)'),
-        (self.tokenizer in SUBWORD_TOKENIZERS
-         or self.subword_vocab_size == _default('subword_vocab_size'),
-         f'--subword_vocab_size is read by --tokenizer={", ".join(SUBWORD_TOKENIZERS)}, not '
-         f'--tokenizer={self.tokenizer}: leave it out'),
-        (self.subword_vocab_size >= 1,
-         f'--subword_vocab_size must be positive, got {self.subword_vocab_size}'),
     ]
 
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
@@ -368,6 +352,11 @@ _PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
 
 def _default(name: str) -> Any:
   return Config.__dataclass_fields__[name].default
+
+
+def _tokenizer_errors(config: Config) -> list[str]:
+  from nplm.data import tokenizers  # Imports numpy: only when a config is validated.
+  return tokenizers.config_errors(config, default_subword_vocab_size=_default('subword_vocab_size'))
 
 
 def group_of(name: str) -> str:

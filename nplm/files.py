@@ -1,24 +1,40 @@
 """Files written whole or not at all: readers never see half of one."""
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
-def write_text_atomically(path: str | os.PathLike, text: str) -> None:
-  """Writes via a temporary file in the same directory and a rename: no half-written file."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = 'w') -> Iterator[IO]:
+  """A file written through a temporary file in the same directory, renamed to `path` only
+  once it was written whole ('w': UTF-8 text, characters kept as given; 'wb': bytes)."""
   path = Path(path)
   fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
+  text = {} if 'b' in mode else {'encoding': 'utf-8', 'newline': ''}
   try:
-    with os.fdopen(fd, 'w', encoding='utf-8', newline='') as f:  # Characters kept as given.
-      f.write(text)
+    with os.fdopen(fd, mode, **text) as f:
+      yield f
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide exported files from other accounts.
     os.replace(tmp, path)
   except BaseException:
     os.unlink(tmp)
     raise
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+  """Writes via a temporary file in the same directory and a rename: no half-written file."""
+  with atomic_file(path) as f:
+    f.write(text)
+
+
+def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> None:
+  with atomic_file(path, 'wb') as f:
+    f.write(data)
 
 
 def write_json_atomically(path: str | os.PathLike, data: Any) -> None:

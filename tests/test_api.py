@@ -88,3 +88,47 @@ def test_train_takes_a_config_a_dict_or_flags_alike():
       api._configs(wrong)
   with pytest.raises(ConfigError, match='no_such_knob'):
     api._configs(['--no_such_knob=1'])
+
+
+def test_load_gives_the_numbers_the_commands_print(trained):
+  """A relative workdir, read from Python and by each command, in the same directory."""
+  home, _ = trained
+  (home / 'letter.txt').write_text('the jury said it\nwas the city\n')
+  sentences = ['the jury said it', 'it was the city']
+  code = ('import json, nplm\n'
+          'model = nplm.load("runs/shown")\n'
+          'print(json.dumps({\n'
+          '    "perplexity": model.perplexity("letter.txt"),\n'
+          '    "text": model.perplexity("the jury said it\\nwas the city"),\n'
+          f'    "score": [s.as_dict(tokens=False) for s in model.score({sentences!r})],\n'
+          f'    "rank": [s.text for s in model.rank({sentences!r})],\n'
+          '    "predict": [p.as_dict() for p in model.predict("the jury", k=4)],\n'
+          '    "generate": model.generate("the jury", length=12, seed=3),\n'
+          '    "vector": model.vectors()["the"].tolist()}))\n')
+  done = python(code, home)
+  assert done.returncode == 0, done.stderr
+  got = json.loads(done.stdout)
+  evaluated = json.loads(nplm('evaluate', '--workdir=runs/shown', '--text_file=letter.txt',
+                              '--json', cwd=home))
+  assert got['perplexity'] == got['text'] == evaluated['file']['ppl']
+  scored = [json.loads(line) for line in
+            nplm('score', '--workdir=runs/shown', '--json', *sentences, cwd=home).splitlines()]
+  assert got['score'] == scored
+  ranked = nplm('rank', '--workdir=runs/shown', *sentences, cwd=home).splitlines()
+  assert got['rank'] == [line.split(maxsplit=7)[-1] for line in ranked]
+  (predicted,) = json.loads(nplm('predict', '--workdir=runs/shown', '--k=4', '--json',
+                                 'the jury', cwd=home))
+  assert got['predict'] == predicted['predictions']
+  generated = nplm('generate', '--workdir=runs/shown', '--prompt=the jury', '--length=12',
+                   '--seed=3', cwd=home)
+  assert got['generate'] == generated.rstrip('\n')
+  # The vectors are the model's C, row by row as its vocabulary numbers the words.
+  from nplm.use.trained import load_trained
+  read = load_trained(home / 'runs' / 'shown')
+  table = read.params['model']['C']['embedding']
+  assert got['vector'] == pytest.approx(table[read.vocab.id_of('the')].tolist())
+
+
+def test_load_refuses_what_is_not_a_run_in_one_line(tmp_path):
+  with pytest.raises(Exception, match='holds no training run'):
+    api.load(tmp_path)

@@ -178,7 +178,7 @@ def test_ratios_divide_by_the_softmax_test_perplexity():
 
 def test_a_workdir_trained_longer_than_asked_is_refused(monkeypatch, tmp_path):
   # What nplm.trainer.run returns for a workdir an earlier --epochs=2 finished.
-  monkeypatch.setattr(heads_benchmark.train, 'run',
+  monkeypatch.setattr(heads_benchmark.trainer, 'run',
                       lambda config, corpus: {'status': 'epochs_done', 'epochs': 2})
   config = Config(workdir='unused', **TINY_SHAPE)
   with pytest.raises(RuntimeError, match='holds 2 epochs, not 1'):

@@ -184,9 +184,13 @@ def test_rank_prints_the_most_probable_first_with_the_difference(runs, tmp_path)
   assert result.returncode == 0, result.stderr.decode()
   lines = result.stdout.decode().splitlines()
   want = rank_sentences(model, candidates)
-  assert [line.split(maxsplit=5)[-1] for line in lines] == [s.text for s in want]
+  assert [line.split(maxsplit=7)[-1] for line in lines] == [s.text for s in want]
   assert [float(line.split()[4]) for line in lines] == pytest.approx(
       [s.log_prob - want[0].log_prob for s in want], abs=0.006)
+  assert [int(line.split()[6]) for line in lines] == [s.num_oovs for s in want]
+  # Alternatives with different numbers of unknown words: the ranking is flagged.
+  assert len({s.num_oovs for s in want}) == 2
+  assert 'a misspelling can rank above the right word' in result.stderr.decode()
 
 
 @pytest.mark.parametrize('content, args, phrase', [

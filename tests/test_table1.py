@@ -103,7 +103,7 @@ def test_rows_already_computed_are_reused(table_run, tiny_corpus, monkeypatch):
 
   def refuse(*args, **kwargs):
     raise AssertionError('a finished row was computed again')
-  monkeypatch.setattr(table1.train, 'run', refuse)
+  monkeypatch.setattr(table1.trainer, 'run', refuse)
   monkeypatch.setattr(table1, 'load_trained', refuse)
   monkeypatch.setattr(ngram.KneserNey, 'fit', refuse)
   monkeypatch.setattr(ngram.InterpolatedTrigram, 'fit', refuse)

@@ -11,6 +11,7 @@ Sentences come as for nplm score: arguments, --file or stdin.
 """
 
 import json
+import sys
 from collections.abc import Iterator, Sequence
 
 from absl import flags
@@ -32,7 +33,17 @@ def report_lines(ranked: Sequence[SentenceScore], as_json: bool = False) -> Iter
                         'difference': score.log_prob - best}, ensure_ascii=False)
     else:
       yield (f'{rank:3d}  ln {score.log_prob:9.2f}  diff {score.log_prob - best:8.2f}  '
-             f'{score.text}')
+             f'oov {score.num_oovs:2d}  {score.text}')
+
+
+def unknown_words_note(ranked: Sequence[SentenceScore]) -> str | None:
+  """A warning when the alternatives hold different numbers of <unk> tokens: an <unk> is
+  the probability of every rare word at once, so the ranking favours the unknown spelling."""
+  if len({score.num_oovs for score in ranked}) < 2:
+    return None
+  return ('note: the sentences hold different numbers of words outside the vocabulary (oov); '
+          'each is scored as <unk>, the class of every rare word, so a misspelling can rank '
+          'above the right word')
 
 
 def main(argv):
@@ -48,6 +59,8 @@ def main(argv):
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
+  if (note := unknown_words_note(ranked)) is not None:
+    print(note, file=sys.stderr)
   for line in report_lines(ranked, options.json):
     print(line)
 

@@ -249,3 +249,21 @@ def saved_tokenizer(workdir, tokenization: Tokenization) -> Tokenizer:
   except ValueError:
     raise ConfigError(f'{what}, which is damaged (no SentencePiece model): copy it back from '
                       'a copy of the workdir, or train the run again') from None
+
+
+def config_errors(config, default_subword_vocab_size: int) -> list[str]:
+  """What in the config's tokenizer knobs cannot be read together."""
+  checks = [
+      (config.tokenizer in TOKENIZERS,
+       f'unknown --tokenizer={config.tokenizer!r}; known: {", ".join(TOKENIZERS)}'),
+      (config.tokens == 'words' or config.tokenizer == 'whitespace',
+       f'--tokenizer={config.tokenizer} cuts words, --tokens=chars reads every character: '
+       'leave out --tokenizer (or give --tokens=words)'),
+      (config.tokenizer in SUBWORD_TOKENIZERS
+       or config.subword_vocab_size == default_subword_vocab_size,
+       f'--subword_vocab_size is read by --tokenizer={", ".join(SUBWORD_TOKENIZERS)}, not '
+       f'--tokenizer={config.tokenizer}: leave it out'),
+      (config.subword_vocab_size >= 1,
+       f'--subword_vocab_size must be positive, got {config.subword_vocab_size}'),
+  ]
+  return [error for ok, error in checks if not ok]

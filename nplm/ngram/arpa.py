@@ -35,7 +35,7 @@ import os
 import numpy as np
 
 from nplm.data.vocab import Vocabulary
-from nplm.files import write_text_atomically
+from nplm.files import atomic_file
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.ngram.table import UNSEEN, NgramTable
 
@@ -57,14 +57,20 @@ def write_arpa(model: KneserNey, vocab: Vocabulary, path: str | os.PathLike) -> 
   if spaced is not None:
     raise NotWritableError(f'the token {spaced!r} holds whitespace, which separates an ARPA '
                            "file's words")
-  sections = [_section(model, words, k) for k in range(1, model.order + 1)]
-  bo_column = model.order > 1
-  sections[0] += [f'{NEVER:.8g}\t{mark}' + ('\t0' if bo_column else '')
-                  for mark in SENTENCE_MARKS if mark not in words]
-  header = ['\\data\\'] + [f'ngram {k}={len(lines)}' for k, lines in enumerate(sections, 1)]
-  body = [line for k, lines in enumerate(sections, 1)
-          for line in ['', f'\\{k}-grams:', *lines]]
-  write_text_atomically(path, '\n'.join(header + body + ['', '\\end\\', '']))
+  marks = [mark for mark in SENTENCE_MARKS if mark not in words]
+  table = model.table
+  counts = [table.vocab_size + len(marks),
+            *(table.num_grams(k) for k in range(2, model.order + 1))]
+  with atomic_file(path) as f:  # Order by order: the file is never held whole in memory.
+    header = ['\\data\\'] + [f'ngram {k}={n}' for k, n in enumerate(counts, 1)]
+    f.write('\n'.join(header) + '\n')
+    for k in range(1, model.order + 1):
+      lines = _section(model, words, k)
+      if k == 1:
+        lines += [f'{NEVER:.8g}\t{mark}' + ('\t0' if model.order > 1 else '') for mark in marks]
+      f.write(f'\n\\{k}-grams:\n')
+      f.writelines(line + '\n' for line in lines)
+    f.write('\n\\end\\\n')
 
 
 def _section(model: KneserNey, words: list[str], k: int) -> list[str]:

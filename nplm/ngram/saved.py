@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from nplm.ngram import mixture
 from nplm.ngram.interpolated import InterpolatedTrigram
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.ngram.table import NgramTable
+from nplm.files import write_bytes_atomically
 
 KINDS = {'kn': KneserNey, 'delint': InterpolatedTrigram}
 
@@ -86,14 +86,3 @@ def _table_arrays(table: NgramTable) -> dict[str, np.ndarray]:
   return arrays
 
 
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-  """As nplm.files writes text: a temporary file in the same directory, then a rename."""
-  fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise

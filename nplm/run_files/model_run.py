@@ -7,8 +7,6 @@ summary.json) that every tool reads, and each stops on its own.
 """
 
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from nplm.data.tokenizers import TOKENIZER_FILE
 from nplm.run_files.metrics import MetricsWriter
 from nplm.run_files.summary import RunStatus
 from nplm.run_files.lock import WorkdirLock, prepare_workdir
+from nplm.files import write_bytes_atomically
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +45,10 @@ def open_workdir(config: Config, corpus: Corpus, main: bool):
     if main:
       corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
       if corpus.tokenizer_model is not None:
-        _write_bytes_atomically(workdir / TOKENIZER_FILE, corpus.tokenizer_model)
+        write_bytes_atomically(workdir / TOKENIZER_FILE, corpus.tokenizer_model)
     return Checkpoints(workdir, main), MetricsWriter(workdir if main else None), lock
   except BaseException:
     lock.release()
-    raise
-
-
-def _write_bytes_atomically(path: Path, data: bytes) -> None:
-  """As nplm.files.write_text_atomically, for bytes: a temporary file, then a rename."""
-  fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
     raise
 
 

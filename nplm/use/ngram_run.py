@@ -23,7 +23,7 @@ from nplm.data.sources import source_of
 from nplm.data.tokenizers import TOKENIZER_FILE
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
-from nplm.files import write_json_atomically
+from nplm.files import write_bytes_atomically, write_json_atomically
 from nplm.ngram import InterpolatedTrigram, KneserNey, arpa, saved
 
 MODEL_FILE, ARPA_FILE = 'model.npz', 'model.arpa'
@@ -105,7 +105,7 @@ def save_ngram_run(out: Path, model, corpus: Corpus, summary: dict) -> dict:
   sha256 = saved.save(model, out / MODEL_FILE)
   corpus.vocab.save(out / 'vocab.txt')
   if corpus.tokenizer_model is not None:  # A learned tokenizer, as a training run saves it.
-    saved.write_bytes_atomically(out / TOKENIZER_FILE, corpus.tokenizer_model)
+    write_bytes_atomically(out / TOKENIZER_FILE, corpus.tokenizer_model)
   else:
     (out / TOKENIZER_FILE).unlink(missing_ok=True)  # An earlier fit's, in the same DIR.
   try:
