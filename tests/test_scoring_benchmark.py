@@ -23,10 +23,12 @@ def test_the_benchmark_times_every_token_of_its_file(tmp_path):
   assert report['nplm']['tokens'] == tokens and report['sentences'] == len(lines)
   printed = scoring.formatted(report)
   assert f'{len(lines):,} sentences, {tokens:,} tokens' in printed
-  rate = re.search(r'score_sentences \(nnlm\): ([\d,]+) tokens/s', printed)
+  rate = re.search(r'score_sentences, nnlm order 3, --head=softmax: ([\d,]+) tokens/s', printed)
   assert rate and float(rate.group(1).replace(',', '')) > 0, printed
   assert 'cores' in printed.splitlines()[0]
   if importlib.util.find_spec('kenlm'):  # The optional peer: its rate and the ratio.
-    assert report['kenlm']['tokens'] == tokens and 'nplm / KenLM: ' in printed
+    assert report['kenlm']['tokens'] == tokens and 'nplm KN5 / KenLM: ' in printed
+    # The peer scored the same model: nplm's KN5 and KenLM's reading of its ARPA agree.
+    assert abs(report['kenlm']['log10_prob'] - report['nplm_kn5']['log10_prob']) < 1e-2
   else:
     assert 'KenLM: not installed' in printed

@@ -28,6 +28,7 @@ from nplm.files import write_text_atomically
 from nplm.ngram.arpa import write_arpa
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.use.sentences import score_sentences
+from nplm.use.ngram_run import NgramRun
 from nplm.use.trained import NoTrainedModelError, load_trained
 
 KENLM_ORDER = 5
@@ -68,24 +69,35 @@ def nplm_rates(model, sentences: list[str], repeats: int) -> dict:
           'log10_prob': math.fsum(score.log10_prob for score in scores)}
 
 
-def kenlm_rates(model, sentences: list[str], repeats: int, directory: Path) -> dict:
-  """KN5 of the sentences as ARPA, queried with KenLM one sentence at a time (nplm's tokens:
-  the dataset's end token typed, no <s> </s> of KenLM's own)."""
-  import kenlm  # The peer, optional: only this comparison needs it.
+def fitted_kn5(model, sentences: list[str]):
+  """(a KN5 of the sentences in the model's vocabulary, as an n-gram model every nplm tool
+  reads; the sentences as the lines of tokens KenLM is given: the dataset's end token typed,
+  no <s> </s> of KenLM's own)."""
   end = model.sentence_end
   tokenized = [model.tokenizer.tokens(s) + ([end] if end is not None else []) for s in sentences]
   ids = model.vocab.encode([token for sentence in tokenized for token in sentence])
+  kn5 = KneserNey.fit(ids, KENLM_ORDER, model.vocab.size, model.boundary_id)
+  return NgramRun(model.config, model.vocab, kn5, None), [' '.join(t) for t in tokenized]
+
+
+def kenlm_rates(kn5: NgramRun, lines: list[str], repeats: int, directory: Path) -> dict:
+  """The same KN5 written as ARPA and queried with KenLM one sentence at a time. Each line
+  starts with the order-1 boundary tokens nplm reads a sentence after (KenLM's own <s> is
+  not in nplm's model); their fixed log10 p is taken off the total, which is then nplm's."""
+  import kenlm  # The peer, optional: only this comparison needs it.
   arpa = directory / f'kn{KENLM_ORDER}.arpa'
-  write_arpa(KneserNey.fit(ids, KENLM_ORDER, model.vocab.size, model.boundary_id),
-             model.vocab, arpa)
+  write_arpa(kn5.model, kn5.vocab, arpa)
   query = kenlm.Model(str(arpa))
-  lines = [' '.join(sentence) for sentence in tokenized]
-  score = lambda: sum(query.score(line, bos=False, eos=False) for line in lines)  # noqa: E731
+  start = ' '.join([kn5.vocab.words[kn5.boundary_id]] * (KENLM_ORDER - 1))
+  started = [f'{start} {line}' for line in lines]
+  score = lambda: sum(query.score(line, bos=False, eos=False) for line in started)  # noqa: E731
   score()
   seconds, total = timed_runs(score, repeats)
   median = float(np.median(seconds))
-  return {'tokens': len(ids), 'median_seconds': median, 'tokens_per_second': len(ids) / median,
-          'log10_prob': total}
+  tokens = sum(len(line.split()) for line in lines)
+  start_log10_prob = query.score(start, bos=False, eos=False)
+  return {'tokens': tokens, 'median_seconds': median, 'tokens_per_second': tokens / median,
+          'log10_prob': total - len(lines) * start_log10_prob}
 
 
 def benchmark(workdir: str, tokens: int, repeats: int, file: str | None, directory: Path) -> dict:
@@ -93,28 +105,36 @@ def benchmark(workdir: str, tokens: int, repeats: int, file: str | None, directo
   model.require_language_model()
   path = Path(file) if file else directory / 'sentences.txt'
   sentences = sentences_file(model, path, tokens)
-  report = {'machine': machine_info(), 'model': model.config.model, 'workdir': str(workdir),
+  report = {'machine': machine_info(), 'model': model.name, 'workdir': str(workdir),
             'file': str(path), 'sentences': len(sentences), 'repeats': repeats,
             'nplm': nplm_rates(model, sentences, repeats)}
-  report['kenlm'] = (kenlm_rates(model, sentences, repeats, directory)
+  kn5, lines = fitted_kn5(model, sentences)
+  report['nplm_kn5'] = nplm_rates(kn5, sentences, repeats)
+  report['kenlm'] = (kenlm_rates(kn5, lines, repeats, directory)
                      if importlib.util.find_spec('kenlm') else None)
   return report
 
 
 def formatted(report: dict, markdown: bool = False) -> str:
   del markdown  # The same lines in both.
-  ours, theirs = report['nplm'], report['kenlm']
+  ours, kn5, theirs = report['nplm'], report['nplm_kn5'], report['kenlm']
+  rate = lambda r: f'{r["tokens_per_second"]:,.0f} tokens/s'  # noqa: E731
   lines = [machine_line(report['machine']),
            f'{report["file"]}: {report["sentences"]:,} sentences, {ours["tokens"]:,} tokens',
-           f'nplm score_sentences ({report["model"]}): {ours["tokens_per_second"]:,.0f} tokens/s '
-           f'(median of {report["repeats"]}; first pass {ours["first_pass_seconds"]:.2f} s, '
-           f'compiling about {ours["compile_seconds"]:.2f} s)']
+           f'nplm score_sentences, {report["model"]}: {rate(ours)} (median of '
+           f'{report["repeats"]}; first pass {ours["first_pass_seconds"]:.2f} s, compiling '
+           f'about {ours["compile_seconds"]:.2f} s)',
+           f'nplm score_sentences, KN{KENLM_ORDER} of the same sentences: {rate(kn5)}, '
+           f'total log10 p {kn5["log10_prob"]:.2f}']
   if theirs is None:
     lines.append('KenLM: not installed (pip install kenlm), no comparison')
   else:
-    lines += [f'KenLM Model.score, KN{KENLM_ORDER} per sentence: '
-              f'{theirs["tokens_per_second"]:,.0f} tokens/s',
-              f'nplm / KenLM: {ours["tokens_per_second"] / theirs["tokens_per_second"]:.3g}']
+    lines += [f'KenLM Model.score, that KN{KENLM_ORDER} as ARPA, per sentence: {rate(theirs)}, '
+              f'total log10 p {theirs["log10_prob"]:.2f}',
+              f'nplm KN{KENLM_ORDER} / KenLM: '
+              f'{kn5["tokens_per_second"] / theirs["tokens_per_second"]:.3g}; '
+              f'nplm {report["model"]} / KenLM: '
+              f'{ours["tokens_per_second"] / theirs["tokens_per_second"]:.3g}']
   return '\n'.join(lines)
 
 
