@@ -257,3 +257,21 @@ def test_the_defaults_keep_their_names():
   assert tokenizers.Tokenization.of(Config(tokens='chars', lowercase=True)).name == 'chars-lower'
   assert tokenizers.Tokenization.of(Config(tokenizer='unigram', lowercase=True)).name == (
       'unigram8000-lower')
+
+
+@pytest.mark.parametrize('tokenizer', ['nltk', 'bpe', 'unigram'])
+def test_a_corpus_own_unknown_token_stays_one_token(tokenizer):
+  """PTB and WikiText write `<unk>` in their text: every tokenizer keeps it whole (cut
+  apart, it would read as the pieces '<', 'unk', '>'), learns nothing from it, and writes it
+  back as itself (NLTK's detokenizer joins "mat ." as "mat.", which reads back the same)."""
+  lines = ['the cat <unk> sat on the mat .', '<unk> dogs ran to the <unk> park .'] * 100
+  tokenization = tokenizers.Tokenization(tokenizer=tokenizer, subword_vocab_size=40)
+  model = tokenization.learn(lines) if tokenization.learned else None
+  cut = tokenization.tokenizer_of(model)
+  for line in lines[:2]:
+    tokens = cut.tokens(line)
+    assert tokens.count('<unk>') == line.count('<unk>')
+    assert not any('<' in token or '>' in token for token in tokens if token != '<unk>')
+    assert cut.tokens(cut.detokenize(tokens)) == tokens
+    if tokenization.learned:  # Subwords give back the text itself.
+      assert cut.detokenize(tokens) == line

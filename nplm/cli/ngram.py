@@ -23,9 +23,10 @@ from nplm import cli, flagfiles, ngram, paths
 from nplm.config import DATA_FIELDS, ConfigError
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
+from nplm.data.tokenizers import Tokenization
 from nplm.perplexity import perplexity
 from nplm.stop_requests import Interrupted, interrupting
-from nplm.run_files.summary import bits_per_token
+from nplm.run_files.summary import bits_per_token, word_perplexities
 from nplm.use.ngram_run import model_name, save_ngram_run
 
 FLAGS = flags.FLAGS
@@ -50,7 +51,8 @@ def results(corpus: Corpus, config, model: str, order: int):
          for name, ids in corpus.splits.items()}
   tokens = {name: corpus.stats[name]['tokens'] for name in corpus.splits}
   summary = {
-      'model': model, 'order': order, 'dataset': config.dataset, 'tokenization': config.tokens,
+      'model': model, 'order': order, 'dataset': config.dataset,
+      'tokenization': Tokenization.of(config).name,
       'vocab_size': corpus.vocab.size, 'tokens': tokens,
       'unk_rate': {name: corpus.stats[name]['unk_rate'] for name in corpus.splits},
       **{f'{name}_ppl': perplexity(nll[name], tokens[name])['ppl'] for name in corpus.splits},
@@ -61,6 +63,7 @@ def results(corpus: Corpus, config, model: str, order: int):
   if config.tokens == 'chars':
     summary['bpc'] = {name: bits_per_token({'nll': nll[name], 'tokens': tokens[name]})
                       for name in nll}
+  summary |= word_perplexities(config, corpus, {name: {'nll': nll[name]} for name in nll})
   return fitted, summary
 
 

@@ -23,11 +23,26 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from nplm import paths
+from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
 
 TOKENIZERS = ('whitespace', 'nltk', 'bpe', 'unigram')  # --tokenizer's values.
 SUBWORD_TOKENIZERS = ('bpe', 'unigram')  # SentencePiece's model types, learned from text.
 TOKENIZER_FILE = 'tokenizer.model'  # A run's learned tokenizer, beside its vocab.txt.
+# A corpus's own unknown token (PTB, WikiText: `<unk>`) stays one token whatever cuts the
+# words around it: split apart it would read as the word pieces '<', 'unk', '>'.
+_UNKNOWN = re.compile(f'({re.escape(UNK)})')
+
+
+def around_unknowns(cut, text: str) -> list[str]:
+  """`cut` applied to the text between literal <unk> tokens, which are kept whole."""
+  tokens = []
+  for index, part in enumerate(_UNKNOWN.split(text)):
+    if index % 2:
+      tokens.append(part)
+    elif part.strip():
+      tokens += cut(part.strip())
+  return tokens
 
 
 class Tokenizer:
@@ -98,6 +113,9 @@ class NltkWords(Tokenizer):
     self._detokenizer = TreebankWordDetokenizer()
 
   def tokens(self, text: str) -> list[str]:
+    return around_unknowns(self._words_of, text)
+
+  def _words_of(self, text: str) -> list[str]:
     return [word for sentence in self._sentences.tokenize(text)
             for word in self._words.tokenize(sentence)]
 
@@ -120,10 +138,20 @@ class SentencePieceSubwords(Tokenizer):
       raise ValueError('these bytes are no SentencePiece model')
 
   def tokens(self, text: str) -> list[str]:
-    return self._processor.encode(text, out_type=str)
+    return around_unknowns(lambda part: self._processor.encode(part, out_type=str), text)
 
   def detokenize(self, tokens: Sequence[str]) -> str:
-    return self._processor.decode_pieces(list(tokens))
+    """The pieces merged, a literal <unk> between them as itself (SentencePiece would
+    print its own unknown piece as ' ⁇ ')."""
+    parts, pieces = [], []
+    for token in tokens:
+      if token == UNK:
+        parts += [self._processor.decode_pieces(pieces), UNK]
+        pieces = []
+      else:
+        pieces.append(token)
+    parts.append(self._processor.decode_pieces(pieces))
+    return ' '.join(part for part in parts if part)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +224,7 @@ class Tokenization:
     import sentencepiece
     if self.lowercase:
       lines = (line.lower() for line in lines)
+    lines = (_UNKNOWN.sub(' ', line) for line in lines)  # Kept whole: nothing to learn.
     model = io.BytesIO()
     sentencepiece.set_random_generator_seed(0)
     try:
