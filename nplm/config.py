@@ -291,7 +291,8 @@ class Config:
     return self
 
   def _data_checks(self) -> list[tuple[bool, str]]:
-    from nplm.data.sources import source_of  # Here, not above: it imports numpy.
+    from nplm.data import tokenizers  # Here, not above: they import numpy.
+    from nplm.data.sources import source_of
     source = source_of(self.dataset)  # A ConfigError if it names none.
     fractions = self.split_fractions.split(',')
     try:
@@ -308,7 +309,7 @@ class Config:
         (self.train_tokens >= 0 and self.valid_tokens >= 0
          and (self.train_tokens > 0) == (self.valid_tokens > 0),
          '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
-        *[(False, error) for error in _tokenizer_errors(self)],
+        *[(False, error) for error in tokenizers.config_errors(self)],
         *[(False, error) for error in source.config_errors(self)],
         (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
          f'--split_fractions must be three positive shares summing to 1, got '
@@ -352,11 +353,6 @@ _PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
 
 def _default(name: str) -> Any:
   return Config.__dataclass_fields__[name].default
-
-
-def _tokenizer_errors(config: Config) -> list[str]:
-  from nplm.data import tokenizers  # Imports numpy: only when a config is validated.
-  return tokenizers.config_errors(config, default_subword_vocab_size=_default('subword_vocab_size'))
 
 
 def group_of(name: str) -> str:

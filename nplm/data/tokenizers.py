@@ -280,8 +280,9 @@ def saved_tokenizer(workdir, tokenization: Tokenization) -> Tokenizer:
                       'a copy of the workdir, or train the run again') from None
 
 
-def config_errors(config, default_subword_vocab_size: int) -> list[str]:
+def config_errors(config) -> list[str]:
   """What in the config's tokenizer knobs cannot be read together."""
+  default_subword_vocab_size = type(config).__dataclass_fields__['subword_vocab_size'].default
   checks = [
       (config.tokenizer in TOKENIZERS,
        f'unknown --tokenizer={config.tokenizer!r}; known: {", ".join(TOKENIZERS)}'),
