@@ -7,6 +7,8 @@ import json
 import math
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,6 +194,23 @@ def test_per_word_perplexity_divides_by_whitespace_words(bpe_run, corpus_dir):
              for split, line in zip(SPLITS, lines))
 
 
+def test_evaluate_gives_a_text_files_perplexity_per_word(bpe_run, corpus_dir, tmp_path):
+  """`nplm evaluate --text_file`, typed as a user types it: the same division by the
+  file's whitespace words and line ends, counted here."""
+  config, _ = bpe_run
+  text = tmp_path / 'letter.txt'
+  text.write_text('The cat saw the river.\n\nMr. Smith liked the garden, then left!\n')
+  done = subprocess.run([sys.executable, '-m', 'nplm.cli', 'evaluate',
+                         f'--workdir={config.workdir}', f'--text_file={text.name}', '--json'],
+                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr
+  result = json.loads(done.stdout)['file']
+  assert whitespace_words(text) == 5 + 1 + 1 + 7 + 1  # The blank line: its <eos>.
+  assert result['word_ppl'] == pytest.approx(math.exp(result['nll'] / whitespace_words(text)),
+                                             rel=1e-12)
+  assert result['tokens'] > whitespace_words(text)
+
+
 def test_a_missing_or_damaged_tokenizer_model_is_one_line(bpe_run, tmp_path):
   config, _ = bpe_run
   copy = shutil.copytree(config.workdir, tmp_path / 'run')
@@ -275,3 +294,22 @@ def test_a_corpus_own_unknown_token_stays_one_token(tokenizer):
     assert cut.tokens(cut.detokenize(tokens)) == tokens
     if tokenization.learned:  # Subwords give back the text itself.
       assert cut.detokenize(tokens) == line
+
+
+def test_every_piece_of_a_learned_tokenizer_keeps_an_id(bpe_run):
+  """Typed text can be cut into pieces the training split never used (BPE's intermediate
+  merges): each still has an id, with a training count of 0, after every piece seen."""
+  import sentencepiece
+  config, _ = bpe_run
+  vocab = load_trained(config.workdir).vocab
+  processor = sentencepiece.SentencePieceProcessor(
+      model_file=str(Path(config.workdir) / tokenizers.TOKENIZER_FILE))
+  pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())
+            if not (processor.is_control(i) or processor.is_unknown(i))}
+  assert pieces <= set(vocab.words)
+  unseen = [word for word in vocab.words if vocab.counts[vocab.id_of(word)] == 0]
+  assert unseen and set(unseen) <= pieces | {END_OF_SENTENCE, UNK}
+  assert list(vocab.counts) == sorted(vocab.counts, reverse=True)  # Frequency order kept.
+  # New words of the corpus's letters: cut into pieces, every one of them known.
+  typed = processor.encode('The watchers found hills, gardens and birdhouses!', out_type=str)
+  assert vocab.unk_id not in vocab.encode(typed).tolist()

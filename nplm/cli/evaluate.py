@@ -28,7 +28,9 @@ from absl import flags
 from nplm import cli, flagfiles, paths
 from nplm.config import LOCATION_AND_SPLIT_FIELDS, ConfigError
 from nplm.data.text_sources import read_lines
-from nplm.use.evaluation import dataset_types, evaluate, file_types, own_dataset_types, same_data
+from nplm.data.tokenizers import Tokenization
+from nplm.use.evaluation import (dataset_types, evaluate, file_types, file_words,
+                                 own_dataset_types, same_data)
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -39,7 +41,7 @@ def report(where: str, results: dict) -> str:
   lines = [where]
   for name, result in results.items():
     lines.append(cli.split_line(name, result['ppl'], result['tokens'], result['unk_rate'],
-                                result.get('bpc')))
+                                result.get('bpc'), result.get('word_ppl')))
     if result['unknown_words']:
       shown = ', '.join(f'{word} ({count})' for word, count in result['unknown_words'])
       lines.append(f'       read as <unk>: {shown}')
@@ -47,8 +49,9 @@ def report(where: str, results: dict) -> str:
 
 
 def _text_and_splits(trained):
-  """(description, types, splits) of what the flags name."""
+  """(description, types, splits, words of a text file's split) of what the flags name."""
   config = trained.config.resolved()
+  tokenization = Tokenization.of(config).name
   if FLAGS.text_file and FLAGS.dataset:
     raise ConfigError('give --dataset or --text_file, not both')
   if FLAGS.text_file:
@@ -58,7 +61,8 @@ def _text_and_splits(trained):
     types, splits = file_types(read_lines(path), trained)
     if not len(splits['file']):
       raise ConfigError(f'--text_file={FLAGS.text_file} is empty: no text to score')
-    return f'{FLAGS.text_file} as {config.dataset} text ({config.tokens})', types, splits
+    return (f'{FLAGS.text_file} as {config.dataset} text ({tokenization})', types, splits,
+            {'file': file_words(read_lines(path))})
   if FLAGS.dataset:  # Other data, named: scored whatever it holds.
     overrides = {name: FLAGS[name].value for name in LOCATION_AND_SPLIT_FIELDS
                  if FLAGS[name].present}
@@ -68,15 +72,15 @@ def _text_and_splits(trained):
     own = {True: 'the data it was trained on', False: 'not the data it was trained on',
            None: 'its run recorded no data fingerprint to compare'}[same_data(trained, types,
                                                                              splits)]
-    where = f'--dataset={FLAGS.dataset} ({config.tokens}; {own})'
+    where = f'--dataset={FLAGS.dataset} ({tokenization}; {own})'
   else:  # Its own data, where run.json says it lies: refused if it changed.
     data_dir = FLAGS.data_dir if FLAGS['data_dir'].present else ''
     types, splits = own_dataset_types(trained, data_dir)
-    where = f'its own --dataset={paths.shown_dataset(config.dataset)} ({config.tokens})'
+    where = f'its own --dataset={paths.shown_dataset(config.dataset)} ({tokenization})'
   unknown = [name for name in FLAGS.splits if name not in splits]
   if unknown:
     raise ConfigError(f'--splits: no split {", ".join(unknown)}; give train, valid or test')
-  return where, types, {name: splits[name] for name in FLAGS.splits}
+  return where, types, {name: splits[name] for name in FLAGS.splits}, {}
 
 
 def main(argv):
@@ -86,8 +90,8 @@ def main(argv):
     with interrupting(f'evaluating {FLAGS.workdir}'):
       trained = load_trained(FLAGS.workdir)
       trained.require_language_model()  # Before the text is read.
-      where, types, splits = _text_and_splits(trained)
-      results = evaluate(trained, types, splits, FLAGS.top_unknown)
+      where, types, splits, words = _text_and_splits(trained)
+      results = evaluate(trained, types, splits, FLAGS.top_unknown, words)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:

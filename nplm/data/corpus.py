@@ -66,7 +66,12 @@ def corpus_from_tokens(token_splits: Mapping[str, Sequence[str]], unk_max_count:
 
 def corpus_from_prepared(prepared: PreparedTokens, unk_max_count: int, max_vocab_size: int,
                          reserved: Sequence[str], boundary: str) -> Corpus:
-  """A prepared source under a vocabulary from its training counts (a remapping of ids)."""
+  """A prepared source under a vocabulary from its training counts (a remapping of ids).
+  Cut into learned subwords, every piece of the tokenizer keeps an id, seen in training or
+  not: typed text is cut into pieces that the training split may never have used."""
+  if prepared.tokenizer_model is not None:
+    from nplm.data.tokenizers import SentencePieceSubwords  # Imports SentencePiece.
+    reserved = (*reserved, *SentencePieceSubwords(prepared.tokenizer_model, 'pieces').pieces)
   vocab = Vocabulary.from_counts(prepared.types, prepared.train_counts, unk_max_count,
                                  max_vocab_size, reserved)
   remap = vocab.encode(prepared.types)

@@ -137,6 +137,13 @@ class SentencePieceSubwords(Tokenizer):
     if self._processor is None or not self._processor.get_piece_size():
       raise ValueError('these bytes are no SentencePiece model')
 
+  @property
+  def pieces(self) -> tuple[str, ...]:
+    """Every piece the model can cut text into (not its control and unknown pieces)."""
+    processor = self._processor
+    return tuple(processor.id_to_piece(i) for i in range(processor.get_piece_size())
+                 if not (processor.is_control(i) or processor.is_unknown(i)))
+
   def tokens(self, text: str) -> list[str]:
     return around_unknowns(lambda part: self._processor.encode(part, out_type=str), text)
 

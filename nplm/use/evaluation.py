@@ -22,6 +22,7 @@ from nplm.config import Config, ConfigError
 from nplm.data import corpus as corpus_lib
 from nplm.data.acquire import CorpusNotFoundError
 from nplm.data.sources import source_of
+from nplm.data.tokenizers import Tokenization
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
@@ -88,6 +89,13 @@ def file_types(lines: Iterable[str], trained: Model):
       {'file': file_tokens(lines, trained.config.dataset, trained.tokenizer)})
 
 
+def file_words(lines: Iterable[str]) -> int:
+  """What a per-word perplexity divides by (nplm.run_files.summary.word_perplexities): the
+  whitespace words of the lines plus one per line end, the tokens a whitespace word model
+  counts."""
+  return sum(len(line.split()) + 1 for line in lines)
+
+
 def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> list:
   """The `top` most frequent (type, count) of a split that the vocabulary reads as <unk>."""
   counts = np.bincount(type_ids, minlength=len(types))
@@ -96,10 +104,14 @@ def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> l
   return sorted(unknown, key=lambda item: (-item[1], item[0]))[:top]
 
 
-def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: int = 10
-             ) -> dict[str, dict]:
+def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: int = 10,
+             words: dict[str, int] | None = None) -> dict[str, dict]:
   """Per split: tokens, exact perplexity (bits per token for a character model), <unk> rate
-  and the most frequent words that fell to <unk>."""
+  and the most frequent words that fell to <unk>; the perplexity per word too for a split
+  whose `words` (file_words) are given, where the model's tokens are not whitespace words
+  and its text's lines end with a sentence end (not Brown's paragraphs and texts)."""
+  per_word = (words or {}) if (trained.sentence_end is not None and
+                               not Tokenization.of(trained.config).whitespace_words) else {}
   remap = trained.vocab.encode(types)
   results = {}
   for name, type_ids in splits.items():
@@ -112,5 +124,7 @@ def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: 
               'unknown_words': unknown_words(types, type_ids, trained.vocab, top_unknown)}
     if trained.config.tokens == 'chars':
       result['bpc'] = bits_per_token(result)
+    if name in per_word:
+      result['word_ppl'] = perplexity(nll, per_word[name])['ppl']
     results[name] = result
   return results
