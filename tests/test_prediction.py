@@ -156,3 +156,15 @@ def test_the_program_refuses_bad_input_in_one_line(runs, tmp_path, args, phrase)
   assert done.returncode == 2, done.stderr
   assert done.stderr.startswith('error: ') and phrase in done.stderr, done.stderr
   assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_binary_stdin_is_refused_in_one_line(runs, tmp_path):
+  """Prefixes are read as score reads sentences: bytes that are not text are one line."""
+  workdir = os.path.relpath(runs['nnlm'].config.workdir, tmp_path)
+  done = subprocess.run([sys.executable, '-m', 'nplm.cli', 'predict', f'--workdir={workdir}'],
+                        cwd=tmp_path, input=b'\x89PNG\r\n\x1a\n\xff\xfe', capture_output=True,
+                        timeout=300)
+  stderr = done.stderr.decode()
+  assert done.returncode == 2, stderr
+  assert stderr.startswith('error: stdin is not UTF-8 text') and 'prefixes' in stderr, stderr
+  assert len(stderr.strip().splitlines()) == 1, stderr

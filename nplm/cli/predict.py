@@ -4,7 +4,7 @@ r"""The most probable next tokens after a prefix, with their exact probabilities
   nplm predict --workdir=runs/lstm --k=5 --json "The jury said" "It was"
   printf 'the cat\nof the\n' | nplm predict --workdir=runs/kn5
 
-Per prefix (each argument, or else each line of stdin): the --k most probable tokens, one
+Per prefix (each argument, or each line of --file or stdin): the --k most probable tokens, one
 per line, with p and ln p, from the model's exact distribution over its whole vocabulary
 (nplm.use.prediction). The prefix is tokenized as the model's dataset was and read after the
 start-of-split context; an empty one asks for the first token of a text. Tokens outside the
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
+from nplm.cli.score import define_input_flags, sentences_of
 from nplm.errors import ConfigError
 from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
 from nplm.use.trained import load_trained
@@ -47,23 +48,12 @@ def as_json(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]
                      for prefix, best in zip(prefixes, predictions)], indent=2)
 
 
-def prefixes_of(argv: Sequence[str]) -> list[str]:
-  """The arguments, or else stdin's lines (unless stdin is a terminal)."""
-  if len(argv) > 1:
-    return list(argv[1:])
-  lines = [] if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read().splitlines()
-  if not lines:
-    raise ConfigError('give one or more prefixes to continue, each one quoted argument, or '
-                      'one per line on stdin')
-  return lines
-
-
 def main(argv):
   cli.show_progress_lines()
   try:
     if FLAGS.k < 1:
       raise ConfigError(f'--k must be at least 1, not {FLAGS.k}')
-    prefixes = prefixes_of(argv)
+    prefixes = list(sentences_of(argv[1:], FLAGS.file, units='prefixes'))
     with interrupting(f'predicting with {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
@@ -82,11 +72,10 @@ def main(argv):
 
 
 def run_program(argv=None) -> None:
-  flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train or nplm ngram).')
+  define_input_flags()
   flags.DEFINE_integer('k', 10, 'How many of the most probable next tokens to list.')
   flags.DEFINE_bool('json', False, 'Print JSON: per prefix its text and predictions (token, '
                     'probability, log_prob).')
-  flags.mark_flag_as_required('workdir')
   cli.start(main, argv)
 
 

@@ -29,25 +29,27 @@ from nplm.stop_requests import Interrupted, interrupting
 
 
 def define_input_flags() -> None:
-  """The flags every program that reads sentences shares (score, rank)."""
+  """The flags every program that reads sentences shares (score, rank, predict)."""
   flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train, nplm ngram).')
   flags.DEFINE_string('file', None, 'Read the sentences from this file, one per line (blank '
                       'lines skipped), instead of the arguments.')
   flags.mark_flag_as_required('workdir')
 
 
-def sentences_of(arguments: Sequence[str], file: str | None) -> Iterator[str]:
-  """The sentences the command line names, read lazily: the arguments, a file's lines, or
-  stdin's. A ConfigError names a missing, empty or non-UTF-8 input, in one line."""
+def sentences_of(arguments: Sequence[str], file: str | None,
+                 units: str = 'sentences') -> Iterator[str]:
+  """The sentences (or other `units`: predict's prefixes) the command line names, read
+  lazily: the arguments, a file's lines, or stdin's. A ConfigError names a missing, empty or
+  non-UTF-8 input, in one line."""
   reading_stdin = list(arguments) == ['-'] or (not arguments and not sys.stdin.isatty())
   if file is not None and arguments:
-    raise ConfigError('give the sentences either as arguments or by --file, not both')
+    raise ConfigError(f'give the {units} either as arguments or by --file, not both')
   if file is not None:
-    return _lines(_opened(file), paths.shown(file))
+    return _lines(_opened(file), paths.shown(file), units)
   if reading_stdin:
-    return _lines(sys.stdin.buffer, 'stdin')
+    return _lines(sys.stdin.buffer, 'stdin', units)
   if not arguments:
-    raise ConfigError('give one or more sentences, each one quoted argument, or --file=PATH, '
+    raise ConfigError(f'give one or more {units}, each one quoted argument, or --file=PATH, '
                       'or `-` to read them from stdin')
   return iter(arguments)
 
@@ -63,7 +65,7 @@ def _opened(file: str):
     raise ConfigError(f'--file={paths.shown(file)} cannot be read ({error.strerror})') from None
 
 
-def _lines(stream, name: str) -> Iterator[str]:
+def _lines(stream, name: str, units: str) -> Iterator[str]:
   """The non-blank lines of a byte stream as text, each checked as UTF-8 text as it comes."""
   found = False
   with stream:
@@ -72,15 +74,16 @@ def _lines(stream, name: str) -> Iterator[str]:
         line = raw.decode('utf-8')
       except UnicodeDecodeError:
         raise ConfigError(f'{name} is not UTF-8 text (line {number:,}); give a text file of '
-                          'sentences') from None
+                          f'{units}') from None
       if '\0' in line:
         raise ConfigError(f'{name} is binary, not text (a NUL byte on line {number:,}); give a '
-                          'text file of sentences')
+                          f'text file of {units}')
       if line.strip():
         found = True
         yield line.strip('\r\n')
   if not found:
-    raise ConfigError(f'{name} holds no sentence (blank lines are skipped); give one per line')
+    raise ConfigError(f'{name} holds no {units} (blank lines are skipped): give one or more '
+                      f'{units}, one per line')
 
 
 def summary_line(score: SentenceScore) -> str:

@@ -22,6 +22,7 @@ from nplm.config import Config, ConfigError
 from nplm.data import corpus as corpus_lib
 from nplm.data.acquire import CorpusNotFoundError
 from nplm.data.sources import source_of
+from nplm.data.text_sources import words_of_line
 from nplm.data.tokenizers import Tokenization
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
@@ -90,10 +91,9 @@ def file_types(lines: Iterable[str], trained: Model):
 
 
 def file_words(lines: Iterable[str]) -> int:
-  """What a per-word perplexity divides by (nplm.run_files.summary.word_perplexities): the
-  whitespace words of the lines plus one per line end, the tokens a whitespace word model
-  counts."""
-  return sum(len(line.split()) + 1 for line in lines)
+  """What a per-word perplexity divides by: the words_of_line of every line, as preparation
+  counts a split's."""
+  return sum(map(words_of_line, lines))
 
 
 def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> list:
