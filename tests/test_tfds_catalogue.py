@@ -13,6 +13,7 @@ counts each line's words and one <eos>.
 """
 
 import json
+import math
 import os
 import re
 import shlex
@@ -20,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tensorflow_datasets as tfds
 
 from tests import tfds_offline
@@ -85,6 +87,27 @@ def test_tiny_shakespeare_is_prepared_offline_and_trained(tmp_path):
   counts = re.findall(r'^ *(valid|test): perplexity .* tokens +([\d,]+)', result.stdout, re.M)
   assert {split: int(n.replace(',', '')) for split, n in counts} == {
       'valid': line_tokens(valid), 'test': line_tokens(test)}
+
+
+def test_a_tfds_dataset_is_cut_into_learned_subwords(tmp_path):
+  """tiny_shakespeare's raw, cased text under --tokenizer=bpe --lowercase: more tokens than
+  words, per-word perplexity over the words counted here, typed text read by the run."""
+  result = nplm('train', '--dataset=tfds:tiny_shakespeare', '--data_dir=tfds',
+                '--tokenizer=bpe', '--subword_vocab_size=200', '--lowercase',
+                '--workdir=runs/bpe', '--max_steps=10', *TINY_MODEL, cwd=tmp_path)
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = json.loads((tmp_path / 'runs/bpe/summary.json').read_text())
+  text = tfds_offline.tiny_shakespeare_text()
+  cut = int(len(text) * 0.9)
+  valid = text[cut:][:int(len(text[cut:]) * 0.5)]
+  assert summary['tokens']['valid'] > line_tokens(valid)
+  assert summary['valid_word_ppl'] == pytest.approx(
+      math.exp(summary['nll']['valid'] / line_tokens(valid)), rel=1e-12)
+  assert (tmp_path / 'runs/bpe/tokenizer.model').is_file()
+  scored = nplm('score', '--workdir=runs/bpe', 'First Citizen: Speak, speak.', cwd=tmp_path,
+                prelude='t.hide_tensorflow(); ')
+  assert scored.returncode == 0, scored.stderr[-3000:]
+  assert ' oov   0 ' in scored.stdout, scored.stdout
 
 
 def test_lm1b_trains_with_readme_splits(tmp_path):
