@@ -70,6 +70,19 @@ def test_batches_cover_every_example_once_and_mask_the_padding():
   assert [int(m.sum()) for _, m in evals] == [4, 4, 2]
 
 
+@pytest.mark.parametrize('num_tokens, stride', [(1, 1), (17, 1), (17, 4), (24, 4), (5, 9)])
+def test_the_int32_shuffle_is_numpys_permutation_of_the_strided_positions(num_tokens, stride):
+  """The batch order held as int32 and shuffled in place (4 bytes a token at 100M tokens) is
+  the order `rng.permutation` gives the positions: runs recorded before keep their numbers."""
+  positions = np.arange((num_tokens - 1) % stride, num_tokens, stride)
+  expected = positions[np.random.default_rng([7, 3]).permutation(len(positions))]
+  batches = list(batching.train_batches(num_tokens, 3, seed=7, epoch=3, stride=stride))
+  got = np.concatenate([p[m > 0] for p, m in batches])
+  np.testing.assert_array_equal(got, expected)
+  assert batching.strided_count(num_tokens, stride) == len(positions)
+  assert all(p.dtype == np.int32 for p, _ in batches)
+
+
 def test_nnlm_dropout_is_inverted_dropout_in_training_and_off_in_evaluation():
   order, hidden_size, rate, vocab_size = 4, 16, 0.5, 23
   config = Config(workdir='unused', order=order, feature_size=8, hidden_size=hidden_size,

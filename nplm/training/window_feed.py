@@ -74,7 +74,7 @@ class WindowFeed(Feed):
 
   def prepare_training(self, ids) -> int:
     self.stride = self.config.order - 1 if self.lm.trains_every_position else 1
-    windows = len(batching.strided_positions(len(ids), self.stride))
+    windows = batching.strided_count(len(ids), self.stride)
     return batching.num_batches(windows, self.config.batch_size)
 
   def start_epoch(self, state, epoch: int, start: int):
