@@ -44,6 +44,12 @@ LOCATION = 'location'
 SPLITS = 'splits'
 
 
+# --eval_splits=auto scores the train split up to this many tokens: a pass over it costs an
+# epoch's forward passes. Brown's 800k, PTB's 930k and WikiText-2's 2.1M are scored, as Table
+# 1 reports train perplexity; WikiText-103's 103M is not (hours on a CPU, and no one reports it).
+AUTO_TRAIN_TOKENS = 3_000_000
+
+
 def _knob(group: str, default: Any, help_text: str, role: str = '') -> Any:
   """A config field with its group and help text (the flag `--<name>` shows them)."""
   return dataclasses.field(default=default,
@@ -160,10 +166,17 @@ class Config:
                         'parameters, not the best on validation (word2vec).')
   max_steps: int = _knob(RUN_BOUNDS, 0, 'Stop after this many updates in all (0 = no bound); '
                          'for smoke runs.')
+  valid_tokens_per_eval: int = _knob(RUN_BOUNDS, 0, 'Epoch-end validations (early stopping, '
+                                     'the best checkpoint) score the first this-many valid '
+                                     'tokens (0, or more than it has: all); the final valid '
+                                     'perplexity is the whole split. A resumed run keeps it.')
 
   eval_batch_size: int = _knob(OBSERVATION, 2048, 'Examples per evaluation batch (the last '
                                'one is padded); recurrent models: words per segment of the '
                                'one stream.')
+  eval_splits: str = _knob(OBSERVATION, 'auto', 'The splits the final evaluation scores: '
+                           'train, valid, test (comma-separated) or auto: valid and test, and '
+                           f'train where it has at most {AUTO_TRAIN_TOKENS:,} tokens.')
   log_every: int = _knob(OBSERVATION, 200, 'Updates between progress lines / metrics records.')
   checkpoint_every: int = _knob(OBSERVATION, 2000, 'Updates between periodic checkpoints '
                                 '(also at each epoch).')
@@ -211,6 +224,12 @@ class Config:
       changes.update(source.default_split())
     return self.replace(**changes)
 
+  def evaluated_splits(self, sizes: dict[str, int]) -> list[str]:
+    """The splits of `sizes` (each split's tokens, in order) that --eval_splits names."""
+    if self.eval_splits == 'auto':
+      return [name for name in sizes if name != 'train' or sizes[name] <= AUTO_TRAIN_TOKENS]
+    return [name for name in sizes if name in self.eval_splits.split(',')]
+
   def absolute_paths(self) -> 'Config':
     """This config with every location it names absolute: --workdir, --data_dir,
     --corpus_dir and a text: dataset's directory or file, a relative one taken from the
@@ -235,6 +254,7 @@ class Config:
     chosen model and head check their own knobs (nplm.models, nplm.heads); a knob that
     neither reads must keep its default."""
     from nplm import lm, parallel  # Here, not above: `import nplm.config` loads no Flax.
+    from nplm.data.config_checks import data_checks
     from nplm.training import optimizer
     errors = (models.config_errors(self) + heads.config_errors(self)
               + _unread_knob_errors(self) + optimizer.config_errors(self))
@@ -242,7 +262,7 @@ class Config:
         *[(False, error) for error in errors],
         (self.dtype in lm.COMPUTE_DTYPES,
          f'unknown --dtype={self.dtype!r}; known: {", ".join(sorted(lm.COMPUTE_DTYPES))}'),
-        *self._data_checks(),
+        *data_checks(self),
         (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
         (self.eval_batch_size >= 1,
          f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
@@ -257,12 +277,18 @@ class Config:
 
   def _run_checks(self) -> list[tuple[bool, str]]:
     """The run bounds, what it records and where, and the processes it runs in."""
+    from nplm.data.corpus import SPLITS  # Here, not above: it imports numpy.
     return [
         (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
         (self.patience >= 0, f'--patience must be 0 (no early stop) or more, got '
          f'{self.patience}'),
         (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),
         (self.log_every >= 1, f'--log_every must be positive, got {self.log_every}'),
+        (self.valid_tokens_per_eval >= 0, '--valid_tokens_per_eval must be 0 (the whole valid '
+         f'split) or more, got {self.valid_tokens_per_eval}'),
+        (self.eval_splits == 'auto' or set(self.eval_splits.split(',')) <= set(SPLITS),
+         f'unknown --eval_splits={self.eval_splits!r}; known: {", ".join(SPLITS)} '
+         '(comma-separated) or auto'),
         (self.checkpoint_every >= 1,
          f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
         (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
@@ -285,47 +311,24 @@ class Config:
   def validate_data(self) -> 'Config':
     """Returns self, or raises ConfigError naming the first data setting that cannot work
     (for the programs that read a dataset without training)."""
-    for ok, message in self._data_checks():
+    from nplm.data.config_checks import data_checks  # Here, not above: it imports numpy.
+    for ok, message in data_checks(self):
       if not ok:
         raise ConfigError(message)
     return self
 
-  def _data_checks(self) -> list[tuple[bool, str]]:
-    from nplm.data import tokenizers  # Here, not above: they import numpy.
-    from nplm.data.sources import source_of
-    source = source_of(self.dataset)  # A ConfigError if it names none.
-    fractions = self.split_fractions.split(',')
-    try:
-      shares = [float(f) for f in fractions]
-    except ValueError:
-      shares = []
-    return [
-        (self.tokens in ('words', 'chars'),
-         f'unknown --tokens={self.tokens!r}; known: words, chars'),
-        (self.unk_max_count >= -1,
-         f'--unk_max_count must be -1 (the dataset\'s default) or more, got {self.unk_max_count}'),
-        (self.max_vocab_size >= 0,
-         f'--max_vocab_size must be 0 (no bound) or more, got {self.max_vocab_size}'),
-        (self.train_tokens >= 0 and self.valid_tokens >= 0
-         and (self.train_tokens > 0) == (self.valid_tokens > 0),
-         '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
-        *[(False, error) for error in tokenizers.config_errors(self)],
-        *[(False, error) for error in source.config_errors(self)],
-        (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
-         f'--split_fractions must be three positive shares summing to 1, got '
-         f'{self.split_fractions!r}'),
-        (len(self.tfds_splits.split(',')) == 3 and all(self.tfds_splits.split(',')),
-         f'--tfds_splits names three TFDS splits (train, valid, test), got {self.tfds_splits!r}'),
-    ]
-
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
-    """The fields, other than RESUMABLE_FIELDS, where `saved` differs from this config
-    (both with their dataset-dependent defaults resolved, their paths absolute: a relative
-    path recorded by an older nplm is read from the current directory)."""
+    """The fields, other than RESUMABLE_FIELDS (but --valid_tokens_per_eval), where `saved`
+    differs from this config (both with their dataset-dependent defaults resolved, their
+    paths absolute: a relative path recorded by an older nplm is read from the current
+    directory)."""
     saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
     problems = [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
                 for name, value in self.resolved().absolute_paths().to_dict().items()
                 if name not in RESUMABLE_FIELDS and saved[name] != value]
+    if (tokens := saved['valid_tokens_per_eval']) != self.valid_tokens_per_eval:
+      problems.append(f'valid_tokens_per_eval: checkpoint has {tokens!r}, this run has '
+                      f'{self.valid_tokens_per_eval!r} (early stopping compares its epochs)')
     if self.lr_schedule == 'linear' and saved['epochs'] != self.epochs:
       problems.append(f'epochs: checkpoint has {saved["epochs"]!r}, this run has '
                       f'{self.epochs!r} (--lr_schedule=linear decays over the planned epochs)')

@@ -4,10 +4,11 @@ The loop itself (one for K >= 1 models; a lone run is K = 1) is nplm.training.lo
 """
 
 import logging
+import time
 
 from nplm import parallel
 from nplm.config import Config
-from nplm.data.corpus import Corpus
+from nplm.data.corpus import SPLITS, Corpus
 from nplm.data.datasets import load_dataset
 from nplm.data.tokenizers import Tokenization
 from nplm.run_files.model_run import TrainingDiverged
@@ -34,12 +35,15 @@ def run(configs: Config | list[Config], corpus: Corpus | None = None) -> dict | 
   numbers. A lone run whose loss explodes raises TrainingDiverged, its last good checkpoint
   kept (a model trained with others: its summary says so).
   """
+  started, load_seconds = time.perf_counter(), None  # The summary's phase_seconds.
   lone = isinstance(configs, Config)
   configs = check_together([config.resolved() for config in ([configs] if lone else configs)])
   parallel.initialize_processes(configs[0])
   if corpus is None:
+    loading = time.perf_counter()
     corpus = _load_dataset(configs[0])
-  summaries = loop.train(configs, corpus)
+    load_seconds = time.perf_counter() - loading
+  summaries = loop.train(configs, corpus, started, load_seconds)
   return _lone_summary(summaries[0]) if lone else summaries
 
 
@@ -54,6 +58,9 @@ def _lone_summary(summary: dict) -> dict:
   if summary['status'] == RunStatus.DIVERGED:
     raise TrainingDiverged(summary['error'])
   if summary['status'] != RunStatus.INTERRUPTED:
-    log.info('valid perplexity %.2f  test perplexity %.2f  (|V| = %d)',
-             summary['valid_ppl'], summary['test_ppl'], summary['vocab_size'])
+    # The held-out splits that --eval_splits named (train where it named neither).
+    scored = [split for split in SPLITS if f'{split}_ppl' in summary]
+    shown = [split for split in scored if split != 'train'] or scored
+    log.info('%s  (|V| = %d)', '  '.join(f'{split} perplexity {summary[f"{split}_ppl"]:.2f}'
+                                         for split in shown), summary['vocab_size'])
   return summary

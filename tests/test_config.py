@@ -25,11 +25,15 @@ HAND_WRITTEN = {
                     'tokenizer', 'lowercase', 'subword_vocab_size'),  # Added with them.
     'RESUMABLE_FIELDS': ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                          'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
-                         'distributed', 'coordinator_address', 'num_processes', 'process_id'),
+                         'distributed', 'coordinator_address', 'num_processes', 'process_id',
+                         # Added with them (valid_tokens_per_eval: Config.incompatibilities
+                         # still refuses a change to it).
+                         'valid_tokens_per_eval', 'eval_splits'),
     # What sweep.py and table1.py once kept by hand (table1's lacked the last five).
     'OBSERVING_FIELDS': ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                          'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
-                         'num_processes', 'process_id'),
+                         'num_processes', 'process_id',
+                         'eval_splits'),  # Added with it (finished_summary checks the splits).
     'PER_MODEL_FIELDS': ('seed', 'learning_rate', 'lr_decay', 'weight_decay', 'workdir'),
     'HYPERPARAMETERS': ('learning_rate', 'lr_decay', 'weight_decay'),
     # What `nplm evaluate --dataset=NAME` takes from its flags over a trained run's config

@@ -21,6 +21,7 @@ import optax
 import pytest
 
 from nplm import parallel
+from nplm.heads import output_layer
 from nplm.training import memory
 from nplm.cli.train import out_of_memory, report
 from nplm.config import Config, ConfigError
@@ -117,6 +118,24 @@ def test_the_activation_formula_is_within_twice_xla_s_count_of_a_compiled_step(n
   formula = memory.activations(config, lm, 3000)
   for estimated, compiled in zip(formula, (train, evaluation)):
     assert 0.5 <= estimated / compiled.temp_size_in_bytes <= 2, (formula, train, evaluation)
+
+
+@pytest.mark.parametrize('head', ['softmax', 'adaptive'])
+def test_the_evaluation_formula_follows_a_normalizer_summed_in_chunks(head, monkeypatch):
+  """With the chunk budget lowered to 1,000 rows of the 1,024 examples, XLA's count of the
+  evaluation step falls with the formula's, and stays within twice it."""
+  monkeypatch.setattr(output_layer, 'CHUNK_BYTES', 4 * 1024 * 1000)
+  monkeypatch.setattr(output_layer, 'MIN_CHUNK_ROWS', 1)
+  counts = np.maximum(1, 100000 // np.arange(1, 3001))  # |V| = 3,000: three chunks
+  config, lm, feed = built(counts, **ACTIVATIONS['nnlm'], head=head)
+  state = feed.create_state(jax.random.key(0))
+  evaluation = feed.log_prob_step.lower(
+      state.params, feed.splits['valid'],
+      jnp.zeros(config.eval_batch_size, jnp.int32)).compile().memory_analysis()
+  _, estimated = memory.activations(config, lm, 3000)
+  whole_scores = 4 * 1024 * 3000  # [E, |V|] float32: neither holds that much.
+  assert estimated < whole_scores and evaluation.temp_size_in_bytes < whole_scores
+  assert 0.5 <= estimated / evaluation.temp_size_in_bytes <= 2, (estimated, evaluation)
 
 
 def test_a_refusal_names_the_figure_the_memory_and_what_to_lower(monkeypatch):

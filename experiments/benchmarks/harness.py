@@ -2,7 +2,8 @@
 trainer's own step and batches, timing (warm-up, repeats, medians, round-robin between
 implementations), the machine's description and matmul rate, and the reports (printed, and
 OUT.json + OUT.md written whole). Each benchmark main imports this, nplm and its own peer
-model (torch_*.py), never another benchmark."""
+model (torch_*.py), never another benchmark; the large-corpus ones (scale.py,
+vocab_parallel_scale.py) also take prepare.py's generated corpus and its child steps."""
 
 import itertools
 import os
@@ -130,15 +131,22 @@ def steps_runner(train_step, state, hyperparameters, padded, run_rng):
   return run_steps
 
 
-def matmul_gflops(m: int, k: int, n: int, repeats: int) -> float:
-  """Median GFLOP/s of a jitted float32 [m,k]·[k,n] jnp.dot: what XLA's matmul reaches here."""
-  a, b = (jax.random.normal(key, shape) for key, shape in
-          zip(jax.random.split(jax.random.key(0)), [(m, k), (k, n)]))
+def matmul_flops_per_second(rows: int, inner: int, cols: int, repeats: int = 5) -> float:
+  """Median FLOP/s (2·rows·inner·cols per call) of a jitted float32 [rows, inner] @ [inner,
+  cols]: what XLA's matmul reaches here, compiled and warmed first, each call waited for."""
+  a, b = (jax.random.normal(key, shape, jnp.float32) for key, shape in
+          zip(jax.random.split(jax.random.key(0)), [(rows, inner), (inner, cols)]))
   dot = jax.jit(jnp.dot)
   jax.block_until_ready(dot(a, b))  # Compiles.
+  jax.block_until_ready(dot(a, b))  # Warms (allocations, caches) untimed.
+  seconds, _ = timed_runs(lambda: jax.block_until_ready(dot(a, b)), repeats)
+  return 2 * rows * inner * cols / float(np.median(seconds))
+
+
+def matmul_gflops(m: int, k: int, n: int, repeats: int) -> float:
+  """Median GFLOP/s of a jitted float32 [m,k]·[k,n] jnp.dot: what XLA's matmul reaches here."""
   # One dot is short and a busy machine makes it noisy: at least 10 samples, cheaply.
-  seconds, _ = timed_runs(lambda: jax.block_until_ready(dot(a, b)), max(repeats, 10))
-  return 2 * m * k * n / float(np.median(seconds)) / 1e9
+  return matmul_flops_per_second(m, k, n, max(repeats, 10)) / 1e9
 
 
 def machine_info() -> dict:

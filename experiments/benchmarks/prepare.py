@@ -71,6 +71,19 @@ def write_corpus(directory: Path, tokens: int, types: int, seed: int = 0) -> dic
   return files
 
 
+def generated_corpus(corpus_dir: Path, marker: Path, tokens: int, types: int) -> dict:
+  """The marker's record {'wanted', 'files' (bytes per split), 'seconds'} of the corpus in
+  `corpus_dir`, written first unless the marker says it holds these tokens and types (a
+  100M-token corpus takes half a minute)."""
+  wanted = {'tokens': tokens, 'types': types}
+  if not marker.exists() or json.loads(marker.read_text())['wanted'] != wanted:
+    started = time.perf_counter()
+    files = write_corpus(corpus_dir, tokens, types)
+    marker.write_text(json.dumps({'wanted': wanted, 'files': files,
+                                  'seconds': time.perf_counter() - started}))
+  return json.loads(marker.read_text())
+
+
 _CHILD = r'''
 import json, sys, time, tracemalloc
 def status(key):
@@ -106,9 +119,14 @@ print(json.dumps({'seconds': seconds, 'rss_before': before, 'peak': status('VmHW
 '''
 
 
+def child_command(step: str, corpus_dir: Path, data_dir: Path, trace: bool = False) -> list:
+  """The command line of one timed step (prepare or load) in a fresh interpreter."""
+  return [sys.executable, '-c', _CHILD, step, str(corpus_dir), str(data_dir),
+          'trace' if trace else 'no']
+
+
 def child(step: str, corpus_dir: Path, data_dir: Path, trace: bool = False) -> dict:
-  result = subprocess.run([sys.executable, '-c', _CHILD, step, str(corpus_dir), str(data_dir),
-                           'trace' if trace else 'no'],
+  result = subprocess.run(child_command(step, corpus_dir, data_dir, trace),
                           capture_output=True, text=True, check=False)
   if result.returncode != 0:
     sys.exit(f'error: the {step} step failed:\n{result.stderr[-3000:]}')
@@ -161,14 +179,7 @@ def main(argv):
   del argv
   out = Path(FLAGS.out)
   corpus_dir, data_dir = out / 'corpus', out / 'tfds'
-  marker = out / 'corpus.json'
-  wanted = {'tokens': FLAGS.tokens, 'types': FLAGS.types}
-  started = time.perf_counter()
-  if not marker.exists() or json.loads(marker.read_text())['wanted'] != wanted:
-    files = write_corpus(corpus_dir, FLAGS.tokens, FLAGS.types)
-    marker.write_text(json.dumps({'wanted': wanted, 'files': files,
-                                  'seconds': time.perf_counter() - started}))
-  generated = json.loads(marker.read_text())
+  generated = generated_corpus(corpus_dir, out / 'corpus.json', FLAGS.tokens, FLAGS.types)
   runs = {'prepare': [], 'load': []}
   for _ in range(FLAGS.repeats):
     shutil.rmtree(data_dir, ignore_errors=True)

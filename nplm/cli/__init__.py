@@ -52,11 +52,12 @@ def split_line(split: str, ppl: float, tokens: int, unk_rate: float,
 
 
 def summary_lines(summary: dict) -> list[str]:
-  """split_line for train, valid and test of a summary (training's, or an n-gram's)."""
+  """split_line for each of train, valid and test that a summary (training's, or an
+  n-gram's) holds: a training run's final evaluation scores those --eval_splits names."""
   return [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
                      summary['unk_rate'][split], summary.get('bpc', {}).get(split),
                      summary.get(f'{split}_word_ppl'))
-          for split in SPLITS]
+          for split in SPLITS if f'{split}_ppl' in summary]
 
 
 def start(main, argv=None) -> None:

@@ -25,9 +25,12 @@ def report(summary: dict) -> str:
   if summary['status'] == 'interrupted':
     return (f'Interrupted at step {summary["steps"]}; checkpoint saved. '
             f'Rerun the same command to resume from {paths.shown(summary["workdir"])}.')
+  periodic = summary.get('periodic_validation') or {}  # Older summaries: the whole split.
+  part = ('' if periodic.get('tokens') == periodic.get('of') else
+          f' on the first {periodic["tokens"]:,} of {periodic["of"]:,} valid tokens')
   rows = [f'{summary["dataset"]}   |V| = {summary["vocab_size"]:,}   '
           f'status: {summary["status"]}   '
-          f'epochs: {summary["epochs"]} (best {summary["best_epoch"]})   '
+          f'epochs: {summary["epochs"]} (best {summary["best_epoch"]}{part})   '
           f'{summary["train_examples_per_second"]:,.0f} train examples/s   '
           f'{summary["wall_seconds"]:,.0f} s']
   return '\n'.join(rows + cli.summary_lines(summary))

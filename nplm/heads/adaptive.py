@@ -93,18 +93,19 @@ class AdaptiveSoftmaxHead(nn.Module):
     return jnp.concatenate(parts, axis=1)
 
   def log_prob(self, hidden: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
-    """Exact log P(target | h); each tail is evaluated only through its own cluster unit."""
-    log_p_head = self._log_p_head(hidden)
+    """Exact log P(target | h): the head softmax at the target's own unit (its word, or its
+    cluster's unit), plus for a tail word the tail softmax at it. Each normalizer is summed
+    in chunks where a layer's scores are large (OutputLayer.log_softmax_at)."""
     shortlist = self.cutoffs[0]
-    in_head = targets < shortlist
-    log_p = jnp.take_along_axis(log_p_head, jnp.where(in_head, targets, 0)[:, None], 1)[:, 0]
-    log_p = jnp.where(in_head, log_p, 0.0)
+    cluster = jnp.searchsorted(jnp.asarray(self.cutoffs), targets, side='right') - 1
+    log_p = self.head.log_softmax_at(hidden, jnp.where(targets < shortlist, targets,
+                                                       shortlist + cluster))
     # Static shapes: every tail is computed for the whole batch and used where it applies.
     for i, (start, end) in enumerate(self.bounds):
       in_tail = (targets >= start) & (targets < end)
-      within = jnp.where(in_tail, targets - start, 0)
-      log_p_word = jnp.take_along_axis(self._log_p_tail(hidden, i), within[:, None], 1)[:, 0]
-      log_p = jnp.where(in_tail, log_p_head[:, shortlist + i] + log_p_word, log_p)
+      log_p_word = self.tails[i].log_softmax_at(self.projections[i](hidden),
+                                                jnp.where(in_tail, targets - start, 0))
+      log_p = jnp.where(in_tail, log_p + log_p_word, log_p)
     return log_p
 
   def loss(self, hidden: jnp.ndarray, targets: jnp.ndarray, rng=None) -> jnp.ndarray:

@@ -32,6 +32,20 @@ class MetricsWriter:
     for name, value in values.items():
       self._tensorboard.add_scalar(f'{kind}/{name}', value, step)
 
+  def validation(self, step: int, epoch: int, ppl: float, tokens: int, of: int) -> None:
+    """An epoch's validation perplexity on the first `tokens` of the valid split's `of`:
+    metrics.jsonl's 'valid' record says so; TensorBoard's tag is valid/ppl for the whole
+    split, valid/ppl_first_<tokens>_tokens for a part (never the exact valid figure)."""
+    if not self._enabled:
+      return
+    record = {'kind': 'valid', 'step': step, 'ppl': ppl, 'epoch': epoch, 'tokens': tokens,
+              'of': of}
+    self._jsonl.write(json.dumps(record) + '\n')
+    self._jsonl.flush()
+    tag = 'valid/ppl' if tokens == of else f'valid/ppl_first_{tokens}_tokens'
+    self._tensorboard.add_scalar(tag, ppl, step)
+    self._tensorboard.add_scalar('valid/epoch', epoch, step)
+
   def final(self, summary: dict) -> None:
     """The finished run in TensorBoard: final/<split>_ppl scalars, its config as text, and
     its model, head and optimizer knobs beside its final perplexities in the HParams tab

@@ -67,19 +67,23 @@ class ModelRun:
   """One model's workdir, progress and stop; `name` tells it apart from the models trained
   with it in shared log lines (empty for a lone run)."""
 
-  def __init__(self, config: Config, corpus: Corpus, main: bool, name: str = ''):
+  def __init__(self, config: Config, corpus: Corpus, main: bool, name: str = '',
+               started: float | None = None):
+    """`started`: the perf_counter() at which this invocation began (default: now); its
+    wall clock runs from there."""
     self.config, self.workdir, self.name = config, Path(config.workdir), name
     self.checkpoints, self.writer, self.lock = open_workdir(config, corpus, main)
     self.progress = new_progress()
     self.diverged = ''  # Why it stopped for good, once a loss or its parameters explode.
     self.saved_step = None  # The step of its newest checkpoint: what its summary reports.
-    self.started, self.wall_before = time.perf_counter(), 0.0
+    self.started = time.perf_counter() if started is None else started
+    self.wall_before = 0.0  # Its earlier invocations' wall seconds.
 
   def resume(self, restored) -> None:
     """Takes the progress of a restored checkpoint (or keeps a new run's, for None)."""
     if restored is not None:
       self.progress, self.saved_step = restored[1], int(restored[0].step)
-    self.started, self.wall_before = time.perf_counter(), self.progress['wall_seconds']
+    self.wall_before = self.progress['wall_seconds']
 
   @property
   def training(self) -> bool:
@@ -118,12 +122,12 @@ class ModelRun:
     if self.name:  # Among models trained together; a lone run's is its error (raised).
       log.warning('%s%s', self.name, self.diverged)
 
-  def record_validation(self, ppl: float) -> bool:
-    """Records an epoch's validation perplexity and whether it stops the run early;
-    returns whether it is the best so far (the caller saves the best state). With
-    --patience=0 the run trains every planned epoch and each epoch's state is the one kept
-    (word2vec's: its validation score is no language model's, and the linear schedule
-    plans the whole run)."""
+  def record_validation(self, ppl: float, tokens: int, of: int) -> bool:
+    """Records an epoch's validation perplexity (on the first `tokens` of the valid split's
+    `of`) and whether it stops the run early; returns whether it is the best so far (the
+    caller saves the best state). With --patience=0 the run trains every planned epoch and
+    each epoch's state is the one kept (word2vec's: its validation score is no language
+    model's, and the linear schedule plans the whole run)."""
     progress = self.progress
     progress['epochs_done'] += 1
     progress['valid_ppl_history'].append(ppl)
@@ -136,8 +140,9 @@ class ModelRun:
     progress['stopped_early'] = not keep_last and since_best >= self.config.patience
     note = ('  (kept: --patience=0)' if keep_last else '  (best)' if improved
             else f'  ({since_best} epoch{"" if since_best == 1 else "s"} since the best)')
-    log.info('%sepoch %d  valid perplexity %.2f%s', self.name, progress['epochs_done'], ppl,
-             note)
+    part = '' if tokens == of else f' on the first {tokens:,} of {of:,} valid tokens'
+    log.info('%sepoch %d  valid perplexity %.2f%s%s', self.name, progress['epochs_done'], ppl,
+             part, note)
     return improved
 
   def close(self) -> None:

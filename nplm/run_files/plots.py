@@ -52,12 +52,22 @@ def learning_curve(workdir: str | Path) -> Path:
   for r in valid:
     perplexity.annotate(f'epoch {r["epoch"]}', (r['step'], r['ppl']), fontsize=8,
                         textcoords='offset points', xytext=(4, 4))
-  perplexity.set(xlabel='update', ylabel='perplexity', title='Validation perplexity (exact)')
+  part = validated_part(valid)
+  perplexity.set(xlabel='update', ylabel='perplexity',
+                 title=f'Validation perplexity (exact{f", on {part}" if part else ""})')
   if not valid:
     _say(perplexity, 'no epoch has finished yet:\nno validation perplexity')
   path = Path(workdir) / 'learning_curve.png'
   save_figure_atomically(figure, path)
   return path
+
+
+def validated_part(valid: list[dict]) -> str:
+  """'the first N of M valid tokens' where the epoch-end validations (metrics.jsonl's
+  'valid' records) scored a part of the split (--valid_tokens_per_eval), else ''."""
+  partial = [r for r in valid if r.get('tokens') != r.get('of')]  # Older records: neither.
+  return (f'the first {partial[0]["tokens"]:,} of {partial[0]["of"]:,} valid tokens'
+          if partial else '')
 
 
 def _say(axes, text: str) -> None:

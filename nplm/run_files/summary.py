@@ -50,15 +50,28 @@ def word_perplexities(config: Config, corpus: Corpus, results: dict) -> dict:
 
 
 def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progress: dict,
-                steps: int, params, results: dict, wall_seconds: float) -> dict:
-  """summary.json of a run: its exact perplexities (`results`, per split), how it went, and
-  on what."""
+                steps: int, params, results: dict, wall_seconds: float,
+                periodic_validation: dict, phase_seconds: dict) -> dict:
+  """summary.json of a run: its exact perplexities (`results`, per evaluated split, each
+  over the whole split: `evaluated` says so), how it went, and on what.
+
+  `periodic_validation` ({'split', 'tokens', 'of'}) is what each figure of
+  valid_ppl_history scored: the first `tokens` of the split's `of`. `phase_seconds` is
+  THIS invocation's (a resumed run's earlier invocations are not in it): 'load' (loading
+  the dataset; None where the caller passed the corpus in), 'build' (model, feed, states),
+  'compile' (the first train step, its compilation included; 0 if no step ran), 'train'
+  (the updates after it), 'validation' (the epoch-end validations), 'evaluation' ({split:
+  the final evaluation's seconds}). wall_seconds and train_seconds count every invocation.
+  """
   stats, train_seconds = corpus.stats, progress['train_seconds']
   return {
       'status': status,
       'dataset': config.dataset,
       'data_fingerprint': corpus.fingerprint,
       'vocab_size': corpus.vocab.size,
+      'split_tokens': {name: stats[name]['tokens'] for name in corpus.splits},
+      'evaluated': {name: {'tokens': stats[name]['tokens'], 'of': stats[name]['tokens']}
+                    for name in results},
       'tokens': {name: stats[name]['tokens'] for name in results},
       'unk_rate': {name: stats[name]['unk_rate'] for name in results},
       **{f'{name}_ppl': results[name]['ppl'] for name in results},
@@ -69,11 +82,13 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
       'epochs': progress['epochs_done'],
       'best_epoch': progress['best_epoch'],
       'valid_ppl_history': progress['valid_ppl_history'],
+      'periodic_validation': periodic_validation,
       'steps': steps,
       'parameters': parameter_count(params, corpus.vocab.size),
       'wall_seconds': wall_seconds,
       'train_seconds': train_seconds,
       'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
+      'phase_seconds': phase_seconds,
       'device': str(jax.devices()[0].device_kind),
       'devices': {'count': jax.device_count(), 'processes': jax.process_count(),
                   'mesh': dict(mesh.shape)},
@@ -90,10 +105,17 @@ def parameter_count(params, vocab_size: int) -> int:
 def finished_summary(config: Config) -> dict | None:
   """The summary a finished run of this config left in its workdir, if any: reused, not
   trained again, by sweeps and the Table 1 runner. Fields that only observe the run
-  (nplm.config.OBSERVING_FIELDS) may differ."""
+  (nplm.config.OBSERVING_FIELDS) may differ, but it must hold every split the config's
+  --eval_splits names: if not, None, and nplm.trainer.run of the config (the run resumed,
+  nothing left to train) scores them from its best checkpoint."""
   path = Path(config.workdir) / 'summary.json'
   if not path.exists():
     return None
   summary = json.loads(path.read_text())
   finished = RunStatus(summary['status']).finished
-  return summary if finished and config.same_run(summary['config']) else None
+  if not finished or not config.same_run(summary['config']):
+    return None
+  if 'evaluated' not in summary:  # Written before --eval_splits: every split evaluated.
+    return summary
+  wanted = config.evaluated_splits(summary['split_tokens'])
+  return summary if set(wanted) <= set(summary['evaluated']) else None

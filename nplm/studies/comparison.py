@@ -26,7 +26,7 @@ from nplm.data.vocab import Vocabulary
 from nplm.display import duration
 from nplm.errors import ConfigError
 from nplm.files import save_figure_atomically
-from nplm.run_files.plots import compared_curves, read_metrics
+from nplm.run_files.plots import compared_curves, read_metrics, validated_part
 
 
 def read_runs(workdirs: list[str]) -> list[dict]:
@@ -58,7 +58,7 @@ def read_run(typed: str) -> dict:
   else:
     row = _unfinished_row(typed, identity, where)
   row['vocab_fingerprint'] = identity.get('vocab_fingerprint')
-  row['valid_curve'] = _valid_curve(where)
+  row['valid_curve'], row['valid_curve_part'] = _valid_curve(where)
   return row
 
 
@@ -114,16 +114,19 @@ def _ngram_row(typed: str, summary: dict) -> dict:
           'word_ppl': _split_values(summary, 'word_ppl'), 'bpc': _split_values(summary, 'bpc'),
           'wall_seconds': summary.get('wall_seconds'), 'examples_per_second': None,
           'data_fingerprint': summary.get('data_fingerprint'),
-          'vocab_fingerprint': summary.get('vocab_fingerprint'), 'valid_curve': []}
+          'vocab_fingerprint': summary.get('vocab_fingerprint'), 'valid_curve': [],
+          'valid_curve_part': ''}
 
 
-def _valid_curve(where: Path) -> list[dict]:
-  """[{'epoch', 'ppl'}] from metrics.jsonl's validation records (none if it has none)."""
+def _valid_curve(where: Path) -> tuple[list[dict], str]:
+  """[{'epoch', 'ppl'}] from metrics.jsonl's validation records (none if it has none), and
+  what they scored where it was a part of the split (plots.validated_part; else '')."""
   if not (where / 'metrics.jsonl').is_file():
-    return []
-  return [{'epoch': record['epoch'], 'ppl': record['ppl']}
-          for record in read_metrics(where).get('valid', [])
-          if 'epoch' in record and 'ppl' in record]
+    return [], ''
+  records = [record for record in read_metrics(where).get('valid', [])
+             if 'epoch' in record and 'ppl' in record]
+  return ([{'epoch': record['epoch'], 'ppl': record['ppl']} for record in records],
+          validated_part(records))
 
 
 def vocabulary_groups(rows: list[dict]) -> list[int]:
@@ -218,7 +221,9 @@ def figure(rows: list[dict]):
   for row in rows:
     label = f'{row["workdir"]} ({row["model"]})'
     if row['valid_curve']:
-      curves.append({'label': label, 'epochs': [p['epoch'] for p in row['valid_curve']],
+      part = row['valid_curve_part']
+      curves.append({'label': label + (f', validated on {part}' if part else ''),
+                     'epochs': [p['epoch'] for p in row['valid_curve']],
                      'ppl': [p['ppl'] for p in row['valid_curve']]})
     elif row['ppl']['valid'] is not None:
       curves.append({'label': label, 'level': row['ppl']['valid']})

@@ -145,8 +145,10 @@ class Table:
     return {**self.description(row), **{f'{s}_ppl': ppl[s] for s in SPLITS}, **details}
 
   def network_config(self, name: str) -> Config:
+    """The row's recipe in <workdir>/<name>; its final evaluation scores every split, as
+    the table has a train column (whatever a recipe or --eval_splits=auto would choose)."""
     config = flagfiles.config_from_flagfile(ROWS[name].flagfile, workdir=str(self.workdir / name))
-    return config.replace(**self.overrides).validate()
+    return config.replace(**{**self.overrides, 'eval_splits': ','.join(SPLITS)}).validate()
 
   def network_summary(self, name: str) -> dict:
     """The finished run of a network row in <workdir>/<name>, trained or resumed if need be."""

@@ -11,7 +11,9 @@ and to the readers of a trained model (nplm.use.trained). Its family supplies:
                         (state, loss)
   placed, score         a split as its scoring pass reads it; the exact log-probs of one
                         batch, traced (its data arguments laid out as `scoring_layout` says);
-                        scoring_pass, if the pass is not over eval batches of positions
+                        scoring_pass, if the pass is not over eval batches of positions;
+                        placed_prefix, if a split's first tokens are not scored as the
+                        split cut there (windows that read later tokens)
 
 K models of one shape may be trained together (nplm.trainer.run of a list): their states are
 stacked along a leading axis, replicated, and one compiled step updates all of them with
@@ -31,6 +33,11 @@ from nplm.data import batching
 from nplm.display import progress as show_progress
 from nplm.errors import ConfigError
 from nplm.training import optimizer
+
+
+def prefix_name(split: str, tokens: int) -> str:
+  """The name of a split's first `tokens` tokens placed as a split of their own."""
+  return f'{split}[:{tokens}]'
 
 
 def masked_mean(losses, mask):
@@ -56,7 +63,9 @@ class Feed:
     raise NotImplementedError
 
   def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
-               num_models: int = 1):
+               num_models: int = 1, prefixes: dict[str, int] | None = None):
+    """`prefixes` {split: tokens}: the first tokens of those splits placed too, once, as
+    the splits prefix_name(split, tokens) (the epoch-end validation's part of valid)."""
     self.config, self.lm, self.boundary_id, self.num_models = config, lm, boundary_id, num_models
     self.mesh = mesh or parallel.make_mesh()
     parallel.check_divides('--batch_size', config.batch_size, self.mesh)
@@ -69,7 +78,15 @@ class Feed:
       self.steps_per_epoch = self.prepare_training(splits['train'])
     self.splits = {name: self.placed(ids) for name, ids in splits.items()}
     self.sizes = {name: len(ids) for name, ids in splits.items()}
+    for name, tokens in (prefixes or {}).items():
+      self.splits[prefix_name(name, tokens)] = self.placed_prefix(splits[name], tokens)
+      self.sizes[prefix_name(name, tokens)] = tokens
     self.log_prob_step = self.compile_scoring(parallel.sharding(self.mesh))
+
+  def placed_prefix(self, ids, tokens: int):
+    """The first `tokens` of a split placed so that each is scored exactly as within the
+    whole split: the split cut there, where a token's score reads no later token."""
+    return self.placed(ids[:tokens])
 
   # --- the state: initialized for the family's example, laid out over the mesh ---------
 

@@ -32,6 +32,7 @@ from nplm.run_files.summary import RunStatus, parameter_count
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import memory, optimizer
 from nplm.training.families import feed_of
+from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus
 from nplm.training.runs import Runs, diverged_summary
 
@@ -77,11 +78,26 @@ class Periodic:
     return step % self.every == 0 and not self.skip(step)
 
 
+def periodic_validation(config: Config, valid_tokens: int) -> dict:
+  """What each epoch-end validation scores: the first --valid_tokens_per_eval tokens of the
+  valid split, or all of its `valid_tokens` (0, or more than it has)."""
+  wanted = config.valid_tokens_per_eval
+  if wanted > valid_tokens:
+    log.info('--valid_tokens_per_eval=%d is more than the valid split holds (%s): each epoch '
+             'validates on the whole split', wanted, counted(valid_tokens, 'token'))
+  tokens = min(wanted, valid_tokens) if wanted else valid_tokens
+  return {'split': 'valid', 'tokens': tokens, 'of': valid_tokens}
+
+
 class Loop:
   """One invocation of the loop over K >= 1 models' workdirs: trains, evaluates, saves."""
 
-  def __init__(self, configs: list[Config], corpus: Corpus, stop: StopRequests):
-    """Builds the model, its feed and the runs' states (a stop request: RunInterrupted)."""
+  def __init__(self, configs: list[Config], corpus: Corpus, stop: StopRequests,
+               started: float, load_seconds: float | None = None):
+    """Builds the model, its feed and the runs' states (a stop request: RunInterrupted).
+    `started`: the invocation's perf_counter() at its start (its wall clock's), after
+    `load_seconds` loading the corpus (None: the caller passed it in)."""
+    built = time.perf_counter()
     self.config, self.corpus, self.stop = configs[0], corpus, stop
     self.mesh = parallel.make_mesh(self.config.mesh)
     # Built before any workdir is claimed: a head or the mesh may still refuse the config,
@@ -91,11 +107,16 @@ class Loop:
     memory.require_fit(self.config, self.lm, corpus.vocab.counts, split_sizes, self.mesh,
                        len(configs))
     check_corpus(self.config, self.lm, split_sizes)
+    self.evaluated = self.config.evaluated_splits(split_sizes)
+    validation = periodic_validation(self.config, split_sizes['valid'])
+    whole = validation['tokens'] == validation['of']
+    self.validation_split = 'valid' if whole else prefix_name('valid', validation['tokens'])
     stop_requests.check()
     self.feed = feed_of(self.lm.model)(self.config, self.lm, corpus.splits,
-                                       corpus.boundary_id, self.mesh, len(configs))
+                                       corpus.boundary_id, self.mesh, len(configs),
+                                       {} if whole else {'valid': validation['tokens']})
     stop_requests.check()
-    self.runs = Runs(configs, corpus, parallel.is_main_process())
+    self.runs = Runs(configs, corpus, parallel.is_main_process(), validation, started)
     try:  # A refused checkpoint must not keep the workdirs locked in this process.
       self.states, self.run_rngs, self.step = self.runs.start_or_resume(self.feed.create_state)
       stop_requests.check()
@@ -110,6 +131,9 @@ class Loop:
                     Periodic(self.config.checkpoint_every, self.checkpoint,
                              skip=lambda step: step % per_epoch == 0)]
     log.info('%s', self.startup_line())
+    # This invocation's phases (summary.run_summary); the compile's is 0 if no step ran.
+    self.phases = {'load': load_seconds, 'build': time.perf_counter() - built, 'compile': 0.0,
+                   'train': 0.0, 'validation': 0.0, 'evaluation': {}}
 
   def close(self) -> None:
     self.runs.close()
@@ -145,6 +169,7 @@ class Loop:
       if not self.compiled:
         self.stop.phase = 'compiling the train step'
         log.info('compiling the train step')
+        self.compile_started = time.perf_counter()
       self.states, losses = self.feed.step(self.states, batch, self.run_rngs,
                                            self.hyperparameters)
       self.count_update(losses, examples)
@@ -153,7 +178,7 @@ class Loop:
         return end
     jax.block_until_ready(self.states)
     seconds, _, examples = self.interval.take()
-    self.runs.count_time(seconds, examples)
+    self.count_time(seconds, examples)
     return None
 
   def count_update(self, losses, examples: int) -> None:
@@ -166,10 +191,16 @@ class Loop:
       jax.block_until_ready(losses)
       self.stop.check()
       self.compiled, self.stop.phase = True, TRAINING
+      self.phases['compile'] = time.perf_counter() - self.compile_started
       self.interval.restart()
     self.in_flight.append(losses)
     if len(self.in_flight) > stop_requests.IN_FLIGHT:
       jax.block_until_ready(self.in_flight.pop(0))
+
+  def count_time(self, seconds: float, examples: int) -> None:
+    """Training time: this invocation's phase, and each model's total (its progress)."""
+    self.phases['train'] += seconds
+    self.runs.count_time(seconds, examples)
 
   def out_of_steps(self) -> bool:
     return bool(self.config.max_steps) and self.step >= self.config.max_steps
@@ -196,7 +227,7 @@ class Loop:
     losses = np.reshape(parallel.fetch(losses), self.runs.count)
     seconds, steps, examples = self.interval.take()
     self.runs.check_losses(losses, self.step)
-    self.runs.count_time(seconds, examples)
+    self.count_time(seconds, examples)
     return StepInfo(epoch, losses, examples / max(seconds, 1e-9), steps / max(seconds, 1e-9),
                     end)
 
@@ -244,44 +275,49 @@ class Loop:
     return -np.sum(np.reshape(log_probs, (self.runs.count, -1)), axis=1)
 
   def validate(self, epoch: int) -> None:
-    """Validates every model still training (its state saved, and settled, before); each
-    keeps its best and decides its stop. A stop request: RunInterrupted."""
+    """Validates every model still training (its state saved, and settled, before) on the
+    valid split or its first --valid_tokens_per_eval tokens; each keeps its best and decides
+    its stop. A stop request: RunInterrupted."""
     if not self.runs.training:
       return
     self.stop.phase = f'validating after epoch {epoch + 1}'
-    nll = self.split_nll('valid', self.states.params, self.stop.phase)
+    started = time.perf_counter()
+    nll = self.split_nll(self.validation_split, self.states.params, self.stop.phase)
+    self.phases['validation'] += time.perf_counter() - started
     self.runs.record_validation(nll, epoch, self.states, self.step)
 
   def summaries(self, status: RunStatus) -> list[dict]:
-    """Each model's summary (also its summary.json): exact perplexities of every split; a
-    diverged model's is its error and no file. Stopped by a request: each 'interrupted' (the
-    checkpoints are all saved)."""
+    """Each model's summary (also its summary.json): exact perplexities of the splits
+    --eval_splits names; a diverged model's is its error and no file. Stopped by a request:
+    each 'interrupted' (the checkpoints are all saved)."""
     if status == RunStatus.INTERRUPTED:
       return self.runs.unfinished_summaries(status, self.step)
     if all(run.diverged for run in self.runs.all):
       return [diverged_summary(run) for run in self.runs.all]
     self.stop.phase = 'running the final evaluation'
     try:
-      params = self.runs.final_params(self.states)
+      params = self.runs.final_params(self.states, self.evaluated)
       stop_requests.check()
       nll = self.final_nll(params)
     except RunInterrupted:
       return self.runs.unfinished_summaries(RunStatus.INTERRUPTED, self.step)
     return [self.runs.summary(k, status, {name: nll[name][k] for name in nll}, params[k],
-                              self.mesh, self.step) for k in range(self.runs.count)]
+                              self.mesh, self.step, self.phases)
+            for k in range(self.runs.count)]
 
   def final_nll(self, params: list) -> dict:
-    """Σ -log p of every split per model, each split's perplexities logged."""
+    """Σ -log p of each split --eval_splits names, per model, the whole split; each split's
+    perplexities logged."""
     if self.runs.count > 1:
-      log.info('final evaluation of %d models: %s', self.runs.count,
-               ', '.join(self.corpus.splits))
+      log.info('final evaluation of %d models: %s', self.runs.count, ', '.join(self.evaluated))
     nll = {}
-    for name, ids in self.corpus.splits.items():
-      started = time.perf_counter()
+    for name in self.evaluated:
+      started, tokens = time.perf_counter(), len(self.corpus.splits[name])
       nll[name] = self.split_nll(name, self.runs.join(params), f'final evaluation: {name}')
-      ppl = ', '.join(f'{perplexity(n, len(ids))["ppl"]:.2f}' for n in nll[name])
+      seconds = self.phases['evaluation'][name] = time.perf_counter() - started
+      ppl = ', '.join(f'{perplexity(n, tokens)["ppl"]:.2f}' for n in nll[name])
       log.info('final evaluation: %s perplexity %s (%s, %s)', name, ppl,
-               counted(len(ids), 'token'), duration(time.perf_counter() - started))
+               counted(tokens, 'token'), duration(seconds))
     return nll
 
   def startup_line(self) -> str:
@@ -302,9 +338,11 @@ class Loop:
             f'{workdirs} ({state})')
 
 
-def train(configs: list[Config], corpus: Corpus) -> list[dict]:
+def train(configs: list[Config], corpus: Corpus, started: float | None = None,
+          load_seconds: float | None = None) -> list[dict]:
   """Trains (or resumes) K >= 1 models (configs checked by run_checks.check_together) in one
-  program; one summary per model, in order.
+  program; one summary per model, in order. `started`: when the invocation began (its
+  perf_counter(); default: now), `load_seconds` of it loading `corpus` (None: not here).
 
   Stopped by SIGTERM/Ctrl-C, every model still training saves a checkpoint and each summary
   is {'status': 'interrupted', ...}; rerunning the same configs continues them. Stopped
@@ -315,7 +353,8 @@ def train(configs: list[Config], corpus: Corpus) -> list[dict]:
     stop.phase = 'building the model'
     log.info('building the model and its train state')
     try:
-      loop = Loop(configs, corpus, stop)
+      loop = Loop(configs, corpus, stop,
+                  time.perf_counter() if started is None else started, load_seconds)
       try:
         return loop.summaries(loop.train())
       finally:

@@ -24,9 +24,12 @@ count of a compiled step's temporaries (tests/test_resources.py): within a facto
   head, per example scored: 3·S in training (the scores, their softmax or sigmoid, their
     gradient), S in evaluation; S, what the head scores per example: |V| (softmax,
     adaptive, and the exact log p of is, nce, negative_sampling; |V| / the 'model' shards
-    when vocabulary-parallel); k+1 in training for is, nce, negative_sampling ((k+1)·(D+1)
-    rows gathered with --noise_per_example); the path's depth·(D+1) (tree); the classes
-    plus the largest class·(D+1) (class)
+    when vocabulary-parallel); in evaluation on one shard, the rows one chunk of the
+    normalizer scores at once, chunk_rows(E, |V|) (nplm.heads.output_layer: at most
+    CHUNK_BYTES for the E examples); the adaptive head's whole layers summed, plus its
+    largest chunk of a chunked layer; k+1 in training for is, nce, negative_sampling
+    ((k+1)·(D+1) rows gathered with --noise_per_example); the path's depth·(D+1) (tree);
+    the classes plus the largest class·(D+1) (class)
   model, per example (twice in training: the values kept for the backward pass and their
     gradients; once in evaluation), m = --feature_size, h = --hidden_size, D the hidden
     vector's width, L = --num_layers, n = --order, c = --window:
@@ -54,6 +57,7 @@ from nplm import parallel
 from nplm.training.families import feed_of
 from nplm.errors import ConfigError
 from nplm.heads import OUTPUT_ROW_HEADS
+from nplm.heads.output_layer import chunk_rows
 from nplm.lm import build_language_model
 
 WORD = 4  # float32 and int32 bytes
@@ -112,8 +116,10 @@ def device_bytes(tree, mesh=None, vocab_parallel: bool = False, batch_axes=None)
              for leaf, sharding in zip(leaves, shardings))
 
 
-def _scores_per_example(config, lm, vocab_size: int, shards: int, training: bool) -> int:
-  """S: what the head scores per example (module docstring)."""
+def _scores_per_example(config, lm, vocab_size: int, shards: int, training: bool,
+                        batch: int | None = None) -> int:
+  """S: what the head scores per example (module docstring); `batch`: the global batch of
+  an exact log p that chunks its normalizer, if it does."""
   head, width = lm.head, lm.model.output_width + 1
   if config.head == 'tree' and hasattr(head, 'tree'):
     return head.tree.paths.shape[1] * width
@@ -122,6 +128,15 @@ def _scores_per_example(config, lm, vocab_size: int, shards: int, training: bool
   if training and config.head in ('is', 'nce', 'negative_sampling'):
     samples = config.num_samples + 1
     return samples * width if config.noise_per_example else samples
+  if batch is not None and shards == 1 and config.head in OUTPUT_ROW_HEADS:
+    return chunk_rows(batch, vocab_size)
+  if batch is not None and config.head == 'adaptive' and hasattr(head, 'bounds'):
+    layers = [head.cutoffs[0] + len(head.bounds)] + [end - start for start, end in head.bounds]
+    rows = [chunk_rows(batch, units) for units in layers]
+    # Whole layers' log-softmaxes are live together (XLA's count); chunked layers' loops run
+    # one after another in one chunk's buffers.
+    return (sum(r for r, units in zip(rows, layers) if r == units)
+            + max((r for r, units in zip(rows, layers) if r < units), default=0))
   return _ceil(vocab_size, shards)
 
 
@@ -135,7 +150,11 @@ def activations(config, lm, vocab_size: int, data: int = 1, shards: int = 1) -> 
   batch, evaluated = _ceil(config.batch_size, data), _ceil(config.eval_batch_size, data)
   m, h, n, layers = config.feature_size, config.hidden_size, config.order, config.num_layers
   head_train = 3 * _scores_per_example(config, lm, vocab_size, shards, True)
-  head_eval = _scores_per_example(config, lm, vocab_size, shards, False)
+  # The global eval batch sets the chunk (it is what the compiled step sees); skip-gram's
+  # output-row heads score whole distributions (log_probs), never chunked.
+  exact_batch = (None if config.model == 'skipgram' and config.head in OUTPUT_ROW_HEADS
+                 else config.eval_batch_size)
+  head_eval = _scores_per_example(config, lm, vocab_size, shards, False, exact_batch)
   family = model.family
   if family == 'streams':
     per_word = layers * (m + (GATES.get(config.model, 4) + 2) * h)

@@ -28,14 +28,17 @@ log = logging.getLogger(__name__)
 class Runs:
   """The runs of one loop, in order; `all[k]` is model k's."""
 
-  def __init__(self, configs: list[Config], corpus: Corpus, main: bool):
+  def __init__(self, configs: list[Config], corpus: Corpus, main: bool, validation: dict,
+               started: float):
     """Claims every workdir (process 0, `main`, alone writes the runs' files); a refused one
-    leaves none of them locked."""
+    leaves none of them locked. `validation`: what each epoch validates on
+    (loop.periodic_validation); `started`: the invocation's start (the runs' wall clock)."""
     self.corpus, self.main, self.count, self.all = corpus, main, len(configs), []
+    self.validation = validation
     try:
       for k, config in enumerate(configs):
         name = f'[{k}] ' if self.count > 1 else ''
-        self.all.append(ModelRun(config, corpus, main, name))
+        self.all.append(ModelRun(config, corpus, main, name, started))
     except BaseException:
       self.close()
       raise
@@ -127,24 +130,26 @@ class Runs:
                            run.config, step - 1, planned)))
 
   def record_validation(self, nll: np.ndarray, epoch: int, states, step: int) -> None:
-    """Each training run's validation (Σ -log p, `nll[k]`): its best kept, its stop decided,
-    its state saved; one whose perplexity exploded stops."""
-    tokens = len(self.corpus.splits['valid'])
+    """Each training run's validation (Σ -log p over the tokens `validation` names,
+    `nll[k]`): its best kept, its stop decided, its state saved; one whose perplexity
+    exploded stops."""
+    tokens, of = self.validation['tokens'], self.validation['of']
     for k in self.training:
       run, ppl = self.all[k], perplexity(nll[k], tokens)['ppl']
       if exploded(nll[k] / tokens, self.corpus.vocab.size):
         run.diverge(f'the validation perplexity is {ppl} after epoch {epoch + 1}')
         continue
-      if run.record_validation(ppl):
+      if run.record_validation(ppl, tokens, of):
         self.save(states, k, best=True)
-      run.writer.write('valid', step, ppl=ppl, epoch=epoch + 1)
+      run.writer.validation(step, epoch + 1, ppl, tokens, of)
       self.save(states, k)
 
   # --- the end --------------------------------------------------------------------------
 
-  def final_params(self, states) -> list:
+  def final_params(self, states, splits: list[str]) -> list:
     """Each run's parameters to report: its best (on validation), or where no epoch
-    finished, its last; a diverged run's are whatever it holds (not reported)."""
+    finished, its last; a diverged run's are whatever it holds (not reported). `splits`:
+    those the final evaluation scores (logged)."""
     abstract, params = abstract_of(self.template), []
     for k, run in enumerate(self.all):
       best = None if run.diverged else run.checkpoints.restore_best(abstract)
@@ -155,13 +160,15 @@ class Runs:
       params.append(self.member(states, k).params if best is None else best[0].params)
       if self.count == 1 and not run.diverged:
         kept = 'last epoch\'s' if run.config.patience == 0 else 'best'
-        log.info('final evaluation: %s with the %s parameters', ', '.join(self.corpus.splits),
+        log.info('final evaluation: %s with the %s parameters', ', '.join(splits),
                  'last' if best is None else f'{kept} (step {int(best[0].step)})')
     return params
 
-  def summary(self, k: int, status: RunStatus, nll: dict, params, mesh, step: int) -> dict:
-    """Run k's summary from its Σ -log p per split (also its summary.json, metrics and
-    learning curve); a run whose final perplexity exploded diverges: its error, no file."""
+  def summary(self, k: int, status: RunStatus, nll: dict, params, mesh, step: int,
+              phases: dict) -> dict:
+    """Run k's summary from its Σ -log p per evaluated split (also its summary.json, metrics
+    and learning curve), with this invocation's `phases` (seconds); a run whose final
+    perplexity exploded diverges: its error, no file."""
     run, splits = self.all[k], self.corpus.splits
     results = {name: perplexity(nll[name], len(splits[name])) for name in nll}
     exploded_splits = [name for name in nll
@@ -173,7 +180,8 @@ class Runs:
       return diverged_summary(run)
     steps = run.saved_step if run.saved_step is not None else step
     summary = run_summary(run.status(status), run.config, self.corpus, mesh, run.progress,
-                          steps, params, results, run.wall_seconds())
+                          steps, params, results, run.wall_seconds(),
+                          periodic_validation=self.validation, phase_seconds=phases)
     if self.count > 1:
       summary['trained_together'] = self.count
     if self.main:

@@ -128,6 +128,11 @@ class Word2VecFeed(Feed):
     # Windows stop at a split's ends: nothing is read before its start (no boundary token).
     return parallel.put(padded_stream(ids, self.config.window, len(ids)), self.mesh)
 
+  def placed_prefix(self, ids, tokens: int):
+    # The last words of the prefix read their right-hand window as in the whole split.
+    window = self.config.window
+    return parallel.put(padded_stream(ids[:tokens + window], window, tokens), self.mesh)
+
   def prepare_training(self, ids) -> int:
     self.subsampler = Subsampler(ids, self.config.subsample)
     return batching.num_batches(self.subsampler.max_kept, self.config.batch_size)

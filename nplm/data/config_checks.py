@@ -1,0 +1,34 @@
+"""The data settings' checks of a Config (Config.validate, Config.validate_data): kept here,
+beside the sources and tokenizers they ask, so that config.py holds the knobs."""
+
+from nplm.data import tokenizers
+from nplm.data.sources import source_of
+
+
+def data_checks(config) -> list[tuple[bool, str]]:
+  """(ok, the one-line message if not) per data setting; ConfigError at once for a
+  --dataset that names no source."""
+  source = source_of(config.dataset)  # A ConfigError if it names none.
+  fractions = config.split_fractions.split(',')
+  try:
+    shares = [float(f) for f in fractions]
+  except ValueError:
+    shares = []
+  return [
+      (config.tokens in ('words', 'chars'),
+       f'unknown --tokens={config.tokens!r}; known: words, chars'),
+      (config.unk_max_count >= -1,
+       f'--unk_max_count must be -1 (the dataset\'s default) or more, got {config.unk_max_count}'),
+      (config.max_vocab_size >= 0,
+       f'--max_vocab_size must be 0 (no bound) or more, got {config.max_vocab_size}'),
+      (config.train_tokens >= 0 and config.valid_tokens >= 0
+       and (config.train_tokens > 0) == (config.valid_tokens > 0),
+       '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
+      *[(False, error) for error in tokenizers.config_errors(config)],
+      *[(False, error) for error in source.config_errors(config)],
+      (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
+       f'--split_fractions must be three positive shares summing to 1, got '
+       f'{config.split_fractions!r}'),
+      (len(config.tfds_splits.split(',')) == 3 and all(config.tfds_splits.split(',')),
+       f'--tfds_splits names three TFDS splits (train, valid, test), got {config.tfds_splits!r}'),
+  ]

@@ -1,0 +1,184 @@
+"""Exact evaluation at any |V| in bounded memory: the normalizer summed over chunks of output
+rows (nplm.heads.output_layer) against numpy's log-softmax over the whole vocabulary, its
+gradient against the softmax's written out, the heads and a K-model evaluation pass through
+it, and the benchmark's report.
+
+The chunk budget is lowered in each test (monkeypatch) so that tiny vocabularies take several
+chunks; the tree and class heads' log_prob (their path or class only) is checked normalized
+and equal to their full log_probs by tests/test_heads.py.
+"""
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nplm import parallel
+from nplm.config import Config
+from nplm.heads import output_layer
+from nplm.heads.output_layer import OutputLayer, chunk_rows
+from nplm.lm import build_language_model
+from nplm.training.window_feed import WindowFeed
+from tests.test_heads import (log_prob_of_every_word, make_head, numpy_log_probs,
+                              random_hidden, random_params)
+from tests.test_model import numpy_eq1
+
+V, D, B = 103, 6, 7
+CHUNK = 21  # V = 4·21 + 19: the fifth chunk starts at 82, its rows 82 and 83 counted before.
+# First chunk, its end, the overlap, the clamped chunk's first new row, the last row.
+TARGETS = np.array([0, 20, 21, 83, 84, 102, 50], np.int32)
+
+
+def allow_rows(monkeypatch, batch: int, rows: int) -> None:
+  """At most `rows` rows of scores at once for `batch` examples."""
+  monkeypatch.setattr(output_layer, 'CHUNK_BYTES', 4 * batch * rows)
+  monkeypatch.setattr(output_layer, 'MIN_CHUNK_ROWS', 1)
+
+
+def layer_params(seed=0, models=None):
+  rng = np.random.default_rng(seed)
+  shape = () if models is None else (models,)
+  return {'embedding': rng.normal(size=(*shape, V, D)).astype(np.float32),
+          'bias': rng.normal(size=(*shape, V)).astype(np.float32)}
+
+
+def numpy_log_softmax_at(params, hidden, targets):
+  """log e^{y_t} / Σ_w e^{y_w} over all V rows, in float64."""
+  y = hidden.astype(np.float64) @ params['embedding'].T.astype(np.float64) + params['bias']
+  log_z = y.max(axis=1) + np.log(np.exp(y - y.max(axis=1, keepdims=True)).sum(axis=1))
+  return y[np.arange(len(targets)), targets] - log_z, y - log_z[:, None]
+
+
+def log_softmax_at(params, hidden, targets):
+  layer = OutputLayer(V, D)
+  return layer.apply({'params': params}, hidden, targets, method=layer.log_softmax_at)
+
+
+def test_chunks_keep_the_plain_path_where_the_scores_fit_and_stay_within_the_budget():
+  # Brown's 14,039 words and the paper's 16,383 at --eval_batch_size=2048: one chunk, the
+  # plain log-softmax, results unchanged.
+  assert chunk_rows(2048, 14039) == 14039 and chunk_rows(2048, 16383) == 16383
+  for batch, units in [(2048, 300_000), (2048, 1_000_003), (256, 1_000_000), (4096, 99_999)]:
+    rows = chunk_rows(batch, units)
+    chunks = -(-units // rows)
+    assert 4 * batch * rows <= output_layer.CHUNK_BYTES, (batch, units, rows)
+    assert chunks * rows - units < chunks  # Equal chunks: under one row each clamped.
+  assert chunk_rows(10 ** 7, 300_000) == output_layer.MIN_CHUNK_ROWS  # Never thinner.
+
+
+def test_the_chunked_log_softmax_at_equals_numpy_over_the_whole_vocabulary(monkeypatch):
+  allow_rows(monkeypatch, B, 25)
+  assert chunk_rows(B, V) == CHUNK and V % CHUNK
+  params, hidden = layer_params(), random_hidden(B, D)
+  got = jax.jit(log_softmax_at)(params, hidden, TARGETS)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(got, numpy_log_softmax_at(params, hidden, TARGETS)[0], atol=1e-5)
+  # bfloat16 weights and hidden vectors (a --dtype=bfloat16 train step): float32 out, the
+  # matmul's own rounding in it.
+  half = jax.tree.map(lambda a: a.astype(jnp.bfloat16), (params, hidden))
+  rounded = jax.tree.map(lambda a: np.asarray(a, np.float32), half)
+  got = jax.jit(log_softmax_at)(*half, TARGETS)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(got, numpy_log_softmax_at(*rounded, TARGETS)[0], atol=0.1)
+
+
+def test_its_gradient_is_the_softmax_gradient_written_out(monkeypatch):
+  """d/dh = o_t - Σ p_w o_w, d/do_w = Σ_i (δ_{w t_i} - p_iw) h_i, d/db_w = Σ_i δ - p: the
+  full softmax's loss trains through the chunked sum at a large |V|."""
+  allow_rows(monkeypatch, B, 25)
+  params, hidden = layer_params(), random_hidden(B, D)
+  grads = jax.jit(jax.grad(lambda p, h: jnp.sum(log_softmax_at(p, h, TARGETS)),
+                           argnums=(0, 1)))(params, hidden)
+  _, log_p = numpy_log_softmax_at(params, hidden, TARGETS)
+  error = np.eye(V)[TARGETS] - np.exp(log_p)  # [B, V]
+  np.testing.assert_allclose(grads[1], error @ params['embedding'], atol=1e-5)
+  np.testing.assert_allclose(grads[0]['embedding'], error.T @ hidden, atol=1e-5)
+  np.testing.assert_allclose(grads[0]['bias'], error.sum(axis=0), atol=1e-5)
+
+
+def test_k_stacked_models_are_chunked_under_vmap(monkeypatch):
+  allow_rows(monkeypatch, B, 25)
+  params, hidden = layer_params(models=2), random_hidden(B, D)
+  got = jax.jit(jax.vmap(log_softmax_at, in_axes=(0, None, None)))(params, hidden, TARGETS)
+  for k in range(2):
+    model = jax.tree.map(lambda a, k=k: a[k], params)
+    np.testing.assert_allclose(got[k], numpy_log_softmax_at(model, hidden, TARGETS)[0],
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize('name,knobs', [('softmax', {}), ('is', {}), ('nce', {}),
+                                        ('adaptive', {'adaptive_cutoffs': '5,15'})])
+def test_heads_log_prob_in_chunks_is_normalized_and_equals_numpy(name, knobs, monkeypatch):
+  """log_prob of every word for each hidden vector (5 × 37 pairs, 4 rows a chunk: the
+  adaptive head's 7 head units, 10 and 22 tail words each end in a clamped chunk):
+  normalized, and equal to the head's formula in numpy (tests/test_heads.py), itself
+  normalized."""
+  head = make_head(name, **knobs)
+  params, hidden = random_params(head), random_hidden()
+  pairs = len(hidden) * head.vocab_size
+  allow_rows(monkeypatch, pairs, 4)
+  assert chunk_rows(pairs, 7) == chunk_rows(pairs, 10) == chunk_rows(pairs, 22) == 4
+  every_word, _ = log_prob_of_every_word(head, params, hidden)
+  expected = numpy_log_probs(name, head, params, hidden)
+  np.testing.assert_allclose(np.exp(expected).sum(axis=1), 1.0, atol=1e-9)
+  np.testing.assert_allclose(np.exp(every_word).sum(axis=1), 1.0, atol=1e-5)
+  np.testing.assert_allclose(every_word, expected, atol=1e-5)
+
+
+def test_a_k_model_evaluation_pass_in_chunks_equals_numpy_eq1(monkeypatch):
+  """The feed's vmapped scoring pass over a split (two NNLMs, 61 words in chunks of 16, the
+  last clamped), against Eq. 1 in numpy, token by token."""
+  order, counts, batch = 3, np.arange(61, 0, -1), 8
+  allow_rows(monkeypatch, batch, 16)
+  assert chunk_rows(batch, len(counts)) == 16
+  config = Config(workdir='unused', order=order, feature_size=4, hidden_size=5, direct=True,
+                  eval_batch_size=batch).resolved()
+  lm = build_language_model(config, counts)
+  ids = np.random.default_rng(0).integers(0, len(counts), 45).astype(np.int32)
+  mesh = parallel.make_mesh('', devices=jax.devices('cpu')[:1])
+  feed = WindowFeed(config, lm, {'valid': ids}, boundary_id=0, mesh=mesh, num_models=2)
+  models = [WindowFeed.initial_params(config, lm, jax.random.key(seed)) for seed in (1, 2)]
+  got = feed.log_probs(jax.tree.map(lambda *leaves: jnp.stack(leaves), *models), 'valid')
+  assert got.shape == (2, len(ids))
+  stream = np.concatenate([np.zeros(order - 1, np.int32), ids])  # Boundary id 0 first.
+  context = np.stack([stream[t + order - 2 - np.arange(order - 1)] for t in range(len(ids))])
+  for params, log_p in zip(models, got):
+    expected = numpy_eq1(params, context, config.hidden_size, config.direct)
+    np.testing.assert_allclose(log_p, expected[np.arange(len(ids)), ids], atol=1e-5)
+
+
+def test_the_benchmark_reports_every_figure_from_its_measurements(tmp_path):
+  sizes, tokens, batch = (300, 1500), 400, 64
+  out = tmp_path / 'exact_eval'
+  run = subprocess.run(
+      [sys.executable, '-m', 'experiments.benchmarks.exact_eval',
+       f'--vocab_sizes={",".join(map(str, sizes))}', f'--tokens={tokens}',
+       f'--eval_batch_size={batch}', '--repeats=1', '--square=64', f'--out={out}'],
+      capture_output=True, text=True, check=False, timeout=300)
+  assert run.returncode == 0, run.stderr[-3000:]
+  report = json.loads(out.with_suffix('.json').read_text())
+  assert out.with_suffix('.md').read_text().count('\n| ') == 2 + len(sizes) + 2
+  assert [(r['head'], r['vocab_size']) for r in report['rows']] == (
+      [('softmax', v) for v in sizes] + [('tree', 1500), ('adaptive', 1500)])
+  width = report['output_width']
+  assert width == 100  # MLP9: the output layer reads h = 100 (no direct connections).
+  for row in report['rows']:
+    assert row['tokens_per_second'] == pytest.approx(tokens / row['seconds'])
+    if row['head'] != 'softmax':
+      continue
+    v = row['vocab_size']
+    assert row['chunk_rows'] == chunk_rows(batch, v) and row['chunks'] == 1
+    assert row['output_flops_per_token'] == 2 * width * v
+    assert row['model_flops_per_token'] == 2 * 4 * 30 * 100  # (n-1)·m inputs, h units
+    rate = 2 * width * v * tokens / row['seconds']
+    assert row['output_flops_per_second'] == pytest.approx(rate)
+    assert row['total_flops_per_second'] == pytest.approx(
+        (2 * width * v + 2 * 4 * 30 * 100) * tokens / row['seconds'])
+    assert row['share_of_chunk_matmul'] == pytest.approx(
+        rate / row['chunk_matmul_flops_per_second'])
+    assert row['share_of_square_matmul'] == pytest.approx(
+        rate / report['square_flops_per_second'])
