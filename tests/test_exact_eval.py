@@ -35,6 +35,7 @@ TARGETS = np.array([0, 20, 21, 83, 84, 102, 50], np.int32)
 
 def allow_rows(monkeypatch, batch: int, rows: int) -> None:
   """At most `rows` rows of scores at once for `batch` examples."""
+  monkeypatch.setattr(output_layer, 'PLAIN_BYTES', 4 * batch * rows)
   monkeypatch.setattr(output_layer, 'CHUNK_BYTES', 4 * batch * rows)
   monkeypatch.setattr(output_layer, 'MIN_CHUNK_ROWS', 1)
 

@@ -124,6 +124,7 @@ def test_the_activation_formula_is_within_twice_xla_s_count_of_a_compiled_step(n
 def test_the_evaluation_formula_follows_a_normalizer_summed_in_chunks(head, monkeypatch):
   """With the chunk budget lowered to 1,000 rows of the 1,024 examples, XLA's count of the
   evaluation step falls with the formula's, and stays within twice it."""
+  monkeypatch.setattr(output_layer, 'PLAIN_BYTES', 4 * 1024 * 1000)
   monkeypatch.setattr(output_layer, 'CHUNK_BYTES', 4 * 1024 * 1000)
   monkeypatch.setattr(output_layer, 'MIN_CHUNK_ROWS', 1)
   counts = np.maximum(1, 100000 // np.arange(1, 3001))  # |V| = 3,000: three chunks

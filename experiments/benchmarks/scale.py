@@ -61,8 +61,18 @@ MATMUL_SHARE_GOAL = 0.5  # exact evaluation's output-layer FLOP/s over the matmu
 def model_flags() -> list[str]:
   return [f'--model={FLAGS.model}', f'--order={FLAGS.order}',
           f'--feature_size={FLAGS.feature_size}', f'--hidden_size={FLAGS.hidden_size}',
-          '--direct=false', f'--optimizer={FLAGS.optimizer}', f'--batch_size={FLAGS.batch_size}',
+          '--direct=false', f'--optimizer={FLAGS.optimizer}',
+          f'--learning_rate={FLAGS.learning_rate}', f'--batch_size={FLAGS.batch_size}',
           f'--eval_batch_size={FLAGS.eval_batch_size}']
+
+
+def steps_of(head: str) -> int:
+  """--max_steps of the head's runs: --steps_per_head's figure for it, else --max_steps."""
+  for item in FLAGS.steps_per_head:
+    name, _, steps = item.partition(':')
+    if name == head:
+      return int(steps)
+  return FLAGS.max_steps
 
 
 def shown(argv: list[str]) -> str:
@@ -95,7 +105,7 @@ def train_run(corpus_dir: Path, data_dir: Path, out: Path, head: str, label: str
   shutil.rmtree(workdir, ignore_errors=True)  # A finished run there would be reused.
   argv = [sys.executable, '-m', 'nplm.cli', 'train', f'--dataset=text:{corpus_dir}',
           f'--data_dir={data_dir}', f'--workdir={workdir}', *model_flags(), f'--head={head}',
-          f'--max_steps={FLAGS.max_steps}', f'--eval_splits={",".join(FLAGS.eval_splits)}']
+          f'--max_steps={steps_of(head)}', f'--eval_splits={",".join(FLAGS.eval_splits)}']
   commands.append({'step': f'train {head} ({label})', 'argv': argv})
   measured = measured_child(argv, out / 'runs' / f'{head}.log')
   summary = json.loads((workdir / 'summary.json').read_text())
@@ -192,7 +202,8 @@ def _preparation_lines(report: dict, markdown: bool) -> list[str]:
   lines = [f'|V| = {_first_run(scale)["vocab_size"]:,} from {scale["tokens"]:,} tokens of '
            f'{scale["types"]:,} types ({scale["text_bytes"] / MIB:,.0f} MiB of text); baseline '
            f'|V| = {_first_run(baseline)["vocab_size"]:,} from {baseline["tokens"]:,} tokens; '
-           f'model flags {" ".join(report["model_flags"])}; {report["max_steps"]} steps per run',
+           f'model flags {" ".join(report["model_flags"])}; steps per run: '
+           + ', '.join(f'{head} {steps}' for head, steps in report['steps'].items()),
            '']
   rows = [['corpus', 'step', 'wall s', 'peak MiB']]
   for name, corpus in (('scale', scale), ('baseline', baseline)):
@@ -265,12 +276,17 @@ def main(argv):
   unknown = [head for head in FLAGS.heads if head not in HEADS]
   if unknown:
     fail(f'--heads: unknown {", ".join(unknown)}; known: {", ".join(HEADS)}')
+  for item in FLAGS.steps_per_head:
+    name, _, steps = item.partition(':')
+    if name not in HEADS or not steps.isdigit() or int(steps) < 1:
+      fail(f'--steps_per_head: {item!r} is not HEAD:STEPS (a known head, a positive count)')
   out = Path(FLAGS.out).resolve()
   commands = []
   report = {'command': shown([sys.executable, '-m', 'experiments.benchmarks.scale',
                               *sys.argv[1:]]),
             'heads': FLAGS.heads, 'eval_splits': FLAGS.eval_splits,
-            'model_flags': model_flags(), 'max_steps': FLAGS.max_steps, 'commands': commands,
+            'model_flags': model_flags(),
+            'steps': {head: steps_of(head) for head in FLAGS.heads}, 'commands': commands,
             'scale': measure_corpus('scale', out, FLAGS.tokens, FLAGS.types, commands),
             'baseline': measure_corpus('baseline', out / 'baseline', FLAGS.baseline_tokens,
                                        FLAGS.baseline_types, commands)}
@@ -289,7 +305,7 @@ if __name__ == '__main__':
   flags.DEFINE_string('out', None, 'Directory for the corpora, their preparations and the runs.')
   flags.DEFINE_integer('tokens', 100_000_000, 'Words in the generated corpus.')
   flags.DEFINE_integer('types', 300_000, 'Distinct words it draws from (Zipf).')
-  flags.DEFINE_integer('baseline_tokens', 5_000_000, 'Words in the baseline corpus.')
+  flags.DEFINE_integer('baseline_tokens', 10_000_000, 'Words in the baseline corpus.')
   flags.DEFINE_integer('baseline_types', 10_000, 'Distinct words of the baseline corpus.')
   flags.DEFINE_list('heads', ['nce', 'is', 'tree', 'adaptive'], 'Heads trained on each corpus.')
   flags.DEFINE_string('model', 'nnlm', 'nplm train --model.')
@@ -300,7 +316,12 @@ if __name__ == '__main__':
   flags.DEFINE_string('optimizer', 'sgd', 'nplm train --optimizer (sgd: row-sparse, a sampled '
                       "head's step does not grow with |V|).")
   flags.DEFINE_integer('batch_size', 256, 'nplm train --batch_size.')
-  flags.DEFINE_integer('max_steps', 2000, 'nplm train --max_steps: updates per run.')
+  flags.DEFINE_float('learning_rate', 0.1, 'nplm train --learning_rate (0.1 with sgd: every '
+                     'head learns the corpus\'s unigram distribution within the steps).')
+  flags.DEFINE_integer('max_steps', 20_000, 'nplm train --max_steps: updates per run.')
+  flags.DEFINE_list('steps_per_head', ['adaptive:300'], 'HEAD:STEPS: another --max_steps for '
+                    'a head (the adaptive head computes every tail for the whole batch, so its '
+                    'step grows with |V|).')
   flags.DEFINE_list('eval_splits', ['valid', 'test'], 'nplm train --eval_splits: the splits '
                     'scored exactly at the end (1% of the tokens each, every token against '
                     'every word on a full softmax: --eval_splits=test halves that time).')

@@ -19,9 +19,9 @@ the shard count and split over 'model', the padding masked, and the full scores 
 gathered.
 
 On one shard, the exact log p of a target (`log_softmax_at`, what evaluation and the full
-softmax's loss read) never holds more than CHUNK_BYTES of scores: where [batch, units]
-float32 would, the normalizer is summed over chunks of rows (`chunked_log_partition`). At
-|V| = 300k and 2,048 examples the full scores would be 2.5 GB.
+softmax's loss read) never holds more than PLAIN_BYTES of scores: where [batch, units]
+float32 would, the normalizer is summed over chunks of rows (`chunked_log_partition`) of
+CHUNK_BYTES each. At |V| = 300k and 2,048 examples the full scores would be 2.5 GB.
 """
 
 from typing import Callable
@@ -44,16 +44,22 @@ def _zero_padded(init: Callable, units: int) -> Callable:
   return padded_init
 
 
-# Scores held at once by log_softmax_at: below, the plain log-softmax (Brown's 14,039 words at
-# --eval_batch_size=2048 are 115 MB, and keep it); above, chunks of rows that stay within.
-CHUNK_BYTES = 128 * 2 ** 20
+# The most scores log_softmax_at holds in one piece: at or below, the plain log-softmax
+# (Brown's 14,039 words at --eval_batch_size=2048 are 115 MB, and keep it to the digit).
+PLAIN_BYTES = 128 * 2 ** 20
+# Above, one chunk's scores: small enough to stay in the cache between the max and the sum
+# over them (on the 2-core EPYC at |V| = 300k, 16 MiB chunks reach 66% of its square-matmul
+# rate, 128 MiB chunks 47%; experiments/results/cpu/exact_eval.md).
+CHUNK_BYTES = 16 * 2 ** 20
 # Fewer rows than this per chunk would make matmuls too thin to keep an accelerator busy.
 MIN_CHUNK_ROWS = 1024
 
 
 def chunk_rows(batch: int, units: int) -> int:
   """Rows scored at once for `batch` examples: all `units` where their float32 scores fit in
-  CHUNK_BYTES (or MIN_CHUNK_ROWS), else the fewest chunks that fit, of equal size."""
+  PLAIN_BYTES, else the fewest equal chunks of at most CHUNK_BYTES (or MIN_CHUNK_ROWS)."""
+  if 4 * batch * units <= PLAIN_BYTES:
+    return units
   most = max(MIN_CHUNK_ROWS, CHUNK_BYTES // (4 * max(batch, 1)))
   if units <= most:
     return units
@@ -128,7 +134,7 @@ class OutputLayer(nn.Module):
 
   def log_softmax_at(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
     """log softmax at units[i] for hidden[i], [batch]: s(units[i]) - log Z, Z summed in
-    chunks where every unit's scores would exceed CHUNK_BYTES."""
+    chunks where every unit's scores would exceed PLAIN_BYTES."""
     if self.shards > 1:
       return vocab_parallel.log_softmax_at(hidden, self.embedding, self.bias, units,
                                            self.units, self.mesh)
