@@ -17,7 +17,8 @@ prepared and trained on by each head as a user would, each step in a fresh proce
    (OUT/baseline): examples/s at |V| = 10k, and the slowdown at scale.
 The evaluation's output layer computes s(w,h) = b_w + o_w·h for every word on the heads with
 one output row per word (nplm.heads.OUTPUT_ROW_HEADS: 2·D·|V| FLOPs per token, read as
-matmul FLOP/s against a float32 [--eval_batch_size, D] @ [D, --matmul_cols] measured here);
+matmul FLOP/s against a float32 square matmul of --matmul_size measured here, as
+experiments/benchmarks/exact_eval.py reads it);
 the tree (a path of depth·D) and adaptive (a shortlist and narrow tails) heads need no full
 softmax. The peak memory is split into the ids of each split (int32), the model's state
 (nplm.training.memory's exact state_bytes), the epoch's batch order (one int32 per training
@@ -292,8 +293,7 @@ def main(argv):
                                        FLAGS.baseline_types, commands)}
   memory_gib = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / (1 << 30)
   report['machine'] = {**harness.machine_info(), 'memory_gib': memory_gib}
-  width = next(iter(report['scale']['runs'].values()))['memory']['output_width']
-  shape = [FLAGS.eval_batch_size, width, FLAGS.matmul_cols]
+  shape = [FLAGS.matmul_size] * 3
   report['matmul'] = {'shape': shape,
                       'flops_per_second': harness.matmul_flops_per_second(*shape, repeats=5)}
   report['figures'] = {head: head_figures(report, head) for head in FLAGS.heads}
@@ -327,8 +327,8 @@ if __name__ == '__main__':
                     'every word on a full softmax: --eval_splits=test halves that time).')
   flags.DEFINE_integer('eval_batch_size', Config.eval_batch_size,
                        'nplm train --eval_batch_size; the rows of the matmul measured.')
-  flags.DEFINE_integer('matmul_cols', 16384, 'Columns of the matmul whose rate the evaluation '
-                       'is compared with.')
+  flags.DEFINE_integer('matmul_size', 2048, 'The square float32 matmul whose rate the '
+                       'evaluation is compared with (the machine\'s matmul rate).')
   flags.DEFINE_string('report', '', 'Writes REPORT.json and REPORT.md (default: OUT/scale).')
   flags.mark_flag_as_required('out')
   app.run(main)
