@@ -26,7 +26,7 @@ from nplm.training.loop import periodic_validation
 from tests.conftest import TINY_SPLIT, write_text_corpus
 from tests.test_model import numpy_eq1
 
-PHASES = {'load', 'build', 'compile', 'train', 'validation', 'evaluation'}
+PHASES = {'load', 'build', 'compile', 'train', 'checkpoints', 'validation', 'evaluation'}
 
 
 def tiny_config(workdir, **changes) -> Config:
@@ -163,7 +163,8 @@ def test_the_phases_of_an_invocation(partial_run):
   phases = summary['phase_seconds']
   assert set(phases) == PHASES and phases['load'] is None  # The corpus was passed in.
   assert set(phases['evaluation']) == {'valid'}
-  seconds = [phases[name] for name in ('build', 'compile', 'train', 'validation')]
+  seconds = [phases[name] for name in ('build', 'compile', 'train', 'checkpoints',
+                                        'validation')]
   assert min(seconds + list(phases['evaluation'].values())) > 0
   assert sum(seconds) + sum(phases['evaluation'].values()) <= summary['wall_seconds']
   assert summary['train_seconds'] == pytest.approx(phases['train'], rel=1e-6)

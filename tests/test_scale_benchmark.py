@@ -44,7 +44,8 @@ def test_every_phase_is_measured(measured):
       assert report[corpus][step]['seconds'] > 0 and report[corpus][step]['peak'] > 0
     for head in HEADS:
       phases = report[corpus]['runs'][head]['phase_seconds']
-      assert set(phases) == {'load', 'build', 'compile', 'train', 'validation', 'evaluation'}
+      assert set(phases) == {'load', 'build', 'compile', 'train', 'checkpoints', 'validation',
+                             'evaluation'}
       assert all(phases[p] > 0 for p in ('load', 'build', 'compile', 'train'))
       assert phases['validation'] == 0  # 3 steps end no epoch: nothing validated.
       assert set(phases['evaluation']) == {'valid', 'test'}

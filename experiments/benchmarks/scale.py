@@ -326,7 +326,7 @@ if __name__ == '__main__':
                     'scored exactly at the end (1% of the tokens each, every token against '
                     'every word on a full softmax: --eval_splits=test halves that time).')
   flags.DEFINE_integer('eval_batch_size', Config.eval_batch_size,
-                       'nplm train --eval_batch_size; the rows of the matmul measured.')
+                       'nplm train --eval_batch_size.')
   flags.DEFINE_integer('matmul_size', 2048, 'The square float32 matmul whose rate the '
                        'evaluation is compared with (the machine\'s matmul rate).')
   flags.DEFINE_string('report', '', 'Writes REPORT.json and REPORT.md (default: OUT/scale).')

@@ -15,8 +15,12 @@ import numpy as np
 
 
 def pad_split(ids: np.ndarray, order: int, boundary_id: int) -> np.ndarray:
-  """The split's ids after n-1 boundary tokens: position t's window is padded[t : t+n]."""
-  return np.concatenate([np.full(order - 1, boundary_id, np.int32), ids.astype(np.int32)])
+  """The split's ids after n-1 boundary tokens: position t's window is padded[t : t+n].
+  Written into one new array: a corpus-sized int32 copy, no temporary beside it."""
+  padded = np.empty(len(ids) + order - 1, np.int32)
+  padded[:order - 1] = boundary_id
+  padded[order - 1:] = ids
+  return padded
 
 
 def windows(padded: np.ndarray, positions: np.ndarray, order: int):

@@ -9,6 +9,7 @@ is slow.
 """
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -41,13 +42,23 @@ class Proposal:
   def log_probs(self) -> jnp.ndarray:
     return jnp.asarray(np.log(self.probs), jnp.float32)
 
+  @functools.cached_property
+  def cumulative(self) -> np.ndarray:
+    """Q's float32 running sum as jax.random.choice computes it (jnp.cumsum), once, outside
+    any trace: inside a jitted step it is a constant that XLA folds at every compilation,
+    3.4 s and a wall of warnings at |V| = 300k."""
+    with jax.ensure_compile_time_eval():
+      return np.asarray(jnp.cumsum(jnp.asarray(self.probs, jnp.float32)))
+
   def sample(self, rng, num_samples: int, examples: int | None = None) -> jnp.ndarray:
-    """k word ids drawn independently from Q: [k] shared by a batch, or [examples, k]."""
+    """k word ids drawn independently from Q: [k] shared by a batch, or [examples, k].
+    jax.random.choice's draw (the same ids for the same key), its running sum hoisted."""
     if rng is None:
       raise ValueError('a sampling head needs a PRNG key: call loss(hidden, targets, rng)')
     shape = (num_samples,) if examples is None else (examples, num_samples)
-    return jax.random.choice(rng, len(self.probs), shape, replace=True,
-                             p=jnp.asarray(self.probs, jnp.float32))
+    cumulative = jnp.asarray(self.cumulative)
+    draws = cumulative[-1] * (1 - jax.random.uniform(rng, shape, jnp.float32))
+    return jnp.searchsorted(cumulative, draws).astype(jnp.int32)
 
   def log_expected_counts(self, words: jnp.ndarray, num_samples: int) -> jnp.ndarray:
     """log(k·Q(w)): the expected number of times w is among k draws with replacement."""

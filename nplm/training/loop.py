@@ -133,7 +133,7 @@ class Loop:
     log.info('%s', self.startup_line())
     # This invocation's phases (summary.run_summary); the compile's is 0 if no step ran.
     self.phases = {'load': load_seconds, 'build': time.perf_counter() - built, 'compile': 0.0,
-                   'train': 0.0, 'validation': 0.0, 'evaluation': {}}
+                   'train': 0.0, 'checkpoints': 0.0, 'validation': 0.0, 'evaluation': {}}
 
   def close(self) -> None:
     self.runs.close()
@@ -247,9 +247,11 @@ class Loop:
   def save_unsaved(self) -> None:
     """A checkpoint of every model still training that has none at this step."""
     self.stop.phase = SAVING
+    started = time.perf_counter()
     # The rows' lazily paid decay paid: the parameters are the dense update's.
     self.states = self.feed.pay_decay_debts(self.states)
     self.runs.save_unsaved(self.states, self.step)
+    self.phases['checkpoints'] += time.perf_counter() - started
 
   def progress_line(self, info: StepInfo) -> str:
     """step, where in the epoch, the loss(es), speed and the time left in the epoch."""
