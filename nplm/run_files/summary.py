@@ -61,7 +61,8 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
   the dataset; None where the caller passed the corpus in), 'build' (model, feed, states),
   'compile' (the first train step, its compilation included; 0 if no step ran), 'train'
   (the updates after it), 'checkpoints' (saving them), 'validation' (the epoch-end
-  validations), 'evaluation' ({split: the final evaluation's seconds}). wall_seconds and train_seconds count every invocation.
+  validations), 'evaluation' ({split: the final evaluation's seconds}). wall_seconds and
+  train_seconds count every invocation.
   """
   stats, train_seconds = corpus.stats, progress['train_seconds']
   return {

@@ -27,8 +27,8 @@ count of a compiled step's temporaries (tests/test_resources.py): within a facto
     when vocabulary-parallel); in evaluation on one shard, the rows one chunk of the
     normalizer scores at once, chunk_rows(E, |V|) (nplm.heads.output_layer: at most
     PLAIN_BYTES for the E examples, else CHUNK_BYTES); the adaptive head's whole layers
-    summed, plus its largest chunk of a chunked layer; k+1 in training for is, nce, negative_sampling
-    ((k+1)·(D+1) rows gathered with --noise_per_example); the path's depth·(D+1) (tree);
+    summed, plus its largest chunk of a chunked layer; k+1 in training for is, nce,
+    negative_sampling ((k+1)·(D+1) rows gathered with --noise_per_example); the path's depth·(D+1) (tree);
     the classes plus the largest class·(D+1) (class)
   model, per example (twice in training: the values kept for the backward pass and their
     gradients; once in evaluation), m = --feature_size, h = --hidden_size, D the hidden
