@@ -123,3 +123,12 @@ def test_an_unknown_head_is_one_line_and_status_2(tmp_path):
   assert result.stderr.strip().splitlines() == [
       'error: --heads: unknown bogus; known: softmax, class, tree, is, nce, '
       'negative_sampling, adaptive']
+
+
+@pytest.mark.parametrize('item', ['adaptive', 'adaptive:0', 'bogus:5', 'tree:x'])
+def test_a_malformed_steps_per_head_is_one_line_and_status_2(tmp_path, item):
+  result = benchmark(f'--out={tmp_path}', f'--steps_per_head={item}')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      f"error: --steps_per_head: {item!r} is not HEAD:STEPS (a known head, a positive count)"]
+  assert not (tmp_path / 'corpus').exists()  # Refused before anything was written.
