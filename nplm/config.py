@@ -121,6 +121,11 @@ class Config:
   subsample: float = _knob(MODEL, 0.0, 'cbow, skipgram: t, frequent words are kept with '
                            'probability (√(f/tN) + 1)·tN/f each epoch (Mikolov et al. 2013b; '
                            'word2vec: 1e-3); 0 = keep every token.')
+  chunk_positions: int = _knob(MODEL, 128, 'cbow, skipgram: positions whose updates are '
+                               'summed from one reading of the vectors; a step applies its '
+                               '--batch_size positions this many at a time, one chunk after '
+                               'another, as word2vec updates one after another (0: the whole '
+                               'batch at once, for an accelerator). 128 stays in a CPU\'s cache.')
 
   head: str = _knob(HEAD, 'softmax', f'{", ".join(heads.HEADS)} (nplm.heads), or '
                     'module.path:Name, a head class of your own with their interface.')
@@ -145,8 +150,9 @@ class Config:
                          'adamw (dense), or lazy_adam (Adam per row: moments and rows of those '
                          'tables move only when read).')
   lr_schedule: str = _knob(OPTIMIZER, 'inverse', 'inverse: ε_t = ε0 / (1 + r·t) (--lr_decay = '
-                           'r); linear: ε_t = ε0·max(1 - t/T, 1e-4), T = --epochs × the steps '
-                           'per epoch (word2vec\'s decay to ~0 over the run).')
+                           'r); linear: ε_t = ε_min + (ε0 - ε_min)(1 - t/T), never below '
+                           'ε0·1e-4, T = --epochs × the steps per epoch (word2vec\'s decay '
+                           'over the run; ε_min = --min_learning_rate).')
   batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
                           '(recurrent models: parallel streams B, each giving --bptt_length '
                           'words).')
@@ -196,7 +202,10 @@ class Config:
 
   seed: int = _knob(PER_MODEL, 0, 'Seeds initialization, sampling and (unless --data_seed) the '
                     'per-epoch shuffles.')
-  learning_rate: float = _knob(PER_MODEL, 1e-3, 'ε0: the initial learning rate.')
+  learning_rate: float = _knob(PER_MODEL, 1e-3, 'ε0: the initial learning rate (word2vec '
+                               'models: per pair or position, as word2vec\'s -alpha).')
+  min_learning_rate: float = _knob(PER_MODEL, 0.0, 'ε_min: where --lr_schedule=linear ends '
+                                   '(word2vec\'s and gensim\'s min_alpha, 0.0001).')
   lr_decay: float = _knob(PER_MODEL, 0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates '
                           '(paper: 1e-8).')
   weight_decay: float = _knob(PER_MODEL, 0.0, 'On weights and C, never on biases (paper: 1e-4 '

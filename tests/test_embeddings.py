@@ -1,6 +1,7 @@
-"""Word features in word2vec's text format and their benchmark scores: the file read back by
-gensim equals C; the scores of hand-made vectors against scipy and a numpy 3CosAdd; the
-program end to end on a tiny NNLM trained on words the benchmarks use."""
+"""Word features in word2vec's text and binary formats and their benchmark scores: the files
+read back by gensim (and the binary one by a reader of its own) equal C; the scores of
+hand-made vectors against scipy and a numpy 3CosAdd; the program end to end on a tiny NNLM
+trained on words the benchmarks use."""
 
 import json
 import subprocess
@@ -42,7 +43,25 @@ def folded_ids(words) -> dict:
   return ids
 
 
-# --- the file ------------------------------------------------------------------------------
+def read_word2vec_binary(path) -> tuple[list[str], np.ndarray]:
+  """word2vec's binary format read as its C tool writes it: "count dim\\n", then per word its
+  UTF-8 bytes, a space, dim little-endian float32s and "\\n"; every byte accounted for."""
+  data = Path(path).read_bytes()
+  at = data.index(b'\n') + 1
+  count, dim = map(int, data[:at - 1].split(b' '))
+  words, rows = [], []
+  for _ in range(count):
+    space = data.index(b' ', at)
+    words.append(data[at:space].decode('utf-8'))
+    end = space + 1 + 4 * dim
+    rows.append(np.frombuffer(data[space + 1:end], '<f4'))
+    assert data[end:end + 1] == b'\n'
+    at = end + 1
+  assert at == len(data)
+  return words, np.array(rows, np.float32).reshape(count, dim)
+
+
+# --- the files -----------------------------------------------------------------------------
 
 def test_the_written_file_reads_back_as_every_word_and_value(tmp_path):
   rng = np.random.default_rng(0)
@@ -62,11 +81,49 @@ def test_the_written_file_reads_back_as_every_word_and_value(tmp_path):
   assert np.signbit(keyed.vectors[0, 0])
 
 
+def test_the_binary_file_reads_back_as_every_word_and_value(tmp_path):
+  rng = np.random.default_rng(1)
+  vectors = (rng.standard_normal((5, 3)) * 10.0 ** rng.integers(-8, 5, (5, 3))).astype(
+      np.float32)
+  vectors[0, 0], vectors[1, 1], vectors[2, 2] = -0.0, np.finfo(np.float32).tiny, np.inf
+  words = ('<unk>', 'the', 'naïve', '東京', "don't")
+  path = tmp_path / 'vectors.bin'
+  embeddings.write_word2vec_binary(embeddings.WordVectors(words, vectors), path)
+  assert path.read_bytes().startswith(b'5 3\n<unk> ')
+  assert path.stat().st_size == len(b'5 3\n') + sum(
+      len(word.encode()) + 1 + 4 * 3 + 1 for word in words)
+
+  read_words, read_vectors = read_word2vec_binary(path)
+  assert read_words == list(words)
+  np.testing.assert_array_equal(read_vectors, vectors)  # Bit for bit, -0.0 included.
+  assert np.signbit(read_vectors[0, 0])
+  keyed = KeyedVectors.load_word2vec_format(str(path), binary=True)
+  assert keyed.index_to_key == list(words)
+  np.testing.assert_array_equal(keyed.vectors, vectors)
+
+
+WRITERS = {'text': embeddings.write_word2vec_text, 'binary': embeddings.write_word2vec_binary}
+
+
+@pytest.mark.parametrize('writer', WRITERS)
 @pytest.mark.parametrize('word', ['a b', ' ', 'tab\there', 'line\nbreak', ''])
-def test_a_word_that_word2vecs_format_cannot_hold_is_refused_by_name(word):
+def test_a_word_that_word2vecs_formats_cannot_hold_is_refused_by_name(word, writer, tmp_path):
   vectors = embeddings.WordVectors(('the', word), np.zeros((2, 3), np.float32))
-  with pytest.raises(ConfigError, match=r"word 1 .*whitespace.*word2vec's text format"):
-    embeddings.word2vec_text(vectors)
+  with pytest.raises(ConfigError, match=r"word 1 .*whitespace.*word2vec's text and binary"):
+    WRITERS[writer](vectors, tmp_path / 'vectors')
+  assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize('writer', WRITERS)
+def test_a_write_failing_midway_leaves_the_old_file_and_nothing_else(writer, tmp_path):
+  # A lone surrogate passes the whitespace check but has no UTF-8 bytes: the binary writer
+  # fails at the fourth word, after three were written, the text one at its one write.
+  vectors = embeddings.WordVectors(('a', 'b', 'c', '\ud800', 'e'), np.ones((5, 2), np.float32))
+  path = tmp_path / 'vectors'
+  path.write_bytes(b'old')
+  with pytest.raises(UnicodeEncodeError):
+    WRITERS[writer](vectors, path)
+  assert list(tmp_path.iterdir()) == [path] and path.read_bytes() == b'old'
 
 
 # --- the scores ----------------------------------------------------------------------------
@@ -195,9 +252,14 @@ def test_the_program_writes_c_and_its_scores(family_run, tmp_path):
 
   words = Vocabulary.load(family_run / 'vocab.txt').words
   C = np.asarray(saved_params(family_run)['model']['C']['embedding'], np.float32)
-  keyed = KeyedVectors.load_word2vec_format(str(tmp_path / 'out' / 'embeddings.txt'))
-  assert keyed.index_to_key == list(words)
-  np.testing.assert_array_equal(keyed.vectors, C)
+  for name, binary in (('embeddings.txt', False), ('embeddings.bin', True)):
+    keyed = KeyedVectors.load_word2vec_format(str(tmp_path / 'out' / name), binary=binary)
+    assert keyed.index_to_key == list(words)
+    np.testing.assert_array_equal(keyed.vectors, C)
+  read_words, read_vectors = read_word2vec_binary(tmp_path / 'out' / 'embeddings.bin')
+  assert read_words == list(words)
+  np.testing.assert_array_equal(read_vectors, C)
+  assert f'{tmp_path / "out" / "embeddings.txt"}, .bin, .json, .md' in stdout
 
   report = json.loads((tmp_path / 'out' / 'embeddings.json').read_text())
   assert (report['words'], report['dim']) == (len(words), 6)

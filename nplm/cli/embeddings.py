@@ -1,16 +1,18 @@
-r"""A trained model's word features C written in word2vec's text format and scored by gensim.
+r"""A trained model's word features C written in word2vec's formats and scored by gensim.
 
   nplm embeddings --workdir=runs/mlp9 --out=runs/mlp9/embeddings
   python -m experiments.embeddings --workdir=runs/lstm --out=/tmp/lstm_embeddings
 
-OUT receives embeddings.txt (word2vec's text format: `gensim.models.KeyedVectors.
-load_word2vec_format(path)` reads it, as do most embedding tools), embeddings.json (the scores)
-and embeddings.md (a table of them). The scores (nplm.use.embeddings): the Spearman ρ of
-WordSim-353 and SimLex-999 against the cosine similarities of C, Google's analogy accuracy,
-each with its coverage (the share of pairs or questions whose words the vocabulary holds); a
-score covering under half of its benchmark is marked "under half, not comparable" (and
-`low_coverage` in the JSON): it speaks for the few words covered, not for the vectors.
-The workdir is read only: a run still training there is not disturbed.
+OUT receives embeddings.txt and embeddings.bin (word2vec's text and binary formats, the
+binary one byte for byte as its C tool's -binary 1 writes it: `gensim.models.KeyedVectors.
+load_word2vec_format(path, binary=...)` reads them, as do most embedding tools),
+embeddings.json (the scores) and embeddings.md (a table of them). The scores
+(nplm.use.embeddings): the Spearman ρ of WordSim-353 and SimLex-999 against the cosine
+similarities of C, Google's analogy accuracy, each with its coverage (the share of pairs or
+questions whose words the vocabulary holds); a score covering under half of its benchmark is
+marked "under half, not comparable" (and `low_coverage` in the JSON): it speaks for the few
+words covered, not for the vectors. The workdir is read only: a run still training there is
+not disturbed.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def markdown(report: dict) -> str:
 
 
 def export(workdir: str, out: str) -> dict:
-  """Writes OUT/embeddings.{txt,json,md}; returns the report. The vectors are written before
+  """Writes OUT/embeddings.{txt,bin,json,md}; returns the report. The vectors are written before
   the evaluation (seconds), so an unwritable OUT fails at once."""
   trained = load_trained(workdir)
   word_vectors = embeddings.of_trained(trained)
@@ -82,6 +84,7 @@ def export(workdir: str, out: str) -> dict:
   try:
     out_dir.mkdir(parents=True, exist_ok=True)
     embeddings.write_word2vec_text(word_vectors, out_dir / 'embeddings.txt')
+    embeddings.write_word2vec_binary(word_vectors, out_dir / 'embeddings.bin')
   except OSError as error:
     raise ConfigError(f'cannot write into --out={out} ({error.strerror or error}); '
                       'name a writable directory') from error
@@ -106,12 +109,12 @@ def main(argv):
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   print('\n'.join(report_lines(report)))
-  print(f'wrote {Path(FLAGS.out) / "embeddings.txt"}, .json, .md')
+  print(f'wrote {Path(FLAGS.out) / "embeddings.txt"}, .bin, .json, .md')
 
 
 def run_program(argv=None) -> None:
   flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train).', required=True)
-  flags.DEFINE_string('out', None, 'Directory to write embeddings.{txt,json,md} into.',
+  flags.DEFINE_string('out', None, 'Directory to write embeddings.{txt,bin,json,md} into.',
                       required=True)
   cli.start(main, argv)
 

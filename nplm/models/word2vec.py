@@ -31,6 +31,12 @@ def _initial_vectors(key, shape, dtype=jnp.float32):
   return jax.random.uniform(key, shape, dtype, -0.5 / shape[1], 0.5 / shape[1])
 
 
+def chunk_positions(config) -> int:
+  """The positions of a step updated together (--chunk_positions, at most the batch)."""
+  chunk = config.chunk_positions
+  return chunk if 0 < chunk < config.batch_size else config.batch_size
+
+
 class _Word2Vec(nn.Module):
   """What CBOW and skip-gram share: the vectors C, the knobs, the start-up line."""
   vocab_size: int
@@ -39,7 +45,10 @@ class _Word2Vec(nn.Module):
   language_model = False  # It predicts a word from both sides: no probability of a text.
   family = 'word2vec'  # Its feed (nplm.training.families).
   # window, subsample: the word2vec feed's (nplm.training.word2vec_feed).
-  knobs = ('feature_size', 'window', 'subsample', 'tie_embeddings')
+  knobs = ('feature_size', 'window', 'subsample', 'chunk_positions')
+  # What word2vec's own update (nplm.training.word2vec_update) trains: (knob, its value).
+  trained_by = (('optimizer', 'sgd'), ('weight_decay', 0.0), ('clip_norm', 0.0),
+                ('dtype', 'float32'))
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -47,14 +56,26 @@ class _Word2Vec(nn.Module):
         (config.window >= 1, f'--window must be at least 1, got {config.window}'),
         (config.subsample >= 0, f'--subsample must be 0 (off) or positive, got '
          f'{config.subsample}'),
+        (config.chunk_positions >= 0 and config.batch_size % chunk_positions(config) == 0,
+         f'--chunk_positions must be 0 (the whole batch), at least --batch_size or divide it '
+         f'({config.batch_size}), got {config.chunk_positions}'),
+        (config.head in ('tree', 'negative_sampling'),
+         f'--model={config.model} trains by word2vec\'s own update, with --head=tree '
+         f'(hierarchical softmax) or --head=negative_sampling, not --head={config.head} '
+         f'(e.g. --flagfile={config.model}_ns)'),
     ]
+    checks += [(getattr(config, knob) == value,
+                f'--model={config.model} trains by word2vec\'s own SGD update (a rate per '
+                f'pair or position, no decay or clipping): set --{knob}={value}, not '
+                f'--{knob}={getattr(config, knob)} (e.g. --flagfile={config.model}_ns)')
+               for knob, value in cls.trained_by]
     return [message for ok, message in checks if not ok]
 
   @classmethod
   def describe(cls, config) -> str:
     subsample = f', subsample {config.subsample:g}' if config.subsample else ''
     return (f'{config.model} (m={config.feature_size}, window {config.window}{subsample}'
-            f'{", tied" if config.tie_embeddings else ""}; its perplexities are exp(-mean '
+            f'; its perplexities are exp(-mean '
             f'{cls.evaluated.format(c=config.window)}), not a language model\'s)')
 
   @classmethod

@@ -45,6 +45,12 @@ def config_errors(config: Config) -> list[str]:
       (config.lr_schedule != 'linear' or config.lr_decay == 0,
        '--lr_decay is the inverse schedule\'s r; --lr_schedule=linear decays by itself: '
        'leave --lr_decay out'),
+      (0 <= config.min_learning_rate <= config.learning_rate,
+       f'--min_learning_rate must be within [0, --learning_rate], got '
+       f'{config.min_learning_rate}'),
+      (config.lr_schedule == 'linear' or config.min_learning_rate == 0,
+       '--min_learning_rate is where --lr_schedule=linear ends: leave it out of the '
+       f'{config.lr_schedule} schedule'),
       (config.weight_decay >= 0, f'--weight_decay must be 0 or more, got {config.weight_decay}'),
   ]
   return [message for ok, message in checks if not ok]
@@ -69,14 +75,15 @@ def planned_updates(config: Config, steps_per_epoch: int) -> int:
 
 def learning_rate_at(config: Config, t, planned=None):
   """ε_t, the rate of update t + 1 (t updates before it). --lr_schedule=inverse: ε0 / (1 + r·t)
-  (Bengio et al. 2003, section 5); linear: ε0·max(1 - t/T, 1e-4) over the T `planned` updates,
-  as word2vec decays it to about 0 at the end of the last epoch (Mikolov et al. 2013a,
-  section 4.3; the floor is the word2vec tool's)."""
+  (Bengio et al. 2003, section 5); linear: from ε0 down to ε_min (--min_learning_rate) over
+  the T `planned` updates, never below ε0·1e-4, as word2vec decays it (Mikolov et al. 2013a,
+  section 4.3; gensim's min_alpha is ε_min, the floor is the word2vec tool's)."""
   if config.lr_schedule == 'linear':
     if planned is None:
       raise ValueError('the linear schedule needs T: hyperparameters_of(configs, '
                        'steps_per_epoch)')
-    return config.learning_rate * jnp.maximum(1.0 - t / planned, 1e-4)
+    start, end = config.learning_rate, config.min_learning_rate
+    return jnp.maximum(end + (start - end) * (1.0 - t / planned), start * 1e-4)
   return config.learning_rate / (1.0 + config.lr_decay * t)
 
 

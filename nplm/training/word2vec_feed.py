@@ -20,8 +20,10 @@ gradient, masked like any padding). The draws of epoch e come
 from a numpy rng seeded by (--data_seed or --seed, e), with the epoch's shuffle: every
 update is rebuilt from its number, and a resumed run is exact.
 
-The host sends each update B positions into the epoch's subsampled stream, which lives on
-the device for the epoch; the step draws the radii from its own key and gathers the windows.
+The epoch's subsampled stream and its shuffled positions live on the device for the epoch;
+each update is sent only its number, slices its B positions, draws the radii from its own key
+and gathers the windows: no host work per update. The update is word2vec's own
+(nplm.training.word2vec_update), its rate per pair or position.
 Evaluation scores every token of a split with the full window c and no subsampling, by the
 model's own exact prediction (`token_log_probs`): not a language model's perplexity.
 """
@@ -34,10 +36,9 @@ from nplm import parallel
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.heads import OUTPUT_ROW_HEADS
-from nplm.models.word2vec import ABSENT
-from nplm.training import optimizer
+from nplm.models.word2vec import ABSENT, chunk_positions
+from nplm.training import optimizer, word2vec_update
 from nplm.training.feed import Feed
-from nplm.training.window_feed import loss_and_grads
 
 _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the stream.
 
@@ -109,7 +110,7 @@ def context_windows(stream, positions, radii, window: int):
 class Word2VecFeed(Feed):
   """A word2vec model: subsampled epoch streams, dynamic windows, the model's own scores."""
 
-  batch_layout = (None, 'data', 'data')  # The epoch's stream; positions, mask.
+  batch_layout = (None, None, None)  # The epoch's stream, its positions, the update's number.
   scoring_layout = (None, 'data')  # The split's padded stream; positions.
 
   @classmethod
@@ -123,6 +124,10 @@ class Word2VecFeed(Feed):
     windows, centers = jnp.zeros((1, 2 * config.window), jnp.int32), jnp.zeros(1, jnp.int32)
     context, targets, _ = lm.model.examples(windows, centers, jnp.ones(1))
     return context, targets
+
+  @classmethod
+  def tables_read(cls, config, lm) -> tuple:
+    return ()  # word2vec's update is its own (nplm.training.word2vec_update): no optimizer state.
 
   def placed(self, ids):
     # Windows stop at a split's ends: nothing is read before its start (no boundary token).
@@ -146,33 +151,64 @@ class Word2VecFeed(Feed):
 
   def start_epoch(self, state, epoch: int, start: int):
     """The state to continue with and the epoch's batches from batch `start` on, each
-    ((stream, positions, mask), center positions in it)."""
+    ((stream, positions, update number in the epoch), positions it holds); the stream and
+    the epoch's positions (ABSENT past the kept ones) are placed once."""
     stream, order = self.epoch_stream(epoch)
-    stream = parallel.put(stream, self.mesh)
     batch_size = self.config.batch_size
+    positions = np.full(self.steps_per_epoch * batch_size, ABSENT, np.int32)
+    positions[:len(order)] = order
+    stream, positions = (parallel.put(array, self.mesh) for array in (stream, positions))
 
     def batches():
       for index in range(start, self.steps_per_epoch):
-        chunk = order[index * batch_size:(index + 1) * batch_size]
-        positions, mask = np.zeros(batch_size, np.int32), np.zeros(batch_size, np.float32)
-        positions[:len(chunk)], mask[:len(chunk)] = chunk, 1.0
-        yield (stream, positions, mask), len(chunk)
+        held = min(batch_size, len(order) - index * batch_size)
+        yield (stream, positions, np.int32(index)), held
 
     return state, batches()
 
   def step_data(self, batch) -> tuple:
-    stream, positions, mask = batch
-    return (stream, *(parallel.put(array, self.mesh, 'data') for array in (positions, mask)))
+    stream, positions, index = batch
+    return stream, positions, parallel.put(index, self.mesh)
 
-  def update(self, state, hyperparameters, stream, positions, mask, run_rng):
-    config = self.config
+  @classmethod
+  def initial_params(cls, config, lm, rng) -> dict:
+    """word2vec's start: C uniform in ±0.5/m, the output vectors zero (the tool's syn1 and
+    syn1neg; their biases, which word2vec has not, stay zero)."""
+    params = super().initial_params(config, lm, rng)
+    return {**params, 'head': jax.tree.map(jnp.zeros_like, params['head'])}
+
+  def output_vectors(self):
+    """(the head's parameter holding the output vectors, how word2vec_update reads them)."""
+    head = self.lm.head
+    if self.config.head == 'tree':
+      tree = head.tree
+      return 'nodes', ('tree', jnp.asarray(tree.paths), jnp.asarray(tree.bits),
+                       jnp.asarray(tree.mask))
+    return 'output', ('sampled', head.proposal, head.num_samples)
+
+  def update(self, state, hyperparameters, stream, epoch_positions, index, run_rng):
+    config, batch_size = self.config, self.config.batch_size
     window_rng, head_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
-    radii = window_radii(window_rng, positions.shape[0], config.window)
-    windows, centers = context_windows(stream, positions, radii, config.window)
-    context, targets, examples = self.lm.model.examples(windows, centers, mask)
-    loss, grads, rows = loss_and_grads(self.lm, config, state, context, targets, examples,
-                                       head_rng)
-    return optimizer.apply_gradients(config, state, grads, hyperparameters, rows), loss
+    positions = jax.lax.dynamic_slice(epoch_positions, (index * batch_size,), (batch_size,))
+    positions = jax.lax.with_sharding_constraint(positions,
+                                                 parallel.sharding(self.mesh, 'data'))
+    mask = (positions != ABSENT).astype(jnp.float32)
+    radii = window_radii(window_rng, batch_size, config.window)
+    windows, centers = context_windows(stream, jnp.maximum(positions, 0), radii, config.window)
+    hyperparameters = dict(hyperparameters)
+    planned = hyperparameters.pop('planned_steps', None)
+    alpha = optimizer.learning_rate_at(config.replace(**hyperparameters), state.step, planned)
+    name, output = self.output_vectors()
+    params = state.params
+    vectors, out_table, loss, examples = word2vec_update.chunked_step(
+        config.model, output, params['model']['C']['embedding'],
+        params['head'][name]['embedding'], windows, centers, mask, alpha, head_rng,
+        chunk_positions(config))
+    params = {'model': {**params['model'], 'C': {**params['model']['C'],
+                                                 'embedding': vectors}},
+              'head': {**params['head'], name: {**params['head'][name],
+                                                'embedding': out_table}}}
+    return state.replace(step=state.step + 1, params=params), loss / jnp.maximum(examples, 1)
 
   @property
   def whole_distribution(self) -> bool:

@@ -1,5 +1,5 @@
-"""A model's word features C in word2vec's text format, and their scores on the standard word
-similarity and analogy benchmarks, measured by gensim.
+"""A model's word features C in word2vec's text and binary formats, and their scores on the
+standard word similarity and analogy benchmarks, measured by gensim.
 
 Every nplm model keeps its word features at params['model']['C']['embedding'] ([|V|, m], row i
 the word of id i; with tied embeddings the same table is the output layer). The benchmarks:
@@ -23,7 +23,7 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
 from nplm.errors import ConfigError
-from nplm.files import write_text_atomically
+from nplm.files import atomic_file, write_text_atomically
 from nplm.use.neighbours import feature_vectors
 from nplm.use.trained import TrainedModel, load_trained
 
@@ -60,12 +60,14 @@ def of_workdir(workdir: str | os.PathLike) -> WordVectors:
 
 
 def check_words(words) -> None:
-  """word2vec's text format separates a word from its numbers by a space: a word holding
-  whitespace (a character-level vocabulary's ' ' or '\\n') cannot be written in it."""
+  """word2vec's formats, text and binary, end a word at the first space (its readers skip a
+  '\\n' before one): a word holding whitespace (a character-level vocabulary's ' ' or
+  '\\n') cannot be written in either."""
   for index, word in enumerate(words):
     if word.split() != [word]:
       raise ConfigError(f'word {index} ({word!r}) is empty or holds whitespace, which '
-                        "word2vec's text format cannot hold; export a word-level model")
+                        "word2vec's text and binary formats cannot hold; export a "
+                        'word-level model')
 
 
 def word2vec_text(word_vectors: WordVectors) -> str:
@@ -80,6 +82,20 @@ def word2vec_text(word_vectors: WordVectors) -> str:
 
 def write_word2vec_text(word_vectors: WordVectors, path: str | os.PathLike) -> None:
   write_text_atomically(path, word2vec_text(word_vectors))
+
+
+def write_word2vec_binary(word_vectors: WordVectors, path: str | os.PathLike) -> None:
+  """word2vec's binary format as its C tool writes it (-binary 1): a header "count dim\\n",
+  then per word its UTF-8 bytes, a space, its dim floats as little-endian float32, "\\n".
+  gensim's save_word2vec_format(binary=True) leaves out that "\\n" (the readers of both
+  skip it) and writes the host's byte order, hence this writer; streamed row by row, written
+  whole or not at all."""
+  check_words(word_vectors.words)
+  rows = word_vectors.vectors.astype('<f4', copy=False)
+  with atomic_file(path, 'wb') as f:
+    f.write(f'{len(word_vectors.words)} {word_vectors.dim}\n'.encode('utf-8'))
+    for word, row in zip(word_vectors.words, rows):
+      f.write(word.encode('utf-8') + b' ' + row.tobytes() + b'\n')
 
 
 def keyed_vectors(source: TrainedModel | WordVectors) -> KeyedVectors:
