@@ -1,25 +1,40 @@
-r"""nplm's word2vec against gensim's: the same corpus, vocabulary and settings; embedding scores
-and training speed, per model (CBOW, skip-gram) and output (hierarchical softmax, negative
-sampling).
+r"""nplm's word2vec against gensim's: the same corpus, vocabulary and settings, over several
+seeds; embedding scores and training speed per model (CBOW, skip-gram) and output
+(hierarchical softmax, negative sampling), and whether the goals are met.
 
   python -m experiments.benchmarks.word2vec --out=runs/word2vec
-  python -m experiments.benchmarks.word2vec --max_words=20000 --epochs=1 --out=/tmp/w2v
+  python -m experiments.benchmarks.word2vec --max_words=20000 --epochs=1 --seeds=0 --out=/tmp/w2v
+  python -m experiments.benchmarks.word2vec --speed_tokens=5000000 --out=runs/word2vec
   python -m experiments.benchmarks.word2vec --workdirs=runs/mlp9,runs/lstm --out=runs/word2vec
 
 Both train on Brown's training split as nplm's models see it (ids mapped back to words,
-`<unk>`, `</p>` and `</text>` included; --max_words: its first N tokens, vocabulary and all,
-for a quick look), handed to gensim in pieces of 10,000 words (longer sentences gensim cuts).
-The settings come from the recipes (nplm/recipes/<name>.flags), translated once
-(gensim_settings): sg, hs with negative 0 or hs 0 with negative k, vector_size, window,
-sample, epochs, ns_exponent, the learning rate (per example: per_example_rate) and its linear
-decay, workers = the usable cores; gensim also trains at its own default rate (alpha 0.025
-to 0.0001), as its users run it;
-min_count 1, since the words handed over are nplm's vocabulary already (rarer ones read as
-`<unk>`), so both keep the same words. Training speed is corpus words × epochs ÷ training
-seconds: gensim's `train` call; nplm's updates (summary.json's train_seconds, compilation,
-checkpoints and its exact evaluation excluded). Scores: nplm.use.embeddings (gensim's own
-evaluation) on each side's vectors. --workdirs adds the same scores of trained NNLM, LSTM, …
-runs. Writes OUT/word2vec.{json,md}; nplm's runs stay in OUT/runs/<name>.
+`<unk>`, `</p>`, `</text>` included; --max_words: its first N tokens), handed to gensim in
+pieces of 10,000 words. nplm trains by word2vec's own update (nplm.training.word2vec_update:
+--learning_rate is word2vec's alpha per pair or position at any --batch_size), so a recipe's
+settings are gensim's as they stand (gensim_settings; alpha = --learning_rate decaying
+linearly to min_alpha = --min_learning_rate; min_count 1: the words handed over are nplm's
+vocabulary already; workers = the usable cores).
+
+Each variant trains once per --seeds seed on each side (nplm --seed=s in
+OUT/runs/<name>-seed<s>, gensim seed=s), scored by nplm.use.embeddings (gensim's evaluation:
+WordSim-353 and SimLex-999 ρ, analogy accuracy and coverage) and timed. Reported: each
+figure's mean and spread (max - min) over the seeds, nplm - gensim of the means (analogies in
+points), nplm / gensim of the median words/s, and the goals (GOALS, MIN_SPEED_RATIO).
+
+Speed is corpus words × epochs ÷ training seconds: gensim's `train` call (its vocabulary
+built untimed); nplm's summary.json train_seconds, the updates only: nplm.training.loop starts
+the clock after the first update (the step's compilation) and restarts it after every
+checkpoint; validations, the final evaluation and each epoch's subsampling draw (numpy,
+before the epoch's first update) are outside it. The words are counted in the share of the
+positions the timed updates trained (all but the first update's batch: train_nplm). nplm
+runs with TIMED_RUN (--eval_splits=valid, no periodic checkpoints; the epoch ends' remain).
+
+--speed_tokens=N also times each variant once (seed 0, 1 epoch) on prepare.py's generated
+corpus of N i.i.d. Zipf words over SPEED_TYPES types (text:DIR in OUT/speed/corpus, prepared
+into OUT/speed/tfds; nplm in OUT/runs/<name>-speed) against gensim on the same words (the
+train split as nplm's vocabulary decodes it): words/s and their ratio, no scores (Zipf words
+mean nothing). --workdirs adds the scores of trained NNLM, LSTM, … runs. Writes
+OUT/word2vec.{json,md}.
 """
 
 import os
@@ -28,10 +43,12 @@ import time
 from pathlib import Path
 
 import gensim
+import numpy as np
 from absl import app, flags
 from absl import logging as absl_logging
 from gensim.models import Word2Vec
 
+from experiments.benchmarks import prepare
 from experiments.benchmarks.harness import (CorpusNotPrepared, machine_info, machine_line,
                                             report, require_prepared_brown, table_lines)
 from nplm.use import embeddings
@@ -43,11 +60,15 @@ from nplm.trainer import run
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
 SENTENCE_WORDS = 10_000  # gensim's MAX_WORDS_IN_BATCH: it cuts longer sentences there.
-LINEAR_FLOOR = 1e-4  # nplm's linear schedule ends at ε0·1e-4 (the word2vec tool's floor).
-SCORES = ('wordsim353', 'simlex999', 'analogies')
-# Word2Vec's own alpha and min_alpha: the peer as its users run it, beside the run at nplm's
-# translated rate (a rate tuned for minibatches can starve gensim, or nplm the other way).
-GENSIM_DEFAULT_RATE = {'alpha': 0.025, 'min_alpha': 0.0001}
+# What a timed nplm run leaves out: the exact evaluation of the test split, periodic saves.
+TIMED_RUN = {'eval_splits': 'valid', 'checkpoint_every': 10 ** 9}
+SPEED_TYPES = 50_000  # Word types of the generated corpus --speed_tokens times on.
+# (figure, where a side's scores hold it): the scores compared.
+SCORES = {'wordsim353': ('wordsim353', 'spearman'), 'simlex999': ('simlex999', 'spearman'),
+          'analogies': ('analogies', 'accuracy')}
+# The most |nplm - gensim| of the seeds' means for a goal met (ρ; analogies in points).
+GOALS = {'wordsim353': 0.02, 'simlex999': 0.02, 'analogies_points': 1.0}
+MIN_SPEED_RATIO = 0.5  # nplm's median words/s over gensim's.
 
 
 def usable_cores() -> int:
@@ -65,17 +86,8 @@ def output_settings(config: Config) -> dict:
     return {'hs': 1, 'negative': 0}
   if config.head == 'negative_sampling':
     return {'hs': 0, 'negative': config.num_samples, 'ns_exponent': config.proposal_power}
-  raise ConfigError(f'--head={config.head} has no gensim counterpart: word2vec trains '
-                    'with --head=tree --tree=huffman or --head=negative_sampling')
-
-
-def per_example_rate(config: Config) -> float:
-  """gensim's alpha for nplm's --learning_rate: gensim takes a step of alpha per example,
-  nplm one of ε on the mean loss of an update's examples, ε / examples each: B positions
-  (CBOW), or their (w_t, w_{t+j}) pairs (skip-gram), c + 1 per position on average with the
-  radius drawn from 1 … c."""
-  pairs_per_position = config.window + 1 if config.model == 'skipgram' else 1
-  return config.learning_rate / (config.batch_size * pairs_per_position)
+  raise ConfigError(f'--head={config.head} --tree={config.tree} has no gensim counterpart: '
+                    'compare --head=tree --tree=huffman or --head=negative_sampling')
 
 
 def gensim_settings(config: Config, workers: int) -> dict:
@@ -88,10 +100,8 @@ def gensim_settings(config: Config, workers: int) -> dict:
   return {'sg': int(config.model == 'skipgram'), **output_settings(config),
           'vector_size': config.feature_size, 'window': config.window,
           'sample': config.subsample, 'epochs': config.epochs,
-          'alpha': per_example_rate(config),
-          'min_alpha': per_example_rate(config) * LINEAR_FLOOR,
-          'min_count': 1, 'cbow_mean': 1, 'workers': workers,
-          'seed': config.seed}
+          'alpha': config.learning_rate, 'min_alpha': config.min_learning_rate,
+          'min_count': 1, 'cbow_mean': 1, 'workers': workers, 'seed': config.seed}
 
 
 def sentences_of(words: list[str]) -> list[list[str]]:
@@ -109,57 +119,129 @@ def train_gensim(words: list[str], settings: dict) -> tuple:
   return model.wv, time.perf_counter() - start
 
 
-def train_nplm(config: Config, corpus) -> tuple:
-  """(nplm's vectors, its training seconds, epochs done) of a fresh run in config.workdir."""
-  if Path(config.workdir).exists():
-    raise ConfigError(f'{config.workdir} exists: its run would not be timed now; delete it '
-                      'or choose another --out')
+def timed_config(config: Config, **changes) -> Config:
+  """The nplm run the benchmark times: `config` with `changes`, TIMED_RUN's knobs set."""
+  return config.replace(**TIMED_RUN, **changes).validate()
+
+
+def refuse_existing(configs: list[Config]) -> None:
+  """Every run is timed from its start: a workdir already there is refused before any
+  training, so that a long benchmark does not fail half-way."""
+  for config in configs:
+    if Path(config.workdir).exists():
+      raise ConfigError(f'{config.workdir} exists: its run would not be timed now; delete '
+                        'it or choose another --out')
+
+
+def train_nplm(config: Config, corpus, words: int) -> tuple:
+  """(nplm's vectors, its timing) of a fresh run in config.workdir on `words` corpus words:
+  words × epochs ÷ train_seconds, of the share of them trained by the timed updates (all
+  but the first: train_seconds and the summary's examples both start after it)."""
+  refuse_existing([config])
   summary = run(config, corpus)
   keyed = embeddings.keyed_vectors(embeddings.of_workdir(config.workdir))
-  return keyed, summary['train_seconds'], summary['epochs']
+  seconds = summary['train_seconds']
+  timed = summary['train_examples_per_second'] * seconds  # Positions the clock saw.
+  share = timed / (timed + config.batch_size)
+  return keyed, timing(seconds, words, summary['epochs'], share)
 
 
-def side(keyed, seconds: float, words: int, epochs: int) -> dict:
-  return {'scores': embeddings.benchmark_scores(keyed), 'seconds': seconds, 'epochs': epochs,
-          'words_per_second': words * epochs / max(seconds, 1e-9),
-          'vocab_size': len(keyed.index_to_key)}
-
-
-def headline(scores: dict) -> dict:
-  """The three numbers compared: both Spearman ρ and the analogy accuracy."""
-  return {'wordsim353': scores['wordsim353']['spearman'],
-          'simlex999': scores['simlex999']['spearman'],
-          'analogies': scores['analogies']['accuracy']}
-
-
-def ratios(nplm: dict, gensim_side: dict) -> dict:
-  """nplm / gensim of each score and of the speed (None where either is undefined or 0)."""
-  ours, theirs = headline(nplm['scores']), headline(gensim_side['scores'])
-  ours['words_per_second'] = nplm['words_per_second']
-  theirs['words_per_second'] = gensim_side['words_per_second']
-  return {name: ours[name] / theirs[name] if ours[name] is not None and theirs[name] else None
-          for name in ours}
-
-
-def compare(config: Config, corpus, words: list[str], workers: int) -> dict:
-  """One configuration trained by gensim and by nplm on the same words."""
-  settings = gensim_settings(config, workers)
-  nplm_vectors, nplm_seconds, nplm_epochs = train_nplm(config, corpus)
-  gensim_vectors, gensim_seconds = train_gensim(words, settings)
-  shared = set(gensim_vectors.index_to_key) == {
-      w for w, n in zip(corpus.vocab.words, corpus.vocab.counts) if n > 0}
-  if not shared:  # Scores over different words would not compare.
+def check_same_words(keyed, corpus) -> None:
+  """Scores (and speeds) over different words would not compare."""
+  if set(keyed.index_to_key) != {w for w, n in zip(corpus.vocab.words, corpus.vocab.counts)
+                                 if n > 0}:
     raise RuntimeError('gensim kept other words than nplm\'s vocabulary')
-  default_vectors, default_seconds = train_gensim(words, {**settings, **GENSIM_DEFAULT_RATE})
-  sides = {'gensim': side(gensim_vectors, gensim_seconds, len(words), config.epochs),
-           'gensim_default_rate': side(default_vectors, default_seconds, len(words),
-                                       config.epochs),
-           'nplm': side(nplm_vectors, nplm_seconds, len(words), nplm_epochs)}
-  return {'settings': settings, 'nplm_learning_rate': config.learning_rate,
-          'nplm_batch_size': config.batch_size, **sides,
-          'nplm_over_gensim': ratios(sides['nplm'], sides['gensim']),
-          'nplm_over_gensim_default_rate': ratios(sides['nplm'],
-                                                  sides['gensim_default_rate'])}
+
+
+def timing(seconds: float, words: int, epochs: int, share: float = 1.0) -> dict:
+  """Corpus words × epochs ÷ seconds, of the `share` of the words trained in `seconds`."""
+  return {'seconds': seconds, 'epochs': epochs, 'timed_share': share,
+          'words_per_second': share * words * epochs / max(seconds, 1e-9)}
+
+
+def both_sides(config: Config, corpus, words: list[str], workers: int) -> dict:
+  """{'nplm': (vectors, timing), 'gensim': …}: `config`'s run (its workdir not yet there) and
+  gensim's at its settings, on the same words."""
+  vectors, nplm_timing = train_nplm(config, corpus, len(words))
+  gensim_vectors, seconds = train_gensim(words, gensim_settings(config, workers))
+  check_same_words(gensim_vectors, corpus)
+  return {'nplm': (vectors, nplm_timing),
+          'gensim': (gensim_vectors, timing(seconds, len(words), config.epochs))}
+
+
+def seeded(config: Config, seed: int) -> Config:
+  """The timed run of `config` with `seed`, in its workdir suffixed -seed<seed>."""
+  return timed_config(config, seed=seed, workdir=f'{config.workdir}-seed{seed}')
+
+
+def seed_runs(config: Config, corpus, words: list[str], workers: int, seed: int) -> dict:
+  """{'nplm': …, 'gensim': …}: the variant trained, timed and scored by each with `seed`."""
+  ours = seeded(config, seed)
+  return {who: {'seed': seed, **took, 'vocab_size': len(keyed.index_to_key),
+                'scores': embeddings.benchmark_scores(keyed)}
+          for who, (keyed, took) in both_sides(ours, corpus, words, workers).items()}
+
+
+def figures(entry: dict) -> dict:
+  """What is compared of one trained side: both ρ, analogy accuracy, words/s."""
+  return {**{name: entry['scores'][score][key] for name, (score, key) in SCORES.items()},
+          'words_per_second': entry['words_per_second']}
+
+
+def over_seeds(entries: list[dict]) -> dict:
+  """Each figure's mean, spread (max - min) and median over the seeds' entries; None where
+  some seed's is undefined (a ρ of too few pairs, no analogy answered)."""
+  by_figure = {name: [figures(entry)[name] for entry in entries] for name in figures(entries[0])}
+  return {name: (dict.fromkeys(('mean', 'spread', 'median')) if None in values else
+                 {'mean': float(np.mean(values)), 'spread': float(max(values) - min(values)),
+                  'median': float(np.median(values))})
+          for name, values in by_figure.items()}
+
+
+def differences(nplm: dict, gensim_side: dict) -> dict:
+  """nplm - gensim of the means (ρ; analogy accuracy in points), and nplm / gensim of the
+  median words/s (over_seeds' summaries of each side)."""
+  def minus(name: str, scale: float = 1.0):
+    ours, theirs = nplm[name]['mean'], gensim_side[name]['mean']
+    return None if ours is None or theirs is None else scale * (ours - theirs)
+  return {'wordsim353': minus('wordsim353'), 'simlex999': minus('simlex999'),
+          'analogies_points': minus('analogies', 100.0),
+          'speed_ratio': (nplm['words_per_second']['median']
+                          / gensim_side['words_per_second']['median'])}
+
+
+def verdicts(difference: dict) -> dict:
+  """Each goal met (True), not met (False), or not measurable (None: a score undefined)."""
+  met = {name: None if difference[name] is None else abs(difference[name]) <= bound
+         for name, bound in GOALS.items()}
+  return {**met, 'speed_ratio': difference['speed_ratio'] >= MIN_SPEED_RATIO}
+
+
+def compare(config: Config, corpus, words: list[str], workers: int, seeds) -> dict:
+  """One configuration trained by nplm and by gensim on the same words, once per seed."""
+  runs = [seed_runs(config, corpus, words, workers, seed) for seed in seeds]
+  sides = {who: over_seeds([run[who] for run in runs]) for who in ('nplm', 'gensim')}
+  difference = differences(sides['nplm'], sides['gensim'])
+  settings = gensim_settings(config, workers)
+  del settings['seed']  # Each run's own (seeds).
+  return {'settings': settings, 'seeds': list(seeds),
+          'runs': {who: [run[who] for run in runs] for who in ('nplm', 'gensim')},
+          'over_seeds': sides, 'nplm_minus_gensim': difference,
+          'goals_met': verdicts(difference)}
+
+
+def measure_speed(configs: dict, corpus, generated: dict, workers: int) -> dict:
+  """The speed section: each of `configs` (their workdirs not yet there, seed 0) and gensim
+  on `corpus`, the generated one (`generated`: its tokens and types); words/s and ratios."""
+  refuse_existing(list(configs.values()))
+  words, speeds = corpus.vocab.decode(corpus.splits['train']), {}
+  for name, config in configs.items():
+    sides = {who: took for who, (_, took) in
+             both_sides(timed_config(config, seed=0), corpus, words, workers).items()}
+    ratio = sides['nplm']['words_per_second'] / sides['gensim']['words_per_second']
+    speeds[name] = {**sides, 'speed_ratio': ratio, 'speed_ratio_met': ratio >= MIN_SPEED_RATIO}
+  return {**generated, 'train_words': len(words), 'vocab_size': corpus.vocab.size,
+          'configs': speeds}
 
 
 def workdir_scores(workdir: str) -> dict:
@@ -170,15 +252,17 @@ def workdir_scores(workdir: str) -> dict:
           'scores': embeddings.benchmark_scores(keyed)}
 
 
-def measure(configs: dict, corpus, workdirs=(), workers: int = 0) -> dict:
-  """Everything the program reports, as a dict: `configs` by name (their workdirs not yet
-  there), trained on `corpus`'s training split; `workdirs`' vectors scored beside them."""
+def measure(configs: dict, corpus, seeds=(0,), workdirs=(), workers: int = 0) -> dict:
+  """Everything the program reports but the speed section, as a dict: `configs` by name
+  (their workdirs, suffixed -seed<s>, not yet there), trained on `corpus`'s training split
+  once per seed; `workdirs`' vectors scored beside them."""
+  refuse_existing([seeded(config, seed) for config in configs.values() for seed in seeds])
   words = corpus.vocab.decode(corpus.splits['train'])
   workers = workers or usable_cores()
   return {'machine': {**machine_info(), 'usable_cores': usable_cores()},
           'gensim': gensim.__version__, 'train_words': len(words),
-          'vocab_size': corpus.vocab.size,
-          'configs': {name: compare(config, corpus, words, workers)
+          'vocab_size': corpus.vocab.size, 'workers': workers,
+          'configs': {name: compare(config, corpus, words, workers, seeds)
                       for name, config in configs.items()},
           'workdirs': {str(w): workdir_scores(w) for w in workdirs}}
 
@@ -195,52 +279,126 @@ def score_cells(scores: dict) -> list[str]:
           f'{_number(analogies["accuracy"], True)} ({_number(analogies["coverage"], True)})']
 
 
-def format_report(result: dict, markdown: bool = False) -> str:
-  m = result['machine']
-  lines = [machine_line(m) + f'; {m["usable_cores"]} cores usable, gensim {result["gensim"]}',
-           f'Brown training split: {result["train_words"]:,} words, |V| = '
-           f'{result["vocab_size"]:,}. Analogies: accuracy (coverage).', '']
+def seed_cells(summary: dict, coverage: float) -> list[str]:
+  """mean ± spread of each figure (analogies in %, its spread in points)."""
+  def cell(figure: dict, scale: float = 1.0, form: str = '.3f') -> str:
+    if figure['mean'] is None:
+      return 'n/a'
+    return f'{scale * figure["mean"]:{form}} ± {scale * figure["spread"]:{form}}'
+  return [cell(summary['wordsim353']), cell(summary['simlex999']),
+          f'{cell(summary["analogies"], 100.0, ".1f")} ({100 * coverage:.1f}%)',
+          cell(summary['words_per_second'], 1.0, ',.0f')]
+
+
+def difference_cells(difference: dict) -> list[str]:
+  signed = ['n/a' if difference[name] is None else f'{difference[name]:+.3f}'
+            for name in ('wordsim353', 'simlex999')]
+  points = difference['analogies_points']
+  return [*signed, 'n/a' if points is None else f'{points:+.1f} points',
+          f'{difference["speed_ratio"]:.2f}×']
+
+
+def goal_cells(goals_met: dict) -> list[str]:
+  return [{True: 'met', False: 'not met', None: 'n/a'}[goals_met[name]]
+          for name in ('wordsim353', 'simlex999', 'analogies_points', 'speed_ratio')]
+
+
+def variant_rows(result: dict) -> list[list[str]]:
   rows = [['config', 'trained by', 'WordSim-353 ρ', 'SimLex-999 ρ', 'analogies', 'words/s']]
-  default_rate = f'gensim α {GENSIM_DEFAULT_RATE["alpha"]:g}'
   for name, entry in result['configs'].items():
-    for who, label in (('gensim', 'gensim'), ('gensim_default_rate', default_rate),
-                       ('nplm', 'nplm')):
-      rows.append([name, label, *score_cells(entry[who]['scores']),
-                   f'{entry[who]["words_per_second"]:,.0f}'])
-    for ratio_of, label in (('nplm_over_gensim', 'nplm / gensim'),
-                            ('nplm_over_gensim_default_rate', f'nplm / {default_rate}')):
-      ratio = entry[ratio_of]
-      rows.append([name, label, *(_number(ratio[k]) for k in SCORES),
-                   f'{ratio["words_per_second"]:.2f}×'])
+    coverage = entry['runs']['gensim'][0]['scores']['analogies']['coverage']
+    for who in ('nplm', 'gensim'):
+      rows.append([name, who, *seed_cells(entry['over_seeds'][who], coverage)])
+    rows.append([name, 'nplm − gensim', *difference_cells(entry['nplm_minus_gensim'])])
+    rows.append([name, 'goal', *goal_cells(entry['goals_met'])])
   for workdir, entry in result['workdirs'].items():
     rows.append([f'{entry["model"]} ({entry["head"]}, m={entry["dim"]})', workdir,
                  *score_cells(entry['scores']), ''])
-  lines += table_lines(rows, markdown)
-  scores = next((entry['gensim']['scores'] for entry in result['configs'].values()), None)
-  if scores:  # The words are nplm's on both sides: the same pairs and questions count.
+  return rows
+
+
+def speed_lines(speed: dict, markdown: bool) -> list[str]:
+  rows = [['config', 'nplm words/s', 'gensim words/s', 'nplm / gensim',
+           f'goal (≥ {MIN_SPEED_RATIO})']]
+  for name, entry in speed['configs'].items():
+    rows.append([name, f'{entry["nplm"]["words_per_second"]:,.0f}',
+                 f'{entry["gensim"]["words_per_second"]:,.0f}', f'{entry["speed_ratio"]:.2f}×',
+                 'met' if entry['speed_ratio_met'] else 'not met'])
+  return ['', f'Speed at scale, 1 epoch, seed 0, on a generated corpus of {speed["tokens"]:,} '
+          f'i.i.d. Zipf words over {speed["types"]:,} types: {speed["train_words"]:,} training '
+          f'tokens (<eos> ending each line), |V| = {speed["vocab_size"]:,}.', '',
+          *table_lines(rows, markdown)]
+
+
+def format_report(result: dict, markdown: bool = False) -> str:
+  m = result['machine']
+  seeds = next((entry['seeds'] for entry in result['configs'].values()), [])
+  lines = [machine_line(m) + f'; {m["usable_cores"]} cores usable, gensim {result["gensim"]} '
+           f'({result["workers"]} workers)',
+           f'Brown training split: {result["train_words"]:,} words, |V| = '
+           f'{result["vocab_size"]:,}. Each figure: mean ± spread (max − min) over seeds '
+           f'{", ".join(map(str, seeds))}; analogies: accuracy ± points (coverage).',
+           f'Goals: |Δρ| ≤ {GOALS["wordsim353"]} (WordSim-353), ≤ {GOALS["simlex999"]} '
+           f'(SimLex-999); |Δ analogies| ≤ {GOALS["analogies_points"]:g} point; words/s nplm '
+           f'/ gensim ≥ {MIN_SPEED_RATIO} (of the medians over the seeds).', '']
+  lines += table_lines(variant_rows(result), markdown)
+  entry = next(iter(result['configs'].values()), None)
+  if entry:  # The words are nplm's on both sides: the same pairs and questions count.
+    scores = entry['runs']['gensim'][0]['scores']
     lines += ['', 'Coverage: ' + ', '.join(
         f'{title} {scores[name]["covered"]:,} of {scores[name]["pairs"]:,} pairs'
         for name, title in (('wordsim353', 'WordSim-353'), ('simlex999', 'SimLex-999')))
         + f', analogies {scores["analogies"]["answered"]:,} of '
         f'{scores["analogies"]["questions"]:,} questions.']
+  if result.get('speed'):
+    lines += speed_lines(result['speed'], markdown)
   return '\n'.join(lines) + '\n'
+
+
+def same_data(configs: dict) -> dict:
+  """`configs`, which must read the same data, so that gensim's one corpus is every run's."""
+  if len({tuple(getattr(c, f) for f in DATA_FIELDS) for c in configs.values()}) > 1:
+    raise ConfigError(f'the flagfiles {", ".join(configs)} read different data (--dataset, '
+                      '--unk_max_count, …): compare them in separate runs')
+  return configs
 
 
 def flagfile_configs(names: list[str], out: Path, data_dir: str, max_words: int,
                      epochs: int) -> dict:
-  """The configs to compare, by flagfile name, each run in OUT/runs/<name>; they must read
-  the same data, so that gensim's one corpus is every run's."""
+  """The configs to compare, by flagfile name, each run in OUT/runs/<name>-seed<s>."""
   if not names:
     raise ConfigError(f'--configs names no flagfile; e.g. {",".join(CONFIGS)}')
   # A slice validates on a quarter as many tokens: a look stays quick.
   data = {'data_dir': data_dir, 'train_tokens': max_words, 'valid_tokens': max_words // 4}
-  configs = {name: flagfile_config(name, workdir=str(out / 'runs' / name), **data,
-                                   **({'epochs': epochs} if epochs else {}))
+  return same_data({name: flagfile_config(name, workdir=str(out / 'runs' / name), **data,
+                                          **({'epochs': epochs} if epochs else {}))
+                    for name in names})
+
+
+def speed_configs(names: list[str], out: Path, tokens: int,
+                  types: int = SPEED_TYPES) -> tuple[dict, dict]:
+  """(the speed section's configs by flagfile name, 1 epoch, each run in
+  OUT/runs/<name>-speed; the generated corpus's tokens and types): the corpus is written into
+  OUT/speed/corpus unless there already."""
+  corpus_dir = out / 'speed' / 'corpus'
+  generated = prepare.generated_corpus(corpus_dir, out / 'speed' / 'corpus.json', tokens, types)
+  data = {'dataset': f'text:{corpus_dir}', 'data_dir': str(out / 'speed' / 'tfds')}
+  configs = {name: flagfile_config(name, workdir=str(out / 'runs' / f'{name}-speed'), epochs=1,
+                                   **data)
              for name in names}
-  if len({tuple(getattr(c, f) for f in DATA_FIELDS) for c in configs.values()}) > 1:
-    raise ConfigError(f'the flagfiles {", ".join(names)} read different data (--dataset, '
-                      '--unk_max_count, …): compare them in separate runs')
-  return configs
+  return same_data(configs), generated['wanted']
+
+
+def parse_seeds(values: list[str]) -> tuple[int, ...]:
+  """--seeds as distinct integers, or a one-line ConfigError."""
+  try:
+    seeds = tuple(int(value) for value in values)
+  except ValueError:
+    seeds = ()
+  if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+    raise ConfigError(f'--seeds must be distinct integers from 0, e.g. 0,1,2; got '
+                      f'{",".join(values)!r}')
+  return seeds
 
 
 def define_flags() -> None:
@@ -249,10 +407,14 @@ def define_flags() -> None:
                       'default).')
   flags.DEFINE_list('configs', list(CONFIGS), 'Recipes (nplm/recipes/NAME.flags) to '
                     'compare.')
+  flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds each variant is trained with, on each '
+                    'side.')
   flags.DEFINE_integer('epochs', 0, 'Epochs for both (0: the flagfiles\').')
   flags.DEFINE_integer('max_words', 0, 'Train on the first N training tokens only (0: all).')
+  flags.DEFINE_integer('speed_tokens', 0, 'Also time each variant for 1 epoch on N '
+                       'generated Zipf tokens (0: not).', lower_bound=0)
   flags.DEFINE_list('workdirs', [], 'Trained nplm runs (NNLM, LSTM, …) to score beside them.')
-  flags.DEFINE_string('out', None, 'Directory for word2vec.{json,md} and runs/<config>.',
+  flags.DEFINE_string('out', None, 'Directory for word2vec.{json,md}, runs/ and speed/.',
                       required=True)
 
 
@@ -268,17 +430,26 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   FLAGS = flags.FLAGS
+  out = Path(FLAGS.out)
   absl_logging.set_verbosity(absl_logging.WARNING)  # TFDS's INFO lines would bury the table.
   try:
+    seeds = parse_seeds(FLAGS.seeds)
     make_out_dir(FLAGS.out)
     require_prepared_brown(FLAGS.data_dir)
-    configs = flagfile_configs(FLAGS.configs, Path(FLAGS.out), FLAGS.data_dir,
-                               FLAGS.max_words, FLAGS.epochs)
-    result = measure(configs, load_dataset(next(iter(configs.values()))), FLAGS.workdirs)
+    configs = flagfile_configs(FLAGS.configs, out, FLAGS.data_dir, FLAGS.max_words,
+                               FLAGS.epochs)
+    speed, generated = (speed_configs(FLAGS.configs, out, FLAGS.speed_tokens)
+                        if FLAGS.speed_tokens else ({}, {}))
+    refuse_existing(list(speed.values()))  # Before the seeds' runs, not after them.
+    speed_corpus = load_dataset(next(iter(speed.values()))) if speed else None
+    result = measure(configs, load_dataset(next(iter(configs.values()))), seeds,
+                     FLAGS.workdirs)
+    if speed:
+      result['speed'] = measure_speed(speed, speed_corpus, generated, result['workers'])
   except (CorpusNotPrepared, ConfigError, NoTrainedModelError) as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
-  report(result, format_report, str(Path(FLAGS.out) / 'word2vec'))
+  report(result, format_report, str(out / 'word2vec'))
 
 
 if __name__ == '__main__':

@@ -31,6 +31,7 @@ model's own exact prediction (`token_log_probs`): not a language model's perplex
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from nplm import parallel
 from nplm.data import batching
@@ -190,8 +191,6 @@ class Word2VecFeed(Feed):
     config, batch_size = self.config, self.config.batch_size
     window_rng, head_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
     positions = jax.lax.dynamic_slice(epoch_positions, (index * batch_size,), (batch_size,))
-    positions = jax.lax.with_sharding_constraint(positions,
-                                                 parallel.sharding(self.mesh, 'data'))
     mask = (positions != ABSENT).astype(jnp.float32)
     radii = window_radii(window_rng, batch_size, config.window)
     windows, centers = context_windows(stream, jnp.maximum(positions, 0), radii, config.window)
@@ -200,15 +199,43 @@ class Word2VecFeed(Feed):
     alpha = optimizer.learning_rate_at(config.replace(**hyperparameters), state.step, planned)
     name, output = self.output_vectors()
     params = state.params
-    vectors, out_table, loss, examples = word2vec_update.chunked_step(
-        config.model, output, params['model']['C']['embedding'],
-        params['head'][name]['embedding'], windows, centers, mask, alpha, head_rng,
-        chunk_positions(config))
+    tables = (params['model']['C']['embedding'], params['head'][name]['embedding'])
+    (vectors, out_table), loss, examples = self.updated_tables(
+        output, tables, windows, centers, mask, alpha, head_rng)
     params = {'model': {**params['model'], 'C': {**params['model']['C'],
                                                  'embedding': vectors}},
               'head': {**params['head'], name: {**params['head'][name],
                                                 'embedding': out_table}}}
     return state.replace(step=state.step + 1, params=params), loss / jnp.maximum(examples, 1)
+
+  def updated_tables(self, output, tables, windows, centers, mask, alpha, rng):
+    """((C, output vectors) after word2vec's update of the batch, the summed loss, the
+    examples). Over N devices on 'data' (shard_map), each updates its copy of the tables
+    with its B/N positions, chunk after chunk, and the devices' changes are summed at the
+    end of the step: as N of word2vec's threads, each seeing the others' updates of a step
+    at its end."""
+    model, chunk = self.config.model, chunk_positions(self.config)
+    devices = self.mesh.shape['data']
+    if devices == 1:
+      *tables, loss, examples = word2vec_update.chunked_step(
+          model, output, *tables, windows, centers, mask, alpha, rng, chunk)
+      return tuple(tables), loss, examples
+
+    def per_device(tables, windows, centers, mask, alpha, rng):
+      rng = jax.random.fold_in(rng, jax.lax.axis_index('data'))
+      *updated, loss, examples = word2vec_update.chunked_step(
+          model, output, *tables, windows, centers, mask, alpha, rng,
+          min(chunk, centers.shape[0]))
+      changes = jax.lax.psum([new - old for new, old in zip(updated, tables)], 'data')
+      return (tuple(old + change for old, change in zip(tables, changes)),
+              jax.lax.psum(loss, 'data'), jax.lax.psum(examples, 'data'))
+
+    by_example, whole = P('data'), P()
+    return jax.shard_map(per_device, mesh=self.mesh,
+                         in_specs=((whole, whole), by_example, by_example, by_example, whole,
+                                   whole),
+                         out_specs=((whole, whole), whole, whole), check_vma=False)(
+        tables, windows, centers, mask, alpha, rng)
 
   @property
   def whole_distribution(self) -> bool:
