@@ -302,6 +302,9 @@ def test_chunked_step_applies_its_chunks_one_after_another(model, kind):
   assert not np.allclose(at_once[0], want[0], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.xfail(strict=True, reason='the known difference (nplm.training.word2vec_update): '
+                   'nplm reads an example\'s rows before updating any, so a negative drawn '
+                   'twice is scored twice from the vector as the batch found it')
 def test_a_negative_drawn_twice_reads_the_vector_its_first_draw_left():
   """word2vec.c (and gensim) add to syn1neg[l2] inside the loop over d: the second draw of a
   word is scored from the vector its first draw changed, and adds that vector to e."""

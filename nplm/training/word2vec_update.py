@@ -14,8 +14,11 @@ context word's C(w_{t+j}); CBOW: the mean of the context words' C) and α the ra
   node (hierarchical softmax); σ is exact here, where the tool reads a 1,000-entry table.
 
 A batch applies every example's update from the parameters as the batch found them, summed
-(a scatter-add): for one example the tool's own step, for many the sum of their steps without
-the updates made in between. word2vec's threads (and gensim's workers) make the same kind of
+(a scatter-add): for one example the tool's own step (but for a negative drawn twice for it,
+which the tool scores the second time from the vector its first draw changed: an O(α²)
+difference in a few percent of the examples, not worth the draw-by-draw loop that would cost a
+third of the step), for many the sum of their steps without the updates made in between; a
+skip-gram position's pairs, which the tool takes one after another, are summed too. word2vec's threads (and gensim's workers) make the same kind of
 approximation, each reading vectors the others are writing (Hogwild, Recht et al. 2011); at
 word2vec's small rates a batch's updates barely interact, so the results match (the
 benchmark, experiments/results/word2vec/). Nothing sorts the ids read: a row read by several
@@ -63,44 +66,21 @@ def sampled_outputs(negatives, centers):
   return rows, labels, (rows != targets) | (labels > 0)
 
 
-def repeats_in_order(scores, rows, labels, counts, hidden, alpha):
-  """(g [B, J, R], the scores as the tool reads them, the coefficient of h in e [B, J]) of
-  examples whose R rows may repeat (negatives drawn twice): the tool updates a row before it
-  reads its next draw, so draw d reads f_d + |h|²·Σ g_{d'} over the earlier draws d' of the
-  same row, and adds g_d·(v_d + Σ g_{d'} h) to e. Draw by draw: R is k + 1, a few."""
-  draws = rows.shape[-1]
-  earlier = jnp.tril(jnp.ones((draws, draws), bool), k=-1)  # [d, d']: d' before d.
-  same = (rows[..., :, None] == rows[..., None, :]) & earlier & counts[..., None, :]
-  squared_norm = jnp.sum(hidden * hidden, axis=-1)  # [B, J]
-  g, seen = jnp.zeros(scores.shape, jnp.float32), []
-  for d in range(draws):
-    before = jnp.sum(jnp.where(same[..., d, :], g, 0.0), axis=-1)  # Σ g_{d'}, same row.
-    score = scores[..., d] + squared_norm * before
-    g_d = alpha * jnp.where(counts[..., d], logistic_errors(score, labels[..., d], False), 0.0)
-    g = g.at[..., d].set(g_d)
-    seen.append(score)
-  coefficient = jnp.sum(g * jnp.sum(jnp.where(same, g[..., None, :], 0.0), axis=-1), axis=-1)
-  return g, jnp.stack(seen, axis=-1), coefficient
-
-
 def output_step(table, hidden, rows, labels, counts, alpha, hierarchical: bool):
   """One output layer's part for a batch's examples: hidden [B, J, m] (J examples per
   position), their output rows [B, J, R] (negative sampling) or, shared by a position's
-  examples, [B, R] (a tree path: no repeats); labels and which count, shaped as the scores
-  [B, J, R]. -> (the table after the update, the error e of each example [B, J, m], the
-  summed loss)."""
+  examples, [B, R] (a tree path); labels and which count, shaped as the scores [B, J, R].
+  -> (the table after the update, the error e of each example [B, J, m], the summed loss)."""
   shared = rows.ndim == 2
   if not shared:  # Rows that do not count read and write row 0, which stays in the cache.
     rows = jnp.where(counts, rows, 0)
   vectors = table[rows]  # [B, (J,) R, m]
   scores = jnp.einsum('bjm,brm->bjr' if shared else 'bjm,bjrm->bjr', hidden, vectors)
-  if shared:
-    g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
-    errors = jnp.einsum('bjr,brm->bjm', g, vectors)
-    updates = jnp.einsum('bjr,bjm->brm', g, hidden)  # Summed over the position's examples.
+  g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
+  errors = jnp.einsum('bjr,brm->bjm' if shared else 'bjr,bjrm->bjm', g, vectors)
+  if shared:  # Each row's update summed over the position's examples: [B, R, m].
+    updates = jnp.einsum('bjr,bjm->brm', g, hidden)
   else:
-    g, scores, coefficient = repeats_in_order(scores, rows, labels, counts, hidden, alpha)
-    errors = jnp.einsum('bjr,bjrm->bjm', g, vectors) + coefficient[..., None] * hidden
     updates = g[..., None] * hidden[:, :, None, :]
   table = table.at[rows.reshape(-1)].add(updates.reshape(-1, table.shape[1]).astype(table.dtype))
   loss = jnp.sum(jnp.where(counts, logistic_loss(scores, labels), 0.0))
