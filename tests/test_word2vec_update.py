@@ -123,9 +123,10 @@ def negatives_for(model, kind, rng, windows) -> np.ndarray:
 
 
 def chunk_negatives(model, kind, rng, windows, chunk: int) -> list:
-  """Each chunk's draws, as chunked_step keys them: chunk i reads fold_in(rng, i)."""
-  return [negatives_for(model, kind, jax.random.fold_in(rng, i), windows[start:start + chunk])
-          for i, start in enumerate(range(0, len(windows), chunk))]
+  """Each chunk's draws, as chunked_step makes them: the whole batch's draws (step's, with
+  this key), cut into chunks."""
+  drawn = negatives_for(model, kind, rng, windows)
+  return [drawn[start:start + chunk] for start in range(0, len(windows), chunk)]
 
 
 def clean_draws(model, pieces, want_target=False) -> bool:
@@ -290,7 +291,7 @@ def test_a_batch_is_the_sum_of_its_examples_updates(model, kind):
 @MODELS_AND_KINDS
 def test_chunked_step_applies_its_chunks_one_after_another(model, kind):
   """Eight positions two at a time: each chunk's examples summed from the tables the
-  previous chunks left, its draws from fold_in(key, chunk); unlike the batch at once."""
+  previous chunks left, its draws the batch's own; unlike the batch at once."""
   windows, centers = random_windows(6, batch=8, window=1)
   rng = key_where(lambda rng: clean_draws(
       model, chunk_pieces(model, kind, rng, windows, centers, 2)))

@@ -29,6 +29,8 @@ for negative sampling, the |V| - 1 internal nodes for the tree). Their biases st
 word2vec has none.
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -66,80 +68,94 @@ def sampled_outputs(negatives, centers):
   return rows, labels, (rows != targets) | (labels > 0)
 
 
-def output_step(table, hidden, rows, labels, counts, alpha, hierarchical: bool):
-  """One output layer's part for a batch's examples: hidden [B, J, m] (J examples per
-  position), their output rows [B, J, R] (negative sampling) or, shared by a position's
-  examples, [B, R] (a tree path); labels and which count, shaped as the scores [B, J, R].
-  -> (the table after the update, the error e of each example [B, J, m], the summed loss)."""
-  shared = rows.ndim == 2
-  if not shared:  # Rows that do not count read and write row 0, which stays in the cache.
-    rows = jnp.where(counts, rows, 0)
-  vectors = table[rows]  # [B, (J,) R, m]
-  scores = jnp.einsum('bjm,brm->bjr' if shared else 'bjm,bjrm->bjr', hidden, vectors)
-  g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
-  errors = jnp.einsum('bjr,brm->bjm' if shared else 'bjr,bjrm->bjm', g, vectors)
-  if shared:  # Each row's update summed over the position's examples: [B, R, m].
-    updates = jnp.einsum('bjr,bjm->brm', g, hidden)
+class Examples(NamedTuple):
+  """A batch's examples, every array by position first: what `apply` reads."""
+  context: jnp.ndarray  # [B, 2c] the context words (0 where none)
+  present: jnp.ndarray  # [B, 2c] which context slots hold a word of a real position
+  counted: jnp.ndarray  # [B, J] which examples count (J: 2c pairs, or 1 for CBOW)
+  rows: jnp.ndarray  # [B, J, R] each example's output rows, or [B, R] a position's path
+  labels: jnp.ndarray  # [B, J, R]
+  counts: jnp.ndarray  # [B, J, R] which rows of each example count
+
+
+def examples_of(model: str, output, windows, centers, mask, rng) -> Examples:
+  """The examples of a batch of positions: windows [B, 2c] (ABSENT beyond the drawn radius),
+  centers [B], mask [B] (1 for a real position). `output` says how the output vectors are
+  read: ('tree', paths, bits, on_path) or ('sampled', proposal, k), k negatives per example
+  drawn from `rng`."""
+  present = (windows != ABSENT) & (mask[:, None] > 0)
+  if model == 'cbow':  # One example per position, if it has a context word (as the tool).
+    counted = jnp.any(present, axis=1, keepdims=True)
+  else:  # One example per (context word, center word) pair: C(w_{t+j}) predicts w_t.
+    counted = present
+  if output[0] == 'tree':
+    _, paths, bits, on_path = output
+    rows = paths[centers]
+    counts = counted[..., None] & on_path[centers][:, None, :]
+    labels = jnp.broadcast_to(bits[centers][:, None, :].astype(jnp.float32), counts.shape)
   else:
-    updates = g[..., None] * hidden[:, :, None, :]
-  table = table.at[rows.reshape(-1)].add(updates.reshape(-1, table.shape[1]).astype(table.dtype))
+    _, proposal, num_samples = output
+    negatives = draw_negatives(proposal, rng, (*counted.shape, num_samples))
+    rows, labels, counts = sampled_outputs(negatives, centers)
+    counts = counts & counted[..., None]
+    rows = jnp.where(counts, rows, 0)  # Rows that do not count: row 0, kept in the cache.
+  return Examples(jnp.where(present, windows, 0), present, counted, rows, labels, counts)
+
+
+def apply(model: str, hierarchical: bool, vectors, out_table, examples: Examples, alpha):
+  """word2vec's update for the examples, from the tables as they are: -> (C, output vectors,
+  the summed loss, the examples counted: pairs or positions)."""
+  context, present, counted, rows, labels, counts = examples
+  read = vectors[context]  # [B, 2c, m]
+  if model == 'cbow':  # The mean of the context words' vectors.
+    hidden = (jnp.sum(jnp.where(present[..., None], read, 0.0), axis=1)
+              / jnp.maximum(present.sum(axis=1), 1)[:, None])[:, None]  # [B, 1, m]
+  else:
+    hidden = read
+  shared = rows.ndim == 2
+  out = out_table[rows]  # [B, (J,) R, m]
+  scores = jnp.einsum('bjm,brm->bjr' if shared else 'bjm,bjrm->bjr', hidden, out)
+  g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
+  errors = jnp.einsum('bjr,brm->bjm' if shared else 'bjr,bjrm->bjm', g, out)
+  if shared:  # Each row's update summed over the position's examples: [B, R, m].
+    out_updates = jnp.einsum('bjr,bjm->brm', g, hidden)
+  else:
+    out_updates = g[..., None] * hidden[:, :, None, :]
+  out_table = out_table.at[rows.reshape(-1)].add(
+      out_updates.reshape(-1, out_table.shape[1]).astype(out_table.dtype))
+  # CBOW: every context word receives the whole error ([B, 1, m] -> [B, 2c, m]).
+  errors = jnp.where(present[..., None] & counted[..., None] if model == 'cbow'
+                     else counted[..., None], errors, 0.0)
+  vectors = vectors.at[context.reshape(-1)].add(
+      jnp.broadcast_to(errors, read.shape).reshape(-1, vectors.shape[1]).astype(vectors.dtype))
   loss = jnp.sum(jnp.where(counts, logistic_loss(scores, labels), 0.0))
-  return table, errors, loss
+  return vectors, out_table, loss, jnp.sum(counted)
 
 
 def step(model: str, output, vectors, out_table, windows, centers, mask, alpha, rng):
-  """word2vec's update for a batch of positions: windows [B, 2c] (ABSENT beyond the drawn
-  radius), centers [B], mask [B] (1 for a real position). `output` says how the output
-  vectors are read: ('tree', paths, bits, on_path) or ('sampled', proposal, k).
-  -> (C, output vectors, the summed loss, the examples counted: pairs or positions)."""
-  present = (windows != ABSENT) & (mask[:, None] > 0)
-  context = jnp.where(present, windows, 0)
-  read = vectors[context]  # [B, 2c, m]
-  if model == 'cbow':  # One example per position: the mean of its context words.
-    count = present.sum(axis=1)
-    hidden = (jnp.sum(jnp.where(present[..., None], read, 0.0), axis=1)
-              / jnp.maximum(count, 1)[:, None])[:, None]  # [B, 1, m]
-    examples = (count > 0)[:, None]  # The tool skips a position with no context word.
-  else:  # One example per (context word, center word) pair: C(w_{t+j}) predicts w_t.
-    hidden, examples = read, present
-  if output[0] == 'tree':
-    _, paths, bits, on_path = output
-    rows, labels = paths[centers], bits[centers].astype(jnp.float32)
-    counts = examples[..., None] & on_path[centers][:, None, :]
-    labels = jnp.broadcast_to(labels[:, None, :], counts.shape)
-  else:
-    _, proposal, num_samples = output
-    negatives = draw_negatives(proposal, rng, (*hidden.shape[:2], num_samples))
-    rows, labels, counts = sampled_outputs(negatives, centers)
-    counts = counts & examples[..., None]
-  out_table, errors, loss = output_step(out_table, hidden, rows, labels, counts, alpha,
-                                        output[0] == 'tree')
-  errors = jnp.where(examples[..., None], errors, 0.0)
-  if model == 'cbow':  # Every context word receives the whole error.
-    errors = jnp.where(present[..., None], errors, 0.0)  # [B, 1, m] -> [B, 2c, m]
-  updates = errors.reshape(-1, vectors.shape[1]).astype(vectors.dtype)
-  vectors = vectors.at[context.reshape(-1)].add(updates)
-  return vectors, out_table, loss, jnp.sum(examples)
+  """word2vec's update for a batch of positions (`examples_of`), all from the tables as the
+  batch found them. -> (C, output vectors, the summed loss, the examples counted)."""
+  examples = examples_of(model, output, windows, centers, mask, rng)
+  return apply(model, output[0] == 'tree', vectors, out_table, examples, alpha)
 
 
 def chunked_step(model: str, output, vectors, out_table, windows, centers, mask, alpha, rng,
                  chunk: int):
-  """`step` over the batch's positions `chunk` at a time, one after another, each chunk
-  reading the vectors the previous ones left: word2vec's sequential updates, a chunk's
-  examples summed. -> (C, output vectors, the summed loss, the examples counted)."""
+  """`step`'s examples (the same draws) applied `chunk` positions at a time, one chunk after
+  another, each reading the tables the previous ones left: word2vec's sequential updates, a
+  chunk's examples summed. The examples are made for the whole batch at once, so the loop
+  over chunks holds only the update. -> (C, output vectors, the summed loss, the examples
+  counted)."""
+  examples = examples_of(model, output, windows, centers, mask, rng)
   count = centers.shape[0] // chunk
+  pieces = jax.tree.map(lambda array: array.reshape(count, chunk, *array.shape[1:]), examples)
 
   def chunk_step(carry, piece):
-    vectors, out_table, loss, examples = carry
-    windows, centers, mask, index = piece
-    vectors, out_table, chunk_loss, chunk_examples = step(
-        model, output, vectors, out_table, windows, centers, mask, alpha,
-        jax.random.fold_in(rng, index))
-    return (vectors, out_table, loss + chunk_loss, examples + chunk_examples), None
+    vectors, out_table, loss, counted = carry
+    vectors, out_table, chunk_loss, chunk_counted = apply(
+        model, output[0] == 'tree', vectors, out_table, Examples(*piece), alpha)
+    return (vectors, out_table, loss + chunk_loss, counted + chunk_counted), None
 
-  pieces = (windows.reshape(count, chunk, -1), centers.reshape(count, chunk),
-            mask.reshape(count, chunk), jnp.arange(count))
-  zero = jnp.zeros((), jnp.float32)
-  (vectors, out_table, loss, examples), _ = jax.lax.scan(
-      chunk_step, (vectors, out_table, zero, jnp.zeros((), jnp.int32)), pieces)
-  return vectors, out_table, loss, examples
+  start = (vectors, out_table, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+  (vectors, out_table, loss, counted), _ = jax.lax.scan(chunk_step, start, pieces)
+  return vectors, out_table, loss, counted
