@@ -152,7 +152,8 @@ HUGE = (('--order=100000', {'order': 100000}),
         ('transformer --order=3000', {'model': 'transformer', 'order': 3000, 'num_heads': 2}),
         # Skip-gram reads neither the common --order nor --hidden_size: their defaults.
         ('skipgram --window=100000', {'model': 'skipgram', 'window': 100000, 'order': 5,
-                                      'hidden_size': 100, 'head': 'negative_sampling'}))
+                                      'hidden_size': 100, 'head': 'negative_sampling',
+                                      'optimizer': 'sgd'}))
 
 
 def case_huge(c) -> None:

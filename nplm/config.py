@@ -138,7 +138,8 @@ class Config:
   noise_per_example: bool = _knob(HEAD, False, 'nce, negative_sampling: k noise words drawn '
                                   'for each example, as word2vec does, not k shared by the '
                                   'minibatch (one dense matmul, but every example meets the '
-                                  'same few noise words).')
+                                  'same few noise words). cbow and skipgram always draw per '
+                                  'example (word2vec\'s own update).')
   proposal_power: float = _knob(HEAD, 1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = '
                                 'the unigram, 0 = uniform).')
   adaptive_cutoffs: str = _knob(HEAD, '', 'adaptive head: comma-separated ids where the tail '

@@ -104,6 +104,9 @@ def test_a_placed_prefix_scores_as_the_first_tokens_of_the_whole_split(tiny_corp
   feed = feed_of(lm.model)(config, lm, {'valid': valid}, tiny_corpus.boundary_id, mesh,
                            prefixes={'valid': 37})
   params = feed.create_state(jax.random.key(3)).params
+  # word2vec's output vectors start at zero: moved, so that every token scores differently.
+  params = jax.tree.map(lambda p: p + 0.1 * jax.random.normal(jax.random.key(4), p.shape),
+                        params)
   whole, prefix = feed.log_probs(params, 'valid'), feed.log_probs(params, prefix_name('valid', 37))
   assert prefix.shape == (37,) and len(whole) == len(valid)
   np.testing.assert_allclose(prefix, whole[:37], rtol=1e-6, atol=1e-6)

@@ -64,7 +64,8 @@ STATES = {
                                           optimizer='lazy_adam', order=6, feature_size=8,
                                           hidden_size=16, num_heads=2, num_layers=2),
     'skipgram, negative_sampling': dict(model='skipgram', head='negative_sampling',
-                                        feature_size=8, window=2, num_samples=5),
+                                        optimizer='sgd', feature_size=8, window=2,
+                                        num_samples=5),
 }
 COUNTS = np.arange(60, 0, -1)  # |V| = 60, frequency-sorted
 
@@ -190,7 +191,7 @@ print(json.dumps({'results': results,
 # large, else larger.
 TOO_LARGE = [
     (['--order=100000', '--feature_size=60'], '--order'),
-    (['--model=skipgram', '--window=100000'], '--window'),
+    (['--model=skipgram', '--head=tree', '--optimizer=sgd', '--window=100000'], '--window'),
     (['--feature_size=100000000'], '--feature_size'),
     (['--batch_size=300000000'], '--batch_size'),
     (['--model=transformer', '--order=30000'], '--order'),
@@ -205,7 +206,7 @@ TOO_SMALL = [
     (['--order=5000'], '--order=5000 reads windows of 5,000 tokens, and the train split'),
     (['--model=lstm', '--bptt_length=5000', '--batch_size=1'],
      '--bptt_length=5000 trains on segments of 5,000 tokens, and the train split'),
-    (['--model=skipgram', '--window=2000', '--batch_size=1'],
+    (['--model=skipgram', '--head=tree', '--optimizer=sgd', '--window=2000', '--batch_size=1'],
      '--window=2000 reads the 4,001 tokens around a word, and the train split'),
 ]
 

@@ -34,10 +34,11 @@ count of a compiled step's temporaries (tests/test_resources.py): within a facto
     gradients; once in evaluation), m = --feature_size, h = --hidden_size, D the hidden
     vector's width, L = --num_layers, n = --order, c = --window:
     nnlm          (n-1)·m + 2h + D
-    cbow          2c·m + m, one head example per position
-    skipgram      m per (word, context word) pair: B·2c head examples in training; in
-                  evaluation one full distribution per position (heads with output rows),
-                  else 2c pairs
+    cbow          2c·m + m, one head example per position, in evaluation
+    skipgram      in evaluation one full distribution per position (heads with output
+                  rows), else 2c pairs
+    word2vec's update (both, training): the batch's examples (ids, rows, labels, counts)
+                  and one --chunk_positions chunk's vectors, output rows and updates
     rnn/lstm/gru  per word L·(m + (g+2)·h), g = 1, 4, 3 gates; B streams × --bptt_length
                   words in training, one stream of E words (on every device) in evaluation
     transformer   per window L·(n-1)·(9m + 2h + 2·heads·(n-1)): the projections, the
@@ -59,6 +60,7 @@ from nplm.errors import ConfigError
 from nplm.heads import OUTPUT_ROW_HEADS
 from nplm.heads.output_layer import chunk_rows
 from nplm.lm import build_language_model
+from nplm.models.word2vec import chunk_positions
 
 WORD = 4  # float32 and int32 bytes
 GATES = {'rnn': 1, 'lstm': 4, 'gru': 3}
@@ -144,6 +146,19 @@ def _ceil(a: int, b: int) -> int:
   return -(-a // b)
 
 
+def _word2vec_update(config, lm, batch: int) -> int:
+  """Words word2vec's update holds for `batch` positions (nplm.training.word2vec_update):
+  the batch's examples (context ids, their rows, labels and counts), and one chunk's vectors
+  read, output rows read and their updates."""
+  examples = 2 * config.window if config.model == 'skipgram' else 1
+  rows = (lm.head.tree.paths.shape[1] if config.head == 'tree' and hasattr(lm.head, 'tree')
+          else config.num_samples + 1)
+  chunk = min(chunk_positions(config), batch)
+  m = config.feature_size
+  return (batch * (4 * config.window + 3 * examples * rows)
+          + chunk * m * (4 * config.window + 2 * examples * rows + examples))
+
+
 def activations(config, lm, vocab_size: int, data: int = 1, shards: int = 1) -> tuple[int, int]:
   """(train step, evaluation step) activation bytes per device, by the module's formula."""
   model = lm.model
@@ -160,16 +175,15 @@ def activations(config, lm, vocab_size: int, data: int = 1, shards: int = 1) -> 
     per_word = layers * (m + (GATES.get(config.model, 4) + 2) * h)
     train = batch * config.bptt_length * (2 * per_word + head_train)
     evaluation = config.eval_batch_size * (per_word + head_eval)  # One stream, every device.
-  elif family == 'word2vec' and config.model == 'skipgram':
+  elif family == 'word2vec':
+    train = _word2vec_update(config, lm, batch)
     pairs = 2 * config.window
-    train = batch * pairs * (2 * m + head_train)
-    per_position = (head_eval + pairs if config.head in OUTPUT_ROW_HEADS
-                    else pairs * head_eval)
-    evaluation = evaluated * (m + per_position)
-  elif family == 'word2vec':  # CBOW
-    context = 2 * config.window * m + m
-    train = batch * (2 * context + head_train)
-    evaluation = evaluated * (context + head_eval)
+    if config.model == 'skipgram':
+      per_position = (head_eval + pairs if config.head in OUTPUT_ROW_HEADS
+                      else pairs * head_eval)
+      evaluation = evaluated * (m + per_position)
+    else:  # CBOW
+      evaluation = evaluated * (pairs * m + m + head_eval)
   elif lm.trains_every_position:  # The windows family: the Transformer.
     context = n - 1
     per_window = context * (9 * m + 2 * h + 2 * config.num_heads * context)

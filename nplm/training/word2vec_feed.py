@@ -140,6 +140,13 @@ class Word2VecFeed(Feed):
     return parallel.put(padded_stream(ids[:tokens + window], window, tokens), self.mesh)
 
   def prepare_training(self, ids) -> int:
+    if self.mesh.shape['model'] > 1:
+      raise ConfigError("word2vec's update reads whole tables: use a mesh with data only "
+                        '(e.g. --mesh=data:2)')
+    per_device = self.config.batch_size // self.mesh.shape['data']
+    if per_device % min(chunk_positions(self.config), per_device):
+      raise ConfigError(f'--chunk_positions={self.config.chunk_positions} must divide the '
+                        f'{per_device} positions of --batch_size each device takes')
     self.subsampler = Subsampler(ids, self.config.subsample)
     return batching.num_batches(self.subsampler.max_kept, self.config.batch_size)
 

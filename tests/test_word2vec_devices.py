@@ -1,0 +1,94 @@
+"""word2vec's update on 2 simulated devices (tests/multidevice.py says why in a child): each
+device applies its half of the batch chunk after chunk to its copy of the tables, and the
+devices' changes are summed, against the same halves updated on one device."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nplm import parallel
+from nplm.config import Config, ConfigError
+from nplm.lm import build_language_model
+from nplm.training import word2vec_update
+from nplm.training.word2vec_feed import Word2VecFeed, context_windows, window_radii
+from tests import multidevice
+
+DEVICES = 2
+IDS = np.random.default_rng(0).integers(0, 12, 90).astype(np.int32)
+
+
+def feed_on(mesh: str, head: str, **changes) -> Word2VecFeed:
+  knobs = dict(feature_size=6, window=2, batch_size=8, chunk_positions=2, learning_rate=0.3)
+  config = Config(workdir='unused', model='skipgram', head=head, optimizer='sgd',
+                  **{**knobs, **changes})
+  lm = build_language_model(config, np.bincount(IDS, minlength=12))
+  return Word2VecFeed(config, lm, {'train': IDS}, boundary_id=0,
+                      mesh=parallel.make_mesh(mesh))
+
+
+def one_device_reference(feed, tables, batch, run_rng, alpha):
+  """The step's windows and draws made as the update makes them; each device's half updated
+  on one device from the same tables; the changes summed."""
+  stream, positions, index = (np.asarray(array) for array in batch)
+  window_rng, head_rng = jax.random.split(jax.random.fold_in(run_rng, 0))
+  size, window = feed.config.batch_size, feed.config.window
+  positions = positions[index * size:(index + 1) * size]
+  radii = window_radii(window_rng, size, window)
+  windows, centers = context_windows(jnp.asarray(stream), jnp.asarray(positions), radii, window)
+  _, output = feed.output_vectors()
+  changes = []
+  for device, half in enumerate(np.split(np.arange(size), DEVICES)):
+    *updated, _, _ = word2vec_update.chunked_step(
+        'skipgram', output, *tables, windows[half], centers[half], jnp.ones(len(half)),
+        alpha, jax.random.fold_in(head_rng, device), 2)
+    changes.append([np.asarray(new) - np.asarray(old) for new, old in zip(updated, tables)])
+  return [np.asarray(old) + sum(change[k] for change in changes)
+          for k, old in enumerate(tables)]
+
+
+def check_devices_sum_their_halves_changes():
+  for head in ('negative_sampling', 'tree'):
+    feed = feed_on('data:2', head)
+    state = feed.create_state(jax.random.key(1))
+    name, _ = feed.output_vectors()
+    rng = np.random.default_rng(2)
+    params = jax.tree.map(np.array, state.params)
+    params['head'][name]['embedding'] = rng.normal(0, 0.5, params['head'][name]['embedding'].shape)
+    state = state.replace(params=jax.tree.map(lambda p: jnp.asarray(p, jnp.float32), params))
+    tables = (params['model']['C']['embedding'].astype(np.float32),
+              params['head'][name]['embedding'].astype(np.float32))
+    state, batches = feed.start_epoch(state, epoch=0, start=0)
+    batch, _ = next(batches)
+    run_rng = jax.random.key(5)
+    alpha = float(feed.config.learning_rate)  # The inverse schedule at step 0.
+    want = one_device_reference(feed, tables, batch, run_rng, alpha)
+    after, _ = feed.step(state, batch, run_rng)
+    got = (after.params['model']['C']['embedding'], after.params['head'][name]['embedding'])
+    for mine, reference, start in zip(got, want, tables):
+      assert not np.allclose(reference, start)
+      np.testing.assert_allclose(np.asarray(mine), reference, rtol=1e-5, atol=1e-6)
+
+
+def check_a_vocabulary_parallel_mesh_and_uneven_chunks_are_refused():
+  with pytest.raises(ConfigError, match='use a mesh with data only'):
+    feed_on('data:1,model:2', 'negative_sampling')
+  with pytest.raises(ConfigError, match='must divide the 6 positions'):
+    feed_on('data:2', 'tree', chunk_positions=4, batch_size=12)
+
+
+CHECKS = multidevice.check_names(globals())
+
+
+@pytest.fixture(scope='module')
+def report():
+  return multidevice.child_report('tests.test_word2vec_devices', DEVICES)
+
+
+@pytest.mark.parametrize('check', CHECKS)
+def test_on_2_devices(report, check):
+  assert report[check] == 'ok', report[check]
+
+
+if __name__ == '__main__':
+  multidevice.run_checks(globals(), DEVICES)
