@@ -100,14 +100,15 @@ def tool_position(model, kind, syn0, out, window, word, negatives, alpha):
 def tool_summed(model, kind, syn0, out, windows, centers, negatives, alpha):
   """Each example's update from the same parameters, summed: what the module docstring
   says a batch is. -> (syn0, out) after it."""
-  new_syn0, new_out = syn0.copy(), out.copy()
-  for position, (window, word) in enumerate(zip(windows, centers)):
-    for slot, inputs in examples_of(model, window):
-      one_syn0, one_out = syn0.copy(), out.copy()
-      tool_example(kind, one_syn0, one_out, inputs, word, negatives[position, slot], alpha)
-      new_syn0 += one_syn0 - syn0
-      new_out += one_out - out
-  return new_syn0, new_out
+  return tool_pairs_summed(kind, syn0, out, examples_in_order(model, windows, centers,
+                                                              negatives), alpha)
+
+
+def examples_in_order(model, windows, centers, negatives) -> list:
+  """(input words, target, draws) of every example, by position then slot."""
+  return [(inputs, word, negatives[position, slot])
+          for position, (window, word) in enumerate(zip(windows, centers))
+          for slot, inputs in examples_of(model, window)]
 
 
 # --- the draws -------------------------------------------------------------------------
@@ -158,10 +159,29 @@ def key_where(accept) -> jax.Array:
 
 def tool_chunked(model, kind, tables, windows, centers, rng, chunk: int, alpha):
   """chunked_step's meaning: its chunks one after another, each its examples' summed
-  update from the tables the previous chunks left. -> (syn0, out)."""
+  update from the tables the previous chunks left; skip-gram's sampled pairs in chunks of
+  chunk·(c + 1) pairs, in order of position then slot. -> (syn0, out)."""
+  if model == 'skipgram' and kind == 'sampled':
+    pairs = examples_in_order(model, windows, centers,
+                              negatives_for(model, kind, rng, windows))
+    size = chunk * (windows.shape[1] // 2 + 1)
+    for start in range(0, len(pairs), size):
+      tables = tool_pairs_summed(kind, *tables, pairs[start:start + size], alpha)
+    return tables
   for negatives, windows, centers in chunk_pieces(model, kind, rng, windows, centers, chunk):
     tables = tool_summed(model, kind, *tables, windows, centers, negatives, alpha)
   return tables
+
+
+def tool_pairs_summed(kind, syn0, out, pairs, alpha):
+  """Each (input words, target, draws) example's update from the same parameters, summed."""
+  new_syn0, new_out = syn0.copy(), out.copy()
+  for inputs, word, drawn in pairs:
+    one_syn0, one_out = syn0.copy(), out.copy()
+    tool_example(kind, one_syn0, one_out, inputs, word, drawn, alpha)
+    new_syn0 += one_syn0 - syn0
+    new_out += one_out - out
+  return new_syn0, new_out
 
 
 # --- nplm's side ------------------------------------------------------------------------
@@ -290,8 +310,9 @@ def test_a_batch_is_the_sum_of_its_examples_updates(model, kind):
 
 @MODELS_AND_KINDS
 def test_chunked_step_applies_its_chunks_one_after_another(model, kind):
-  """Eight positions two at a time: each chunk's examples summed from the tables the
-  previous chunks left, its draws the batch's own; unlike the batch at once."""
+  """Eight positions two at a time (skip-gram's sampled pairs four at a time: two positions'
+  worth at radius 1): each chunk's examples summed from the tables the previous chunks
+  left, its draws the batch's own; unlike the batch at once."""
   windows, centers = random_windows(6, batch=8, window=1)
   rng = key_where(lambda rng: clean_draws(
       model, chunk_pieces(model, kind, rng, windows, centers, 2)))

@@ -139,23 +139,52 @@ def step(model: str, output, vectors, out_table, windows, centers, mask, alpha, 
   return apply(model, output[0] == 'tree', vectors, out_table, examples, alpha)
 
 
+def pairs_first(examples: Examples, size: int) -> Examples:
+  """Skip-gram's examples with their own draws as [N, 1] pairs, the counted ones first in
+  their order (by position, then slot), then the rest, N padded to a multiple of `size`:
+  chunks of pairs then hold no empty slot but at the end. A permutation by scatter (no
+  sort): counted pair i goes to its rank among them."""
+  counted = examples.counted.reshape(-1)
+  firsts = jnp.cumsum(counted) - 1
+  rest = jnp.sum(counted) + jnp.cumsum(~counted) - 1
+  order = jnp.zeros(counted.shape, jnp.int32).at[jnp.where(counted, firsts, rest)].set(
+      jnp.arange(counted.shape[0], dtype=jnp.int32))
+  padding = -counted.shape[0] % size
+
+  def pairs(array, fill=0):
+    array = array.reshape(counted.shape[0], 1, *array.shape[2:])[order]
+    return jnp.pad(array, [(0, padding)] + [(0, 0)] * (array.ndim - 1), constant_values=fill)
+
+  counted_pairs = pairs(examples.counted, False)
+  return Examples(pairs(examples.context), counted_pairs, counted_pairs, pairs(examples.rows),
+                  pairs(examples.labels), pairs(examples.counts, False))
+
+
 def chunked_step(model: str, output, vectors, out_table, windows, centers, mask, alpha, rng,
                  chunk: int):
   """`step`'s examples (the same draws) applied `chunk` positions at a time, one chunk after
   another, each reading the tables the previous ones left: word2vec's sequential updates, a
-  chunk's examples summed. The examples are made for the whole batch at once, so the loop
-  over chunks holds only the update. -> (C, output vectors, the summed loss, the examples
+  chunk's examples summed. Skip-gram's sampled pairs, which share nothing within a position,
+  are applied as many at a time as `chunk` positions have on average (c + 1 each), the
+  empty slots left out. The examples are made for the whole batch at once, so the loop over
+  chunks holds only the update. -> (C, output vectors, the summed loss, the examples
   counted)."""
   examples = examples_of(model, output, windows, centers, mask, rng)
-  count = centers.shape[0] // chunk
+  if model == 'skipgram' and output[0] == 'sampled':
+    chunk = chunk * (windows.shape[1] // 2 + 1)
+    examples = pairs_first(examples, chunk)
+  count = examples.context.shape[0] // chunk
   pieces = jax.tree.map(lambda array: array.reshape(count, chunk, *array.shape[1:]), examples)
+  hierarchical = output[0] == 'tree'
 
-  def chunk_step(carry, piece):
+  def chunk_step(index, carry):
     vectors, out_table, loss, counted = carry
+    piece = Examples(*(array[index] for array in pieces))
     vectors, out_table, chunk_loss, chunk_counted = apply(
-        model, output[0] == 'tree', vectors, out_table, Examples(*piece), alpha)
-    return (vectors, out_table, loss + chunk_loss, counted + chunk_counted), None
+        model, hierarchical, vectors, out_table, piece, alpha)
+    return vectors, out_table, loss + chunk_loss, counted + chunk_counted
 
+  # Chunks of none but empty slots (compacted pairs' end) would change nothing: not run.
+  filled = jnp.sum(jnp.any(pieces.counted.reshape(count, -1), axis=1))
   start = (vectors, out_table, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
-  (vectors, out_table, loss, counted), _ = jax.lax.scan(chunk_step, start, pieces)
-  return vectors, out_table, loss, counted
+  return jax.lax.fori_loop(0, filled, chunk_step, start)
