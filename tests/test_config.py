@@ -34,8 +34,8 @@ HAND_WRITTEN = {
                          'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
                          'num_processes', 'process_id',
                          'eval_splits'),  # Added with it (finished_summary checks the splits).
-    'PER_MODEL_FIELDS': ('seed', 'learning_rate', 'lr_decay', 'weight_decay', 'workdir'),
-    'HYPERPARAMETERS': ('learning_rate', 'lr_decay', 'weight_decay'),
+    'PER_MODEL_FIELDS': ('seed', 'learning_rate', 'min_learning_rate', 'lr_decay', 'weight_decay', 'workdir'),
+    'HYPERPARAMETERS': ('learning_rate', 'min_learning_rate', 'lr_decay', 'weight_decay'),
     # What `nplm evaluate --dataset=NAME` takes from its flags over a trained run's config
     # (nplm/cli/evaluate.py, which listed them by hand before the groups existed).
     'LOCATION_AND_SPLIT_FIELDS': ('data_dir', 'corpus_dir', 'train_tokens', 'valid_tokens',
