@@ -122,10 +122,12 @@ class Config:
                            'probability (√(f/tN) + 1)·tN/f each epoch (Mikolov et al. 2013b; '
                            'word2vec: 1e-3); 0 = keep every token.')
   chunk_positions: int = _knob(MODEL, 128, 'cbow, skipgram: positions whose updates are '
-                               'summed from one reading of the vectors; a step applies its '
-                               '--batch_size positions this many at a time, one chunk after '
-                               'another, as word2vec updates one after another (0: the whole '
-                               'batch at once, for an accelerator). 128 stays in a CPU\'s cache.')
+                               'summed from one reading of the vectors (skip-gram with '
+                               'negative sampling: as many pairs as they hold on average); a '
+                               'step applies its --batch_size positions this many at a time, '
+                               'one chunk after another, as word2vec updates one after '
+                               'another (0: the whole batch at once, for an accelerator). A '
+                               'chunk of 128 stays in a CPU\'s cache.')
 
   head: str = _knob(HEAD, 'softmax', f'{", ".join(heads.HEADS)} (nplm.heads), or '
                     'module.path:Name, a head class of your own with their interface.')

@@ -14,15 +14,16 @@ context word's C(w_{t+j}); CBOW: the mean of the context words' C) and α the ra
   node (hierarchical softmax); σ is exact here, where the tool reads a 1,000-entry table.
 
 A batch applies every example's update from the parameters as the batch found them, summed
-(a scatter-add): for one example the tool's own step (but for a negative drawn twice for it,
-which the tool scores the second time from the vector its first draw changed: an O(α²)
-difference in a few percent of the examples, not worth the draw-by-draw loop that would cost a
-third of the step), for many the sum of their steps without the updates made in between; a
-skip-gram position's pairs, which the tool takes one after another, are summed too. word2vec's threads (and gensim's workers) make the same kind of
-approximation, each reading vectors the others are writing (Hogwild, Recht et al. 2011); at
-word2vec's small rates a batch's updates barely interact, so the results match (the
-benchmark, experiments/results/word2vec/). Nothing sorts the ids read: a row read by several
-examples receives the sum of their updates, which is what the scatter-add computes.
+(a scatter-add; nothing sorts the ids read): for one example the tool's own step, for many
+the sum of their steps without the updates made in between. `chunked_step` applies a batch
+a chunk at a time, so that only a chunk's updates are summed. word2vec's threads (and
+gensim's workers) make the same kind of approximation, each reading vectors the others are
+writing (Hogwild, Recht et al. 2011); at word2vec's small rates a chunk's updates barely
+interact, and the scores match gensim's (experiments/results/word2vec/). Two differences
+remain even for one position: its skip-gram pairs, which the tool takes one after another,
+are summed; and a negative drawn twice for one example is read twice from the same vector,
+where the tool reads its first update the second time (an O(α²) difference in a few percent
+of the examples, not worth the draw-by-draw loop, which cost a third of the step).
 
 The tables: C [|V|, m] (the model's), the output vectors [rows, m] (the head's: |V| rows
 for negative sampling, the |V| - 1 internal nodes for the tree). Their biases stay at zero:
