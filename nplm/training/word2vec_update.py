@@ -19,7 +19,8 @@ the sum of their steps without the updates made in between. `chunked_step` appli
 a chunk at a time, so that only a chunk's updates are summed. word2vec's threads (and
 gensim's workers) make the same kind of approximation, each reading vectors the others are
 writing (Hogwild, Recht et al. 2011); at word2vec's small rates a chunk's updates barely
-interact, and the scores match gensim's (experiments/results/word2vec/). Two differences
+interact: CBOW's scores are gensim's, skip-gram's the same at 1, 32 or 128 positions per
+chunk (experiments/results/word2vec/). Two differences
 remain even for one position: its skip-gram pairs, which the tool takes one after another,
 are summed; and a negative drawn twice for one example is read twice from the same vector,
 where the tool reads its first update the second time (an O(α²) difference in a few percent
