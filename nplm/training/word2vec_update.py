@@ -119,8 +119,9 @@ def apply(model: str, hierarchical: bool, vectors, out_table, examples: Examples
   scores = jnp.einsum('bjm,brm->bjr' if shared else 'bjm,bjrm->bjr', hidden, out)
   g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
   errors = jnp.einsum('bjr,brm->bjm' if shared else 'bjr,bjrm->bjm', g, out)
-  if shared:  # Each row's update summed over the position's examples: [B, R, m].
-    out_updates = jnp.einsum('bjr,bjm->brm', g, hidden)
+  if shared:  # Each row's update summed over the position's examples: [B, R, m]. As a
+    # product summed: XLA's CPU dot for this contraction ran 2.7x slower (skip-gram's 10 × 17).
+    out_updates = jnp.sum(g[..., None] * hidden[:, :, None, :], axis=1)
   else:
     out_updates = g[..., None] * hidden[:, :, None, :]
   out_table = out_table.at[rows.reshape(-1)].add(
