@@ -152,10 +152,28 @@ class Config:
                          'of sampled or tree output layers a step reads, decay paid lazily), '
                          'adamw (dense), or lazy_adam (Adam per row: moments and rows of those '
                          'tables move only when read).')
-  lr_schedule: str = _knob(OPTIMIZER, 'inverse', 'inverse: ε_t = ε0 / (1 + r·t) (--lr_decay = '
-                           'r); linear: ε_t = ε_min + (ε0 - ε_min)(1 - t/T), never below '
-                           'ε0·1e-4, T = --epochs × the steps per epoch (word2vec\'s decay '
-                           'over the run; ε_min = --min_learning_rate).')
+  lr_schedule: str = _knob(OPTIMIZER, 'inverse', 'ε_t, the rate of update t + 1 '
+                           '(nplm.training.schedules): inverse ε0 / (1 + r·t) (--lr_decay = r; '
+                           'the paper); linear from ε0 to --min_learning_rate over the run '
+                           '(word2vec); step: ε0 for --lr_keep_epochs epochs, then × '
+                           '--lr_factor each epoch (Zaremba et al. 2014); plateau: × '
+                           '--lr_factor after each validation that does not improve on the best '
+                           'by --plateau_threshold (Mikolov\'s RNNLM, PyTorch\'s '
+                           'word_language_model); cosine: from ε0 to --min_learning_rate after '
+                           'the warm-up; rsqrt: ε0·√(W/t) after W = --warmup_steps (Vaswani et '
+                           'al. 2017). The run is T = --epochs × the steps per epoch '
+                           '(--max_steps cuts it short, never changes it).')
+  warmup_steps: int = _knob(OPTIMIZER, 0, 'W: the rate rises linearly over the first W '
+                            'updates, ε0·t/W, before any schedule (rsqrt needs W ≥ 1).')
+  lr_keep_epochs: int = _knob(OPTIMIZER, 1, '--lr_schedule=step: epochs at ε0 before the '
+                              'first decay.')
+  lr_factor: float = _knob(OPTIMIZER, 0.5, '--lr_schedule=step, plateau: what each decay '
+                           'multiplies the rate by.')
+  plateau_threshold: float = _knob(OPTIMIZER, 0.0, '--lr_schedule=plateau: a validation '
+                                   'perplexity not below the best × (1 - this) decays the rate.')
+  decay_embeddings: bool = _knob(OPTIMIZER, True, 'Weight decay on the embedding tables too (C, '
+                                 'learned positions; the paper decays C). Biases and '
+                                 'normalization gains and offsets are never decayed.')
   batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
                           '(recurrent models: parallel streams B, each giving --bptt_length '
                           'words).')
@@ -170,9 +188,13 @@ class Config:
                          '(-1: --seed). Models trained together share one.')
 
   epochs: int = _knob(RUN_BOUNDS, 20, 'Upper bound on passes over the training split.')
-  patience: int = _knob(RUN_BOUNDS, 2, 'Stop after this many epochs without a better '
-                        'validation perplexity; 0 = train every epoch and report the last '
-                        'parameters, not the best on validation (word2vec).')
+  patience: int = _knob(RUN_BOUNDS, 2, 'Stop after this many validations without a better '
+                        'perplexity; 0 = train every epoch and report the last parameters, not '
+                        'the best on validation (word2vec).')
+  eval_every: int = _knob(RUN_BOUNDS, 0, 'Validate every this-many updates (0: at the end of '
+                          'each epoch); --patience, the best checkpoint and --lr_schedule=plateau '
+                          'count validations. A run also validates its last update. A resumed '
+                          'run keeps it.')
   max_steps: int = _knob(RUN_BOUNDS, 0, 'Stop after this many updates in all (0 = no bound); '
                          'for smoke runs.')
   valid_tokens_per_eval: int = _knob(RUN_BOUNDS, 0, 'Epoch-end validations (early stopping, '
@@ -211,8 +233,9 @@ class Config:
                                    '(word2vec\'s and gensim\'s min_alpha, 0.0001).')
   lr_decay: float = _knob(PER_MODEL, 0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates '
                           '(paper: 1e-8).')
-  weight_decay: float = _knob(PER_MODEL, 0.0, 'On weights and C, never on biases (paper: 1e-4 '
-                              'with SGD).')
+  weight_decay: float = _knob(PER_MODEL, 0.0, 'λ on the weights and (--decay_embeddings) the '
+                              'embedding tables, never on biases or normalization parameters '
+                              '(paper: 1e-4 with SGD).')
 
   @property
   def batch_order_seed(self) -> int:
@@ -296,6 +319,8 @@ class Config:
          f'{self.patience}'),
         (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),
         (self.log_every >= 1, f'--log_every must be positive, got {self.log_every}'),
+        (self.eval_every >= 0, f'--eval_every must be 0 (each epoch) or more, got '
+         f'{self.eval_every}'),
         (self.valid_tokens_per_eval >= 0, '--valid_tokens_per_eval must be 0 (the whole valid '
          f'split) or more, got {self.valid_tokens_per_eval}'),
         (self.eval_splits == 'auto' or set(self.eval_splits.split(',')) <= set(SPLITS),
@@ -330,20 +355,22 @@ class Config:
     return self
 
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
-    """The fields, other than RESUMABLE_FIELDS (but --valid_tokens_per_eval), where `saved`
-    differs from this config (both with their dataset-dependent defaults resolved, their
+    """The fields, other than RESUMABLE_FIELDS (but --valid_tokens_per_eval and --eval_every),
+    where `saved` differs from this config (both with their dataset-dependent defaults resolved, their
     paths absolute: a relative path recorded by an older nplm is read from the current
     directory)."""
     saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
     problems = [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
                 for name, value in self.resolved().absolute_paths().to_dict().items()
                 if name not in RESUMABLE_FIELDS and saved[name] != value]
-    if (tokens := saved['valid_tokens_per_eval']) != self.valid_tokens_per_eval:
-      problems.append(f'valid_tokens_per_eval: checkpoint has {tokens!r}, this run has '
-                      f'{self.valid_tokens_per_eval!r} (early stopping compares its epochs)')
-    if self.lr_schedule == 'linear' and saved['epochs'] != self.epochs:
+    for name in ('valid_tokens_per_eval', 'eval_every'):  # Early stopping compares them.
+      if saved[name] != getattr(self, name):
+        problems.append(f'{name}: checkpoint has {saved[name]!r}, this run has '
+                        f'{getattr(self, name)!r} (early stopping compares its validations)')
+    if self.lr_schedule in ('linear', 'cosine') and saved['epochs'] != self.epochs:
       problems.append(f'epochs: checkpoint has {saved["epochs"]!r}, this run has '
-                      f'{self.epochs!r} (--lr_schedule=linear decays over the planned epochs)')
+                      f'{self.epochs!r} (--lr_schedule={self.lr_schedule} decays over the '
+                      'planned epochs)')
     return problems
 
   def same_run(self, saved: dict[str, Any]) -> bool:

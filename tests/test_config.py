@@ -26,9 +26,9 @@ HAND_WRITTEN = {
     'RESUMABLE_FIELDS': ('data_dir', 'corpus_dir', 'epochs', 'patience', 'max_steps',
                          'eval_batch_size', 'log_every', 'checkpoint_every', 'workdir', 'mesh',
                          'distributed', 'coordinator_address', 'num_processes', 'process_id',
-                         # Added with them (valid_tokens_per_eval: Config.incompatibilities
-                         # still refuses a change to it).
-                         'valid_tokens_per_eval', 'eval_splits'),
+                         # Added with them (valid_tokens_per_eval, eval_every:
+                         # Config.incompatibilities still refuses a change to them).
+                         'valid_tokens_per_eval', 'eval_splits', 'eval_every'),
     # What sweep.py and table1.py once kept by hand (table1's lacked the last five).
     'OBSERVING_FIELDS': ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                          'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',

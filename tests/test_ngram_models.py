@@ -200,7 +200,7 @@ def context_bins_by_hand(corpus, split):
 def test_mixing_two_ngram_models_matches_numpy(fitted, pair):
   corpus, models = fitted
   a, b = (load_trained(models[name][1]) for name in pair)
-  log_probs_a, log_probs_b, mixed = mix_program.mixes(a, b, corpus)
+  (log_probs_a, log_probs_b), mixed = mix_program.mixes([a, b], corpus)
   for split in ('valid', 'test'):
     lp_a, lp_b = (models[name][0].log_prob_split(corpus.splits[split]) for name in pair)
     np.testing.assert_array_equal(log_probs_a[split], lp_a)

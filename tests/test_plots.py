@@ -54,23 +54,83 @@ def test_a_step_written_twice_counts_once_with_its_last_record(tmp_path):
   assert [r['ppl'] for r in metrics['valid']] == [20.0]
 
 
-def test_the_learning_curve_draws_the_losses_and_perplexities_written(tmp_path, drawn):
+def test_the_learning_curve_draws_the_losses_perplexities_and_rates_written(tmp_path, drawn):
   write_metrics(tmp_path, [
-      {'kind': 'train', 'step': 2, 'loss': 3.0}, {'kind': 'train', 'step': 4, 'loss': 2.5},
+      {'kind': 'train', 'step': 2, 'loss': 3.0, 'learning_rate': 0.1},
+      {'kind': 'train', 'step': 4, 'loss': 2.5, 'learning_rate': 0.2},
       {'kind': 'valid', 'step': 4, 'ppl': 20.0, 'epoch': 1},
-      {'kind': 'train', 'step': 4, 'loss': 2.4},  # Resumed: the last record of step 4.
-      {'kind': 'train', 'step': 6, 'loss': 2.0},
+      {'kind': 'train', 'step': 4, 'loss': 2.4, 'learning_rate': 0.15},  # Resumed: the last.
+      {'kind': 'train', 'step': 6, 'loss': 2.0, 'learning_rate': 0.05},
       {'kind': 'valid', 'step': 6, 'ppl': 15.5, 'epoch': 2}])
   assert_a_drawing(plots.learning_curve(tmp_path))
   (figure,) = drawn
-  loss, perplexity = figure.axes
+  loss, perplexity, rate = figure.axes
   (loss_line,) = loss.lines
   assert list(loss_line.get_xdata()) == [2, 4, 6] and list(loss_line.get_ydata()) == [3.0, 2.4, 2.0]
   (ppl_line,) = perplexity.lines
   assert list(ppl_line.get_xdata()) == [4, 6] and list(ppl_line.get_ydata()) == [20.0, 15.5]
   assert panel_texts(perplexity) == ['epoch 1', 'epoch 2']
   assert [text.xy for text in perplexity.texts] == [(4, 20.0), (6, 15.5)]
-  assert panel_texts(loss) == []  # Nothing to excuse.
+  (rate_line,) = rate.lines
+  assert list(rate_line.get_xdata()) == [2, 4, 6]
+  assert list(rate_line.get_ydata()) == [0.1, 0.15, 0.05]
+  assert rate.get_title() == 'Learning rate' and rate.get_yscale() == 'linear'  # 3× apart.
+  assert panel_texts(loss) == [] and panel_texts(rate) == []  # Nothing to excuse.
+
+
+def rate_panel(rates):
+  """The learning-rate panel of a run whose updates 1, 2, … had these rates."""
+  train = [{'kind': 'train', 'step': step, 'loss': 1.0, 'learning_rate': value}
+           for step, value in enumerate(rates, 1)]
+  return plots.learning_curve_figure({'train': train}).axes[2]
+
+
+@pytest.mark.parametrize('rates, scale', [
+    ([1e-4, 5e-4, 1e-3, 1.01e-3], 'log'),  # A warm-up from a tenth of the peak and a little.
+    ([0.1, 1.0, 0.5, 0.01], 'log'),  # Warm-up, then decay to a hundredth of the peak.
+    ([0.1, 1.0, 0.5], 'linear'),  # Exactly 10× is not more than 10×.
+    ([0.5, 0.4, 0.3], 'linear'),
+    ([0.0, 1.0, 0.001], 'linear'),  # A rate of 0 cannot sit on a log axis.
+    ([0.25], 'linear')])
+def test_the_rate_axis_is_logarithmic_only_where_the_rates_span_more_than_10x(rates, scale):
+  axes = rate_panel(rates)
+  assert axes.get_yscale() == scale
+  assert list(axes.lines[0].get_ydata()) == rates
+
+
+def valid_records(epochs):
+  return [{'kind': 'valid', 'step': 10 * k, 'ppl': 100.0 - k, 'epoch': epoch}
+          for k, epoch in enumerate(epochs, 1)]
+
+
+def test_validations_are_labelled_with_their_epoch_whole_or_part_way():
+  figure = plots.learning_curve_figure({'valid': valid_records([0.5, 1, 1.5, 2, 2.25])})
+  perplexity = figure.axes[1]
+  assert panel_texts(perplexity) == ['epoch 0.50', 'epoch 1', 'epoch 1.50', 'epoch 2',
+                                     'epoch 2.25']
+  assert [text.xy for text in perplexity.texts] == [(10 * k, 100.0 - k) for k in range(1, 6)]
+
+
+def test_twelve_validations_are_labelled_and_thirteen_are_not():
+  twelve = [k / 4 for k in range(1, 13)]
+  figure = plots.learning_curve_figure({'valid': valid_records(twelve)})
+  assert len(panel_texts(figure.axes[1])) == 12
+  figure = plots.learning_curve_figure({'valid': valid_records(twelve + [3.25])})
+  perplexity = figure.axes[1]
+  assert panel_texts(perplexity) == []  # Labels would pile up: the curve alone.
+  assert list(perplexity.lines[0].get_ydata()) == [100.0 - k for k in range(1, 14)]
+
+
+def test_records_without_a_learning_rate_say_so_in_its_panel():
+  """metrics.jsonl from before the rate was recorded; a resumed run's later records have it."""
+  old = [{'kind': 'train', 'step': s, 'loss': 5.0 / s} for s in (1, 2, 3)]
+  rate = plots.learning_curve_figure({'train': old}).axes[2]
+  assert panel_texts(rate) == ['no learning rate in these records\n'
+                               '(written before nplm recorded it)']
+  assert list(rate.lines[0].get_ydata()) == []
+  resumed = old + [{'kind': 'train', 'step': 4, 'loss': 1.0, 'learning_rate': 0.3}]
+  rate = plots.learning_curve_figure({'train': resumed}).axes[2]
+  assert panel_texts(rate) == [] and list(rate.lines[0].get_xdata()) == [4]
 
 
 def test_sweep_results_draw_each_points_perplexities_and_the_baseline(tmp_path, drawn):
@@ -120,9 +180,9 @@ def test_a_run_without_records_or_epochs_still_draws(tmp_path, drawn):
   path = plots.learning_curve(tmp_path)
   assert path.read_bytes().startswith(PNG)
   assert_a_drawing(path)
-  loss, perplexity = drawn[0].axes
-  assert panel_texts(loss) == ['no progress record yet']
-  assert panel_texts(perplexity) == ['no epoch has finished yet:\nno validation perplexity']
+  loss, perplexity, rate = drawn[0].axes
+  assert panel_texts(loss) == panel_texts(rate) == ['no progress record yet']
+  assert panel_texts(perplexity) == ['no validation yet']
   rows = [{'point': 'lr=0.1', 'valid_ppl': None, 'test_ppl': None},  # Diverged: no bars.
           {'point': 'lr=0.01', 'valid_ppl': 170.0, 'test_ppl': 160.0}]
   path = plots.sweep_results(rows, tmp_path / 'results.png', baseline=('KN5', 188.3))
@@ -133,6 +193,6 @@ def test_a_run_without_records_or_epochs_still_draws(tmp_path, drawn):
 def test_only_a_learning_curve_without_validation_says_so(tmp_path, drawn):
   write_metrics(tmp_path, [{'kind': 'train', 'step': s, 'loss': 5.0 / s} for s in (1, 2, 3)])
   plots.learning_curve(tmp_path)
-  loss, perplexity = drawn[0].axes
+  loss, perplexity, _ = drawn[0].axes
   assert list(loss.lines[0].get_ydata()) == [5.0, 2.5, 5.0 / 3] and panel_texts(loss) == []
-  assert panel_texts(perplexity) == ['no epoch has finished yet:\nno validation perplexity']
+  assert panel_texts(perplexity) == ['no validation yet']

@@ -298,7 +298,7 @@ def test_a_finished_run_whose_best_was_deleted_keeps_its_summary(
   shutil.copytree(reference[0], workdir)
   before = (workdir / 'summary.json').read_text()
   shutil.rmtree(workdir / 'best')
-  with pytest.raises(CheckpointError, match=f'epoch {reference[1]["best_epoch"]} was the best'):
+  with pytest.raises(CheckpointError, match=f'step {reference[1]["best_step"]} was the best'):
     run(tiny_config(workdir, **CONFIG), tiny_corpus)
   assert (workdir / 'summary.json').read_text() == before
 

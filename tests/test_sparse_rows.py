@@ -115,7 +115,7 @@ def test_lazy_adam_equals_numpy_lazy_adam():
     state = apply_gradients(config, state, grads, hyperparameters_of([config]), rows)
     updates, adamw_state = adamw.update(dense_grad, adamw_state, dense)
     dense = optax.apply_updates(dense, updates)
-  settled = jax.tree.map(np.asarray, pay_decay_debts(state).params)
+  settled = jax.tree.map(np.asarray, pay_decay_debts(config, state).params)
   want_table = numpy_lazy_adam(params['C']['embedding'], [(i, g) for i, g, _ in steps], config)
   want_bias = numpy_lazy_adam(params['C']['bias'], [(i, b) for i, _, b in steps], config,
                               decayed=False)

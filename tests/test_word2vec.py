@@ -258,9 +258,9 @@ def test_windows_keep_to_each_radius_and_never_cross_the_ends_of_a_split():
 def test_the_linear_schedule_decays_to_a_floor_over_the_planned_steps():
   config = Config(workdir='unused', learning_rate=0.5, lr_schedule='linear')
   for t, want in [(0, 0.5), (25, 0.375), (50, 0.25), (99, 0.005), (100, 0.5e-4), (150, 0.5e-4)]:
-    assert float(learning_rate_at(config, t, 100)) == pytest.approx(want, rel=1e-6)
+    assert float(learning_rate_at(config, t, {'planned': 100})) == pytest.approx(want, rel=1e-6)
   inverse = Config(workdir='unused', learning_rate=0.5, lr_decay=0.1)
-  assert learning_rate_at(inverse, 10, 100) == pytest.approx(0.25)
+  assert learning_rate_at(inverse, 10, {'planned': 100}) == pytest.approx(0.25)
 
 
 def after_61_updates(config, steps_per_epoch: int) -> np.ndarray:
@@ -302,7 +302,7 @@ TRAINABLE = dict(head='tree', optimizer='sgd')  # What word2vec's update trains.
     (dict(model='nnlm', window=3), '--window is read by --model=cbow, skipgram, not --model=nnlm'),
     (dict(model='lstm', subsample=1e-3),
      '--subsample is read by --model=cbow, skipgram, not --model=lstm'),
-    (dict(lr_schedule='cosine'), "unknown --lr_schedule='cosine'"),
+    (dict(lr_schedule='exponential'), "unknown --lr_schedule='exponential'"),
     (dict(lr_schedule='linear', lr_decay=1e-8), "--lr_decay is the inverse schedule's"),
     (dict(patience=-1), '--patience must be 0'),
     (dict(model='cbow', head='softmax', optimizer='sgd'),
@@ -318,7 +318,7 @@ TRAINABLE = dict(head='tree', optimizer='sgd')  # What word2vec's update trains.
      '--chunk_positions must be 0'),
     (dict(learning_rate=0.01, min_learning_rate=0.1, lr_schedule='linear'),
      '--min_learning_rate must be within'),
-    (dict(min_learning_rate=1e-4), '--min_learning_rate is where --lr_schedule=linear ends'),
+    (dict(min_learning_rate=1e-4), '--min_learning_rate is where --lr_schedule=linear or cosine ends'),
 ])
 def test_bad_word2vec_settings_are_refused_by_name(changes, message):
   with pytest.raises(ConfigError, match=message.replace('(', r'\(')):

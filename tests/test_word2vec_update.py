@@ -360,7 +360,7 @@ def test_the_linear_rate_goes_from_its_start_to_its_end_then_the_floor():
           400: 2.5e-6}
   for t, rate in want.items():
     assert rate == pytest.approx(linear_rate(t, planned), rel=1e-12)
-    assert float(learning_rate_at(config, t, planned)) == pytest.approx(rate, rel=1e-6)
+    assert float(learning_rate_at(config, t, {'planned': planned})) == pytest.approx(rate, rel=1e-6)
 
 
 def tiny_word2vec_feed(model: str, head: str):

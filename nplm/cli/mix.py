@@ -1,15 +1,24 @@
-r"""Any two models mixed, three ways; without --with, the paper's interpolated trigram.
+r"""Models mixed, three ways: two, or several as an ensemble; without --with, A and the paper's
+interpolated trigram.
 
   nplm mix --workdir=runs/mlp9                      # a network with DelInt3 (Table 1's mix)
   nplm mix --workdir=runs/lstm --with=runs/ptb_kn5  # any two: networks or n-gram DIRs
+  nplm mix --workdir=runs/mlp_a --with=runs/mlp_b,runs/mlp_c --with_trigram  # four models
   python -m experiments.mix --workdir=runs/mlp9
 
-Prints the exact valid and test perplexities of A (--workdir) alone, of B (--with; DelInt3
-fitted on A's corpus, weights by EM on valid, if not given) alone, and of
+The models are A (--workdir), those of --with (workdirs or n-gram DIRs, comma-separated) and,
+with --with_trigram or when --with is empty, DelInt3 fitted on A's corpus (weights by EM on
+valid). The corpus is the one A was trained on (its data settings are read from its workdir);
+every model must have A's vocabulary. Each model scores valid and test once.
+
+Two models, A and B: the exact valid and test perplexities of A alone, of B alone, and of
 p = λ p_A + (1 - λ) p_B with λ = 0.5 (the paper's "mix"), one λ learned on valid, and one λ
 per context-frequency bin learned on valid (the training count of (w_{t-2}, w_{t-1}), the
-interpolated trigram's bins). The corpus is the one A was trained on (its data settings are
-read from its workdir); B must have the same vocabulary.
+interpolated trigram's bins).
+
+K ≥ 3 models (numbered in the order above): each model alone, then p = Σ_i α_i p_i with equal
+weights α_i = 1/K, with weights learned by EM on valid (printed in that order), and with
+weights per context-frequency bin learned on valid.
 """
 
 import numpy as np
@@ -54,8 +63,8 @@ def same_vocabulary(a, b) -> None:
   if b.vocab.fingerprint() != a.vocab.fingerprint():
     raise ConfigError(f'--with={paths.shown(b.config.workdir)} has another vocabulary than '
                       f'{paths.shown(a.config.workdir)} (|V| = {b.vocab.size:,} and '
-                      f'{a.vocab.size:,}, or other words): mix needs both on the same tokens; '
-                      'train or fit B on A\'s dataset with the same data flags')
+                      f'{a.vocab.size:,}, or other words): mix needs every model on the same '
+                      "tokens; train or fit it on A's dataset with the same data flags")
 
 
 def delint3(corpus: Corpus, like) -> NgramRun:
@@ -65,44 +74,85 @@ def delint3(corpus: Corpus, like) -> NgramRun:
   return NgramRun(like.config, corpus.vocab, trigram, corpus.fingerprint)
 
 
-def mixes(a, b, corpus: Corpus) -> tuple[dict, dict, dict]:
-  """(A's and B's per-token log-probs of valid and test, mixture.mix_ways of the two)."""
-  splits = {s: corpus.splits[s] for s in SPLITS}
-  log_probs = [{s: model.split_log_probs(ids) for s, ids in splits.items()} for model in (a, b)]
-  components = {s: np.stack([log_probs[0][s], log_probs[1][s]], axis=1) for s in SPLITS}
-  bins = context_bins(corpus.splits['train'], splits, corpus.vocab.size, corpus.boundary_id)
-  return log_probs[0], log_probs[1], mixture.mix_ways(components, bins, DEFAULT_BINS)
-
-
-def mix_report(a, corpus: Corpus, b=None) -> str:
-  """The table printed by this program: A and B (DelInt3 on A's corpus if None) on the
-  corpus A learned."""
-  a.require_language_model()
-  if corpus.vocab.fingerprint() != a.vocab.fingerprint():
-    raise NoTrainedModelError(f'the corpus gives another vocabulary than '
-                              f'{paths.shown(a.config.workdir)} had')
-  if b is None:
-    b = delint3(corpus, a)
+def checked(a, b):
+  """B, if it is a language model on A's vocabulary (else a one-line error)."""
   b.require_language_model()
   same_vocabulary(a, b)
-  log_probs_a, log_probs_b, mixed = mixes(a, b, corpus)
+  return b
+
+
+def mixes(models: list, corpus: Corpus) -> tuple[list[dict], dict]:
+  """(each model's per-token log-probs of valid and test, computed once; mixture.mix_ways of
+  them all)."""
+  splits = {s: corpus.splits[s] for s in SPLITS}
+  log_probs = [{s: model.split_log_probs(ids) for s, ids in splits.items()} for model in models]
+  components = {s: np.stack([model_log_probs[s] for model_log_probs in log_probs], axis=1)
+                for s in SPLITS}
+  bins = context_bins(corpus.splits['train'], splits, corpus.vocab.size, corpus.boundary_id)
+  return log_probs, mixture.mix_ways(components, bins, DEFAULT_BINS)
+
+
+def pair_lines(a, b, alone: list[dict], mixed: dict) -> list[str]:
+  """Two models: the table's rows under their names, λ weighing A."""
   ngrams = [isinstance(model, NgramRun) for model in (a, b)]
   networks = ['network alone'] if ngrams.count(False) == 1 else ['network A alone',
                                                                   'network B alone']
   labels = [f'{model.name} alone' if ngram else networks.pop(0)
             for model, ngram in zip((a, b), ngrams)]
-  rows = [(labels[0], {s: perplexity(lp) for s, lp in log_probs_a.items()}),
-          (labels[1], {s: perplexity(lp) for s, lp in log_probs_b.items()}),
+  rows = [(labels[0], alone[0]), (labels[1], alone[1]),
           ('mix, λ = 0.5', mixed['fixed']['ppl']),
           (f'mix, learned λ = {mixed["learned"]["weights"][0, 0]:.3f}', mixed['learned']['ppl']),
           (f'mix, λ per bin ({DEFAULT_BINS} bins)', mixed['binned']['ppl'])]
-  lines = [f'{paths.shown(a.config.workdir)}: {a.name}, '
-           f'{paths.shown_dataset(a.config.dataset)}, |V| = {corpus.vocab.size:,}']
+  lines = []
   if b.config.workdir != a.config.workdir:
     lines.append(f'mixed with {paths.shown(b.config.workdir)}: {b.name} (λ weighs the first)')
-  lines.append(f'{"":34} {"valid":>9} {"test":>9}')
-  lines += [f'{name:34} {ppl["valid"]:9.2f} {ppl["test"]:9.2f}' for name, ppl in rows]
-  return '\n'.join(lines)
+  return lines + table(rows)
+
+
+def ensemble_lines(models: list, fitted, alone: list[dict], mixed: dict) -> list[str]:
+  """K >= 3 models: each numbered, alone, then mixed with equal, learned and binned weights."""
+  lines = [f'mixed with {len(models) - 1} more, numbered (weights in this order):']
+  lines += [f'  {i}. ' + (f'{model.name} fitted on this corpus (weights by EM on valid)'
+                          if model is fitted else
+                          f'{paths.shown(model.config.workdir)}: {model.name}')
+            for i, model in enumerate(models, 1)]
+  rows = [(f'model {i} alone', ppl) for i, ppl in enumerate(alone, 1)]
+  rows += [(f'mix, equal weights (1/{len(models)})', mixed['fixed']['ppl']),
+           ('mix, learned weights (see below)', mixed['learned']['ppl']),
+           (f'mix, weights per bin ({DEFAULT_BINS} bins)', mixed['binned']['ppl'])]
+  learned = ' '.join(f'{weight:.3f}' for weight in mixed['learned']['weights'][0])
+  return lines + table(rows) + [f'learned weights (EM on valid): {learned}']
+
+
+def table(rows: list[tuple[str, dict]]) -> list[str]:
+  """A row per (name, {split: perplexity}), valid and test in columns."""
+  return [f'{"":34} {"valid":>9} {"test":>9}',
+          *(f'{name:34} {ppl["valid"]:9.2f} {ppl["test"]:9.2f}' for name, ppl in rows)]
+
+
+def mix_report(a, corpus: Corpus, others=(), with_trigram: bool = False) -> str:
+  """The table printed by this program: A, `others` and DelInt3 fitted on A's corpus (if
+  `with_trigram` or there are no others) on the corpus A learned."""
+  a.require_language_model()
+  if corpus.vocab.fingerprint() != a.vocab.fingerprint():
+    raise NoTrainedModelError(f'the corpus gives another vocabulary than '
+                              f'{paths.shown(a.config.workdir)} had')
+  models = [a, *(checked(a, b) for b in others)]
+  fitted = delint3(corpus, a) if with_trigram or not others else None
+  models += [fitted] if fitted else []
+  log_probs, mixed = mixes(models, corpus)
+  alone = [{s: perplexity(lp) for s, lp in model_log_probs.items()}
+           for model_log_probs in log_probs]
+  lines = [f'{paths.shown(a.config.workdir)}: {a.name}, '
+           f'{paths.shown_dataset(a.config.dataset)}, |V| = {corpus.vocab.size:,}']
+  if len(models) == 2:
+    return '\n'.join(lines + pair_lines(*models, alone, mixed))
+  return '\n'.join(lines + ensemble_lines(models, fitted, alone, mixed))
+
+
+def listed(value: str) -> list[str]:
+  """The paths of a comma-separated flag, without blanks around them or empty entries."""
+  return [where.strip() for where in value.split(',') if where.strip()]
 
 
 def main(argv):
@@ -112,12 +162,9 @@ def main(argv):
     with interrupting(f'mixing {flags.FLAGS.workdir}'):
       a = load_trained(flags.FLAGS.workdir)
       a.require_language_model()  # Before the corpus is read and anything fitted.
-      b = None
-      if flags.FLAGS['with'].value:
-        b = load_trained(flags.FLAGS['with'].value)
-        b.require_language_model()
-        same_vocabulary(a, b)
-      report = mix_report(a, corpus_of(a, flags.FLAGS.data_dir), b)
+      others = [checked(a, load_trained(where)) for where in listed(flags.FLAGS['with'].value)]
+      report = mix_report(a, corpus_of(a, flags.FLAGS.data_dir), others,
+                          flags.FLAGS.with_trigram)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
@@ -128,8 +175,13 @@ def main(argv):
 def run_program(argv=None) -> None:
   flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train) or an n-gram '
                       'DIR (nplm ngram --out): model A, whose corpus is read.')
-  flags.DEFINE_string('with', '', 'Model B, a workdir or n-gram DIR on the same vocabulary '
-                      "(empty: the paper's interpolated trigram fitted on A's corpus).")
+  flags.DEFINE_string('with', '', 'The other models, comma-separated: workdirs or n-gram DIRs '
+                      "on A's vocabulary (empty: the paper's interpolated trigram fitted on "
+                      "A's corpus). A and one other model make a pair (λ weighs A); more, an "
+                      'ensemble.')
+  flags.DEFINE_bool('with_trigram', False, "Add the paper's interpolated trigram (DelInt3), "
+                    "fitted on A's corpus, as one more model beside those of --with (without "
+                    '--with it is the other model anyway).')
   flags.DEFINE_string('data_dir', '', 'TFDS data dir, if not the one the run recorded.')
   flags.mark_flag_as_required('workdir')
   cli.start(main, argv)

@@ -21,6 +21,14 @@ from nplm import cli, flagfiles, parallel, paths, stop_requests
 from nplm.trainer import run
 
 
+def reported(summary: dict) -> str:
+  """Which parameters the final evaluation scored: the best validated, or the last."""
+  chosen = summary.get('reported')  # Older summaries: the best epoch's.
+  if not chosen or chosen['parameters'] == 'best':
+    return f'best {summary["best_epoch"]}'
+  return f'the last parameters, step {chosen["step"]}'
+
+
 def report(summary: dict) -> str:
   if summary['status'] == 'interrupted':
     return (f'Interrupted at step {summary["steps"]}; checkpoint saved. '
@@ -30,7 +38,7 @@ def report(summary: dict) -> str:
           f' on the first {periodic["tokens"]:,} of {periodic["of"]:,} valid tokens')
   rows = [f'{summary["dataset"]}   |V| = {summary["vocab_size"]:,}   '
           f'status: {summary["status"]}   '
-          f'epochs: {summary["epochs"]} (best {summary["best_epoch"]}{part})   '
+          f'epochs: {summary["epochs"]} ({reported(summary)}{part})   '
           f'{summary["train_examples_per_second"]:,.0f} train examples/s   '
           f'{summary["wall_seconds"]:,.0f} s']
   return '\n'.join(rows + cli.summary_lines(summary))

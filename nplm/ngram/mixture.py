@@ -1,11 +1,12 @@
 """Mixtures of language models, p(w_t) = Σ_i α_i(q_t) p_i(w_t), with weights fitted by EM.
 
 One algorithm serves both the paper's deleted-interpolation trigram (its components 1/|V|,
-unigram, bigram and trigram, section 4.1) and the mixture of a neural model with that
-trigram (Table 1's "mix"). The weights α(q) may depend on a bin q_t of each token (the
-training frequency of its context); inputs are per-token log-probabilities of each
-component, so any model mixes, whatever head trained it. Each component is normalized over
-the vocabulary and the weights of a bin sum to 1, so the mixture is normalized too.
+unigram, bigram and trigram, section 4.1), the mixture of a neural model with that
+trigram (Table 1's "mix") and ensembles of any K models (`nplm mix`). The weights α(q) may
+depend on a bin q_t of each token (the training frequency of its context); inputs are
+per-token log-probabilities of each component, so any model mixes, whatever head trained
+it. Each component is normalized over the vocabulary and the weights of a bin sum to 1, so
+the mixture is normalized too.
 
 EM on held-out tokens (Dempster et al. 1977) never lowers their likelihood; the
 log-likelihood is concave in the weights, so EM run to convergence finds the best weights,
@@ -102,18 +103,20 @@ def _best_of_em_and_single_components(log_probs, bins, weights, log_mixture):
 
 def mix_ways(components: dict[str, np.ndarray], bins: dict[str, np.ndarray],
              num_bins: int) -> dict[str, dict]:
-  """Two models mixed, p = λ(q) p_0 + (1 - λ(q)) p_1, three ways: 'fixed' λ = 0.5 (the
-  paper's "mix"), 'learned' one λ and 'binned' one λ per bin q, both by EM on 'valid'.
+  """K models mixed, p = Σ_i α_i(q) p_i, three ways: 'fixed' α_i = 1/K (with two models, the
+  paper's "mix" at λ = 0.5), 'learned' one set of weights and 'binned' one set per bin q,
+  both by EM on 'valid'.
 
-  `components[split]` [N, 2] holds both models' log p of every token of a split, `bins[split]`
-  [N] each token's bin. Returns per way the weights [bins, 2] (one row unless binned) and
-  the perplexity of every given split.
+  `components[split]` [N, K] holds the K models' log p of every token of a split,
+  `bins[split]` [N] each token's bin. Returns per way the weights [bins, K] (one row unless
+  binned) and the perplexity of every given split.
   """
   if 'valid' not in components:
     raise ValueError("mixing weights are fitted on the 'valid' split: give its log-probs")
+  num_components = components['valid'].shape[1]
   one_bin = {split: np.zeros_like(b) for split, b in bins.items()}
   ways = {
-      'fixed': (np.array([[0.5, 0.5]]), one_bin),
+      'fixed': (np.full((1, num_components), 1.0 / num_components), one_bin),
       'learned': (fit_weights(components['valid']).weights, one_bin),
       'binned': (fit_weights(components['valid'], bins['valid'], num_bins).weights, bins),
   }

@@ -1,4 +1,5 @@
-"""The shipped flagfiles (recipes): Table 1's rows, the recurrent models, word2vec, a quick
+"""The shipped flagfiles (recipes): Table 1's rows, the recurrent models, published recipes
+(zaremba_small, medium, large; pytorch_lstm, pytorch_lstm_tied), word2vec, a quick
 look. `--flagfile=mlp9` reads nplm/recipes/mlp9.flags when no file `mlp9` exists in the
 current directory; any other value is a path, relative to the current directory."""
 

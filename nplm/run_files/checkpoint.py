@@ -262,15 +262,20 @@ def read(path: Path, abstract_state=None):
 
 def saved_params(workdir: Path, latest: bool = False) -> dict | None:
   """The parameters a run reports, read-only: the best checkpoint's (its copy in
-  checkpoints/ if best/ is damaged), or the newest good one's if no epoch has finished (or
-  if `latest`); None if there is no checkpoint yet. For reading a model outside its run,
+  checkpoints/ if best/ is damaged), its last update's where its summary says the final
+  evaluation reported those (they were better than the best validated, or --patience=0), or
+  the newest good one's if none was validated (or if `latest`); None if there is no
+  checkpoint yet. For reading a model outside its run,
   also while it trains: a checkpoint deleted under the reader (the trainer keeps few) sends
   it to the next one, and a listing that changed meanwhile is read again. `workdir` may be
   relative (to the current directory): Orbax reads absolute paths only."""
   workdir = Path(absolute(workdir))
   for _ in range(3):
     listing = {name: _steps(workdir / name) for name in (LATEST, BEST)}
-    if listing[BEST] and not latest:
+    last = None if latest else _reported_last_step(workdir)
+    if last is not None and last in listing[LATEST]:
+      paths = [workdir / LATEST / str(last)]
+    elif listing[BEST] and not latest:
       step = listing[BEST][0]
       paths = [workdir / BEST / str(step), workdir / LATEST / str(step)]
     else:
@@ -287,6 +292,16 @@ def saved_params(workdir: Path, latest: bool = False) -> dict | None:
       break
   raise CheckpointError(f'{shown(workdir)}: no usable checkpoint of the parameters its '
                         f'run reports ({"; ".join(rejected)}).')
+
+
+def _reported_last_step(workdir: Path) -> int | None:
+  """The step of the last parameters a finished run's final evaluation reported (its
+  summary.json's 'reported'), if it reported its last rather than its best."""
+  try:
+    reported = json.loads((workdir / 'summary.json').read_text()).get('reported') or {}
+  except (OSError, ValueError, AttributeError):
+    return None
+  return reported.get('step') if reported.get('parameters') == 'last' else None
 
 
 def _drop_abandoned_reads() -> None:

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from nplm import paths
+from nplm.display import counted
 from nplm.run_files.checkpoint import Checkpoints, claim_workdir
 from nplm.config import Config
 from nplm.data.corpus import Corpus
@@ -53,10 +54,22 @@ def open_workdir(config: Config, corpus: Corpus, main: bool):
 
 
 def new_progress() -> dict:
-  """The loop's record of a model's run, checkpointed with its state (JSON)."""
-  return {'epochs_done': 0, 'valid_ppl_history': [], 'best_valid_ppl': None,
-          'best_epoch': None, 'stopped_early': False, 'train_examples': 0,
+  """The loop's record of a model's run, checkpointed with its state (JSON): epochs done; per
+  validation its perplexity and step; the best one's perplexity, number (1 = the first),
+  step and epoch (a float between epochs' ends); --lr_schedule=plateau's factor so far."""
+  return {'epochs_done': 0, 'valid_ppl_history': [], 'valid_steps': [],
+          'best_valid_ppl': None, 'best_validation': None, 'best_step': None,
+          'best_epoch': None, 'lr_scale': 1.0, 'stopped_early': False, 'train_examples': 0,
           'train_seconds': 0.0, 'wall_seconds': 0.0}
+
+
+def resumed_progress(saved: dict) -> dict:
+  """A checkpoint's progress record, with what records written before evaluations every N
+  steps lack: they validated once per epoch, after it."""
+  progress = {**new_progress(), **saved}
+  if 'best_validation' not in saved:
+    progress['best_validation'] = saved['best_epoch']
+  return progress
 
 
 def all_finite(tree) -> bool:
@@ -76,13 +89,14 @@ class ModelRun:
     self.progress = new_progress()
     self.diverged = ''  # Why it stopped for good, once a loss or its parameters explode.
     self.saved_step = None  # The step of its newest checkpoint: what its summary reports.
+    self.reported = None  # Which parameters the final evaluation scored (Runs.final_params).
     self.started = time.perf_counter() if started is None else started
     self.wall_before = 0.0  # Its earlier invocations' wall seconds.
 
   def resume(self, restored) -> None:
     """Takes the progress of a restored checkpoint (or keeps a new run's, for None)."""
     if restored is not None:
-      self.progress, self.saved_step = restored[1], int(restored[0].step)
+      self.progress, self.saved_step = resumed_progress(restored[1]), int(restored[0].step)
     self.wall_before = self.progress['wall_seconds']
 
   @property
@@ -122,26 +136,39 @@ class ModelRun:
     if self.name:  # Among models trained together; a lone run's is its error (raised).
       log.warning('%s%s', self.name, self.diverged)
 
-  def record_validation(self, ppl: float, tokens: int, of: int) -> bool:
-    """Records an epoch's validation perplexity (on the first `tokens` of the valid split's
-    `of`) and whether it stops the run early; returns whether it is the best so far (the
-    caller saves the best state). With --patience=0 the run trains every planned epoch and
-    each epoch's state is the one kept (word2vec's: its validation score is no language
-    model's, and the linear schedule plans the whole run)."""
-    progress = self.progress
-    progress['epochs_done'] += 1
-    progress['valid_ppl_history'].append(ppl)
-    keep_last = self.config.patience == 0
+  @property
+  def last_validated_step(self) -> int | None:
+    steps = self.progress['valid_steps']
+    return steps[-1] if steps else None
+
+  def record_validation(self, ppl: float, tokens: int, of: int, step: int,
+                        epoch: float, decays: bool = False) -> bool:
+    """Records a validation perplexity at `step` (`epoch` epochs in; on the first `tokens`
+    of the valid split's `of`), whether it stops the run early (--patience validations
+    without a better one), and the rate's decay (`decays`: --lr_schedule=plateau's factor
+    applied, nplm.training.schedules.plateau_decays); returns whether it is
+    the best so far (the caller saves the best state). With --patience=0 the run trains every
+    planned epoch and each validation's state is the one kept (word2vec's: its validation
+    score is no language model's, and the linear schedule plans the whole run)."""
+    progress, config = self.progress, self.config
+    if decays:
+      progress['lr_scale'] *= config.lr_factor
+    progress['valid_ppl_history'] = progress['valid_ppl_history'] + [ppl]
+    progress['valid_steps'] = progress['valid_steps'] + [step]
+    count, keep_last = len(progress['valid_ppl_history']), config.patience == 0
     improved = (keep_last or progress['best_valid_ppl'] is None
                 or ppl < progress['best_valid_ppl'])
     if improved:
-      progress['best_valid_ppl'], progress['best_epoch'] = ppl, progress['epochs_done']
-    since_best = progress['epochs_done'] - progress['best_epoch']
-    progress['stopped_early'] = not keep_last and since_best >= self.config.patience
+      progress.update(best_valid_ppl=ppl, best_validation=count, best_step=step,
+                      best_epoch=epoch)
+    since_best = count - progress['best_validation']
+    progress['stopped_early'] = not keep_last and since_best >= config.patience
     note = ('  (kept: --patience=0)' if keep_last else '  (best)' if improved
-            else f'  ({since_best} epoch{"" if since_best == 1 else "s"} since the best)')
+            else f'  ({counted(since_best, "validation")} since the best)')
+    if decays:
+      note += f'  rate × {config.lr_factor:g} (plateau): {progress["lr_scale"]:.4g} × ε0'
     part = '' if tokens == of else f' on the first {tokens:,} of {of:,} valid tokens'
-    log.info('%sepoch %d  valid perplexity %.2f%s%s', self.name, progress['epochs_done'], ppl,
+    log.info('%sstep %d (epoch %s)  valid perplexity %.2f%s%s', self.name, step, epoch, ppl,
              part, note)
     return improved
 

@@ -14,6 +14,9 @@ from nplm.files import save_figure_atomically
 
 log = logging.getLogger(__name__)
 
+# More epoch labels than this on the validation curve pile up on one another (--eval_every).
+MOST_EPOCH_LABELS = 12
+
 
 def read_metrics(workdir: str | Path) -> dict[str, list[dict]]:
   """metrics.jsonl by kind ('train', 'valid'), in step order. A resumed run may have written
@@ -36,34 +39,67 @@ def read_metrics(workdir: str | Path) -> dict[str, list[dict]]:
 
 
 def learning_curve(workdir: str | Path) -> Path:
-  """<workdir>/learning_curve.png: training loss and exact validation perplexity by update;
-  a panel with nothing to draw yet says so (a run stopped before its first epoch ended)."""
+  """<workdir>/learning_curve.png: learning_curve_figure of its metrics.jsonl."""
+  path = Path(workdir) / 'learning_curve.png'
+  save_figure_atomically(learning_curve_figure(read_metrics(workdir)), path)
+  return path
+
+
+def learning_curve_figure(metrics: dict[str, list[dict]]):
+  """A Figure of training loss, exact validation perplexity and the learning rate by update
+  (read_metrics' records); a panel with nothing to draw yet says so (a run stopped before
+  its first validation, metrics written before the rate was recorded)."""
   from matplotlib.figure import Figure  # Only drawing pays for importing matplotlib.
-  metrics = read_metrics(workdir)
-  figure = Figure(figsize=(11, 4), layout='constrained')
-  loss, perplexity = figure.subplots(1, 2)
+  figure = Figure(figsize=(16, 4), layout='constrained')
+  loss, perplexity, rate = figure.subplots(1, 3)
   train = metrics.get('train', [])
   loss.plot([r['step'] for r in train], [r['loss'] for r in train])
   loss.set(xlabel='update', ylabel='training loss (nats)', title='Training loss')
   if not train:
     _say(loss, 'no progress record yet')
-  valid = metrics.get('valid', [])
-  perplexity.plot([r['step'] for r in valid], [r['ppl'] for r in valid], marker='o')
-  for r in valid:
-    perplexity.annotate(f'epoch {r["epoch"]}', (r['step'], r['ppl']), fontsize=8,
-                        textcoords='offset points', xytext=(4, 4))
+  _validation_panel(perplexity, metrics.get('valid', []))
+  _learning_rate_panel(rate, train)
+  return figure
+
+
+def _validation_panel(axes, valid: list[dict]) -> None:
+  axes.plot([r['step'] for r in valid], [r['ppl'] for r in valid], marker='o')
+  if len(valid) <= MOST_EPOCH_LABELS:
+    for r in valid:
+      # Slanted up and away from the point: clear of a flat tail's line and of neighbours.
+      axes.annotate(epoch_label(r['epoch']), (r['step'], r['ppl']), fontsize=8,
+                    textcoords='offset points', xytext=(3, 6), rotation=30)
+    axes.margins(x=0.1, y=0.18)  # Room for the first and last labels inside the frame.
   part = validated_part(valid)
-  perplexity.set(xlabel='update', ylabel='perplexity',
-                 title=f'Validation perplexity (exact{f", on {part}" if part else ""})')
+  axes.set(xlabel='update', ylabel='perplexity',
+           title=f'Validation perplexity (exact{f", on {part}" if part else ""})')
   if not valid:
-    _say(perplexity, 'no epoch has finished yet:\nno validation perplexity')
-  path = Path(workdir) / 'learning_curve.png'
-  save_figure_atomically(figure, path)
-  return path
+    _say(axes, 'no validation yet')
+
+
+def epoch_label(epoch: int | float) -> str:
+  """'epoch 3' at an epoch's end (an int), 'epoch 2.50' part-way through one (--eval_every)."""
+  return f'epoch {epoch}' if isinstance(epoch, int) else f'epoch {epoch:.2f}'
+
+
+def _learning_rate_panel(axes, train: list[dict]) -> None:
+  """Each update's rate; a log axis where the rates span more than 10× (a warm-up from
+  near 0, an inverse or step decay), where a linear one would flatten all but the peak."""
+  rated = [r for r in train if 'learning_rate' in r]  # Older records have none.
+  rates = [r['learning_rate'] for r in rated]
+  axes.plot([r['step'] for r in rated], rates)
+  axes.set(xlabel='update', ylabel='learning rate', title='Learning rate')
+  # A rate of 0 (a schedule decayed to its end) has no place on a log axis: linear then.
+  if rates and min(rates) > 0 and max(rates) > 10 * min(rates):
+    axes.set_yscale('log')
+  if not train:
+    _say(axes, 'no progress record yet')
+  elif not rated:
+    _say(axes, 'no learning rate in these records\n(written before nplm recorded it)')
 
 
 def validated_part(valid: list[dict]) -> str:
-  """'the first N of M valid tokens' where the epoch-end validations (metrics.jsonl's
+  """'the first N of M valid tokens' where the validations (metrics.jsonl's
   'valid' records) scored a part of the split (--valid_tokens_per_eval), else ''."""
   partial = [r for r in valid if r.get('tokens') != r.get('of')]  # Older records: neither.
   return (f'the first {partial[0]["tokens"]:,} of {partial[0]["of"]:,} valid tokens'

@@ -139,8 +139,8 @@ class Feed:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
     self.train_step = self.compile_update(sharding)
     self.log_prob_step = self.compile_scoring(sharding.params)
-    pay = (optimizer.pay_decay_debts if self.num_models == 1
-           else jax.vmap(optimizer.pay_decay_debts))
+    pay = functools.partial(optimizer.pay_decay_debts, self.config)
+    pay = pay if self.num_models == 1 else jax.vmap(pay)
     self.pay_decay_debts = (jax.jit(pay, donate_argnums=0, out_shardings=sharding)
                             if self.tables else lambda state: state)
     return state

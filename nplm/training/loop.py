@@ -3,8 +3,9 @@
 What one update reads and how a split is scored differ by model family (its feed,
 nplm.training.families); the loop drives each through the same small interface. Between
 updates it runs periodic actions (after levanter's hooks and big_vision's `itstime`): the
-progress line and metrics every --log_every updates, a checkpoint every --checkpoint_every;
-each epoch ends with a checkpoint, then validation.
+progress line and metrics every --log_every updates, a checkpoint every --checkpoint_every,
+a checkpoint then validation every --eval_every (or at each epoch's end); the run's last update
+is validated too, so that the final evaluation never drops an update.
 
 Loop discipline (after big_vision): the states are created or resumed, every update is
 rebuilt from its number (so a rerun resumes exactly), losses are checked whenever they are
@@ -123,13 +124,16 @@ class Loop:
     except BaseException:
       self.runs.close()
       raise
-    self.hyperparameters = optimizer.hyperparameters_of(configs, self.feed.steps_per_epoch)
     self.compiled = False
-    per_epoch = self.feed.steps_per_epoch
+    self.set_hyperparameters()
+    per_epoch, every = self.feed.steps_per_epoch, self.config.eval_every
     self.actions = [Periodic(self.config.log_every, self.log_progress),
-                    # Not at an epoch's end, which saves anyway.
+                    # Not where a validation or an epoch's end saves anyway.
                     Periodic(self.config.checkpoint_every, self.checkpoint,
-                             skip=lambda step: step % per_epoch == 0)]
+                             skip=lambda step: step % per_epoch == 0
+                             or bool(every) and step % every == 0)]
+    if every:
+      self.actions.append(Periodic(every, self.periodic_validation))
     log.info('%s', self.startup_line())
     # This invocation's phases (summary.run_summary); the compile's is 0 if no step ran.
     self.phases = {'load': load_seconds, 'build': time.perf_counter() - built, 'compile': 0.0,
@@ -138,22 +142,36 @@ class Loop:
   def close(self) -> None:
     self.runs.close()
 
+  def set_hyperparameters(self) -> None:
+    """The step's per-model values, the plateau factors as the runs' progress holds them."""
+    self.hyperparameters = optimizer.hyperparameters_of(
+        [run.config for run in self.runs.all], self.feed.steps_per_epoch,
+        self.runs.lr_scales())
+
   # --- training -----------------------------------------------------------------------
 
   def train(self) -> RunStatus:
     """Runs epochs until every model has stopped, --max_steps, or a stop request."""
-    if self.out_of_steps():
-      return RunStatus.MAX_STEPS  # Resumed from a run that had already taken them all.
-    while self.runs.training:
-      epoch = self.runs.epochs_done
-      status = self.train_epoch(epoch)
-      self.save_unsaved()  # Before validation too: a failed or stopped one loses nothing.
-      if status is not None:
-        return status
-      try:
-        self.validate(epoch)
-      except RunInterrupted:  # Its checkpoint is saved: the rerun validates it.
-        return RunStatus.INTERRUPTED
+    try:
+      every = self.config.eval_every
+      if every and self.step and self.step % every == 0:
+        self.validate(self.runs.training)  # Saved for, not recorded, by the last invocation.
+      if self.out_of_steps():
+        return RunStatus.MAX_STEPS  # Resumed from a run that had taken them all.
+      while self.runs.training:
+        epoch, trained = self.runs.epochs_done, self.runs.training
+        status = self.train_epoch(epoch)
+        self.save_unsaved()  # Before validation too: a failed or stopped one loses nothing.
+        if status is not None:
+          return status
+        if self.step < (epoch + 1) * self.feed.steps_per_epoch:
+          continue  # Every model stopped early within the epoch.
+        if not every:
+          self.validate(trained)
+        self.runs.end_epoch(trained, epoch + 1)
+        self.runs.save_latest(self.states, trained)
+    except RunInterrupted:  # Its checkpoint is saved: the rerun validates it.
+      return RunStatus.INTERRUPTED
     return RunStatus.EPOCHS_DONE
 
   def train_epoch(self, epoch: int) -> RunStatus | None:
@@ -215,8 +233,11 @@ class Loop:
            RunStatus.MAX_STEPS if self.out_of_steps() else None)
     if due or end:
       info = self.read_losses(losses, epoch, end)
-      for action in due:
-        action.action(info)
+      try:
+        for action in due:
+          action.action(info)
+      except RunInterrupted:  # During a validation: its checkpoint is saved.
+        return RunStatus.INTERRUPTED
       self.bar.set_postfix(loss=f'{np.min(info.losses):.3f}',
                            examples_per_s=f'{info.examples_per_second:,.0f}')
     return end
@@ -241,6 +262,16 @@ class Loop:
   def checkpoint(self, info: StepInfo) -> None:
     if info.end is None:  # A run that ends here saves on its way out (train).
       self.save_unsaved()
+      self.stop.phase = TRAINING
+      self.interval.restart()
+
+  def periodic_validation(self, info: StepInfo) -> None:
+    """Every --eval_every updates: a checkpoint, then validation (a run that ends here is
+    validated on its way out: train)."""
+    if info.end is None:
+      self.save_unsaved()
+      self.validate(self.runs.training)
+      self.runs.save_latest(self.states, self.runs.training)
       self.stop.phase = TRAINING
       self.interval.restart()
 
@@ -276,17 +307,36 @@ class Loop:
     log_probs = self.feed.log_probs(params, split, progress)
     return -np.sum(np.reshape(log_probs, (self.runs.count, -1)), axis=1)
 
-  def validate(self, epoch: int) -> None:
-    """Validates every model still training (its state saved, and settled, before) on the
-    valid split or its first --valid_tokens_per_eval tokens; each keeps its best and decides
-    its stop. A stop request: RunInterrupted."""
-    if not self.runs.training:
+  def validate(self, runs: list[int]) -> None:
+    """Validates those of `runs` that have not validated this step (their states saved, and
+    settled, before) on the valid split or its first --valid_tokens_per_eval tokens; each
+    keeps its best, decides its stop and its rate's decay. A stop request: RunInterrupted."""
+    runs = self.runs.unvalidated(self.step, runs)
+    if not runs:
       return
-    self.stop.phase = f'validating after epoch {epoch + 1}'
+    per_epoch = self.feed.steps_per_epoch
+    epoch = (self.step // per_epoch if self.step % per_epoch == 0
+             else round(self.step / per_epoch, 2))
+    self.stop.phase = f'validating at step {self.step}'
     started = time.perf_counter()
     nll = self.split_nll(self.validation_split, self.states.params, self.stop.phase)
     self.phases['validation'] += time.perf_counter() - started
-    self.runs.record_validation(nll, epoch, self.states, self.step)
+    self.runs.record_validation(nll, runs, self.states, self.step, epoch)
+    self.set_hyperparameters()
+
+  def validate_last(self) -> dict[int, float]:
+    """{k: valid perplexity} of the runs' last parameters where no validation scored them
+    (a run that ended between validations: --max_steps, --eval_every), so that the final
+    evaluation may report them; not recorded in the runs' progress, so that a run resumed
+    beyond this end goes on as one never stopped here."""
+    runs = self.runs.unvalidated(self.step, range(self.runs.count))
+    if not runs:
+      return {}
+    self.stop.phase = f'validating the last update (step {self.step})'
+    started = time.perf_counter()
+    nll = self.split_nll(self.validation_split, self.states.params, self.stop.phase)
+    self.phases['validation'] += time.perf_counter() - started
+    return {k: self.runs.validation_ppl(nll[k]) for k in runs}
 
   def summaries(self, status: RunStatus) -> list[dict]:
     """Each model's summary (also its summary.json): exact perplexities of the splits
@@ -298,7 +348,8 @@ class Loop:
       return [diverged_summary(run) for run in self.runs.all]
     self.stop.phase = 'running the final evaluation'
     try:
-      params = self.runs.final_params(self.states, self.evaluated)
+      last = self.validate_last()
+      params = self.runs.final_params(self.states, self.evaluated, last, self.step)
       stop_requests.check()
       nll = self.final_nll(params)
     except RunInterrupted:

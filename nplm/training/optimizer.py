@@ -22,10 +22,12 @@ from flax import traverse_util
 
 from nplm import sparse_rows
 from nplm.config import HYPERPARAMETERS, Config
+from nplm.training import schedules
 
 OPTIMIZERS = ('sgd', 'adamw', 'lazy_adam')  # --optimizer
 ROW_SPARSE = ('sgd', 'lazy_adam')
-LR_SCHEDULES = ('inverse', 'linear')  # --lr_schedule (learning_rate_at)
+# What the schedule reads beside the config (schedules.learning_rate_at), as traced values.
+SCHEDULE_INPUTS = ('planned', 'steps_per_epoch', 'lr_scale')
 
 
 def config_errors(config: Config) -> list[str]:
@@ -39,21 +41,9 @@ def config_errors(config: Config) -> list[str]:
        'softmax reads every row of C: use --optimizer=adamw'),
       (config.learning_rate > 0,
        f'--learning_rate must be positive, got {config.learning_rate}'),
-      (config.lr_decay >= 0, f'--lr_decay must be 0 or more, got {config.lr_decay}'),
-      (config.lr_schedule in LR_SCHEDULES,
-       f'unknown --lr_schedule={config.lr_schedule!r}; known: {", ".join(LR_SCHEDULES)}'),
-      (config.lr_schedule != 'linear' or config.lr_decay == 0,
-       '--lr_decay is the inverse schedule\'s r; --lr_schedule=linear decays by itself: '
-       'leave --lr_decay out'),
-      (0 <= config.min_learning_rate <= config.learning_rate,
-       f'--min_learning_rate must be within [0, --learning_rate], got '
-       f'{config.min_learning_rate}'),
-      (config.lr_schedule == 'linear' or config.min_learning_rate == 0,
-       '--min_learning_rate is where --lr_schedule=linear ends: leave it out of the '
-       f'{config.lr_schedule} schedule'),
       (config.weight_decay >= 0, f'--weight_decay must be 0 or more, got {config.weight_decay}'),
   ]
-  return [message for ok, message in checks if not ok]
+  return [message for ok, message in checks if not ok] + schedules.config_errors(config)
 
 
 class RowSparseState(NamedTuple):
@@ -63,9 +53,21 @@ class RowSparseState(NamedTuple):
   log_decay: jnp.ndarray  # L_t as (hi, lo): the log of the decay since step 0.
 
 
-def _decay_mask(params):
-  """True for the weights and the features C, False for biases: the paper decays no bias."""
-  return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key != 'bias', params)
+def decayed(config: Config, path: tuple) -> bool:
+  """Whether weight decay applies to the parameter at `path` (its keys): the weights; never a
+  bias (the paper decays none) or a normalization's gain ('scale') and offset (common practice
+  since Loshchilov & Hutter 2019); the model's embedding tables (C, learned positions) as
+  --decay_embeddings says."""
+  if path[-1] in ('bias', 'scale'):
+    return False
+  embedding = path[0] == 'model' and path[-1] in ('embedding', 'positions')
+  return config.decay_embeddings or not embedding
+
+
+def decay_mask(config: Config):
+  """optax's mask of the decayed parameters (`decayed`), a function of the parameter tree."""
+  return lambda params: jax.tree_util.tree_map_with_path(
+      lambda path, _: decayed(config, _path_of(path)), params)
 
 
 def planned_updates(config: Config, steps_per_epoch: int) -> int:
@@ -73,18 +75,10 @@ def planned_updates(config: Config, steps_per_epoch: int) -> int:
   return config.epochs * steps_per_epoch
 
 
-def learning_rate_at(config: Config, t, planned=None):
-  """ε_t, the rate of update t + 1 (t updates before it). --lr_schedule=inverse: ε0 / (1 + r·t)
-  (Bengio et al. 2003, section 5); linear: from ε0 down to ε_min (--min_learning_rate) over
-  the T `planned` updates, never below ε0·1e-4, as word2vec decays it (Mikolov et al. 2013a,
-  section 4.3; gensim's min_alpha is ε_min, the floor is the word2vec tool's)."""
-  if config.lr_schedule == 'linear':
-    if planned is None:
-      raise ValueError('the linear schedule needs T: hyperparameters_of(configs, '
-                       'steps_per_epoch)')
-    start, end = config.learning_rate, config.min_learning_rate
-    return jnp.maximum(end + (start - end) * (1.0 - t / planned), start * 1e-4)
-  return config.learning_rate / (1.0 + config.lr_decay * t)
+def learning_rate_at(config: Config, t, schedule_inputs: dict | None = None):
+  """ε_t, the rate of update t + 1 (schedules.learning_rate_at), from the traced or host
+  values of SCHEDULE_INPUTS (hyperparameters_of)."""
+  return schedules.learning_rate_at(config, t, **(schedule_inputs or {}))
 
 
 def reads_rows(config: Config) -> bool:
@@ -93,14 +87,15 @@ def reads_rows(config: Config) -> bool:
   return config.optimizer in ROW_SPARSE and not config.tie_embeddings
 
 
-def _dense_update(config: Config, tables=(), planned=None) -> optax.GradientTransformation:
+def _dense_update(config: Config, tables=(), schedule_inputs=None) -> optax.GradientTransformation:
   """The update of every parameter but the tables (those are sparse_rows')."""
-  learning_rate = functools.partial(learning_rate_at, config, planned=planned)
+  learning_rate = functools.partial(learning_rate_at, config, schedule_inputs=schedule_inputs)
+  mask = decay_mask(config)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
-    update = optax.chain(optax.add_decayed_weights(config.weight_decay, _decay_mask),
+    update = optax.chain(optax.add_decayed_weights(config.weight_decay, mask),
                          optax.sgd(learning_rate))
   else:
-    update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=_decay_mask)
+    update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=mask)
   if not tables:
     return update
   return optax.masked(update, lambda params: jax.tree_util.tree_map_with_path(
@@ -111,15 +106,23 @@ def _path_of(key_path) -> tuple:
   return tuple(entry.key for entry in key_path)
 
 
-def make_optimizer(config: Config, tables=(), planned_steps=None,
-                   **hyperparameters) -> optax.GradientTransformation:
+def split_hyperparameters(hyperparameters: dict) -> tuple[dict, dict]:
+  """(the config's values, the schedule's inputs) of hyperparameters_of's dict."""
+  schedule_inputs = {name: value for name, value in hyperparameters.items()
+                     if name in SCHEDULE_INPUTS}
+  return ({name: value for name, value in hyperparameters.items()
+           if name not in SCHEDULE_INPUTS}, schedule_inputs)
+
+
+def make_optimizer(config: Config, tables=(), **hyperparameters) -> optax.GradientTransformation:
   """The config's optimizer; `tables` are the paths of the parameters the step reads by row
   (sparse_rows.tables_read; row-sparse optimizers only); `hyperparameters`
-  (HYPERPARAMETERS) may replace the config's values with traced arrays; `planned_steps` is
-  the linear schedule's T."""
-  config = config.replace(**hyperparameters)
+  (hyperparameters_of: HYPERPARAMETERS and SCHEDULE_INPUTS) may replace the config's values
+  with traced arrays and give the schedule its inputs."""
+  values, schedule_inputs = split_hyperparameters(hyperparameters)
+  config = config.replace(**values)
   if config.optimizer not in ROW_SPARSE:
-    update = _dense_update(config, planned=planned_steps)
+    update = _dense_update(config, schedule_inputs=schedule_inputs)
     if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (Pascanu et al. 2013).
       return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
     return update
@@ -145,14 +148,17 @@ def make_optimizer(config: Config, tables=(), planned_steps=None,
   return optax.GradientTransformation(init, refuse_dense_update)
 
 
-def hyperparameters_of(configs: list[Config], steps_per_epoch: int = 0) -> dict:
+def hyperparameters_of(configs: list[Config], steps_per_epoch: int = 0,
+                       lr_scales: list[float] | None = None) -> dict:
   """The per-model hyperparameters as float32 arrays: scalars for one model, [K] for K; with
-  the feed's `steps_per_epoch`, also 'planned_steps' (T of the linear schedule)."""
-  values = {name: jnp.asarray([getattr(c, name) for c in configs], jnp.float32)
-            for name in HYPERPARAMETERS}
+  the feed's `steps_per_epoch`, also the schedule's T ('planned') and the steps per epoch;
+  `lr_scales`: each model's plateau factor so far (its progress record's; default 1)."""
+  values = {name: [getattr(c, name) for c in configs] for name in HYPERPARAMETERS}
+  values['lr_scale'] = lr_scales or [1.0] * len(configs)
   if steps_per_epoch:
-    values['planned_steps'] = jnp.asarray(
-        [planned_updates(c, steps_per_epoch) for c in configs], jnp.float32)
+    values['planned'] = [planned_updates(c, steps_per_epoch) for c in configs]
+    values['steps_per_epoch'] = [steps_per_epoch] * len(configs)
+  values = {name: jnp.asarray(value, jnp.float32) for name, value in values.items()}
   return values if len(configs) > 1 else {name: value[0] for name, value in values.items()}
 
 
@@ -162,9 +168,8 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
   if config.optimizer not in ROW_SPARSE:
     tx = make_optimizer(config, **hyperparameters)
     return state.replace(tx=tx).apply_gradients(grads=grads).replace(tx=state.tx)
-  hyperparameters = dict(hyperparameters)
-  planned = hyperparameters.pop('planned_steps', None)
-  config, rows = config.replace(**hyperparameters), rows or {}
+  values, schedule_inputs = split_hyperparameters(hyperparameters)
+  config, rows = config.replace(**values), rows or {}
   flat_params = traverse_util.flatten_dict(state.params)
   rows = {path: (ids, g.astype(flat_params[path].dtype)) for path, (ids, g) in rows.items()}
   summed = {path: sparse_rows.summed_by_row(ids, g, flat_params[path].shape[0])
@@ -177,10 +182,10 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     grads = jax.tree.map(lambda g: g * scale, grads)
     rows = {path: (ids, g * scale) for path, (ids, g) in rows.items()}
   opt = state.opt_state
-  updates, dense_state = _dense_update(config, tuple(rows), planned).update(grads, opt.dense,
-                                                                             state.params)
+  updates, dense_state = _dense_update(config, tuple(rows), schedule_inputs).update(
+      grads, opt.dense, state.params)
   flat_updates = traverse_util.flatten_dict(updates)
-  learning_rate = learning_rate_at(config, state.step, planned)
+  learning_rate = learning_rate_at(config, state.step, schedule_inputs)
   new_params, table_states = {}, traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
   for path, value in flat_params.items():
     if path not in rows:
@@ -189,7 +194,7 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     ids, g = rows[path]
     new_params[path], table_states[path] = sparse_rows.update_table(
         value, table_states[path], ids, g, learning_rate=learning_rate,
-        weight_decay=None if path[-1] == 'bias' else config.weight_decay,
+        weight_decay=config.weight_decay if decayed(config, path) else None,
         log_decay=opt.log_decay, count=state.step + 1, adam=config.optimizer == 'lazy_adam')
   log_decay = sparse_rows.compensated_add(
       opt.log_decay, jnp.log1p(-learning_rate * config.weight_decay))
@@ -199,21 +204,21 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
                                                 log_decay))
 
 
-def row_debts(state) -> dict:
+def row_debts(config: Config, state) -> dict:
   """What the step needs to read the decayed tables' rows with their decay paid
   (sparse_rows.take_rows): per table, its marks and L."""
   opt = state.opt_state
   tables = traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
   return traverse_util.unflatten_dict({
       path: {'marks': table['marks'], 'log_decay': opt.log_decay}
-      for path, table in tables.items() if path[-1] != 'bias'})
+      for path, table in tables.items() if decayed(config, path)})
 
 
 def _is_table(_, value) -> bool:
   return isinstance(value, dict) and 'marks' in value
 
 
-def pay_decay_debts(state):
+def pay_decay_debts(config: Config, state):
   """The state with every table row's owed decay paid (sparse_rows): its parameters are then
   the dense optimizer's, to evaluate or save. Any other state as it is."""
   opt = state.opt_state
@@ -222,7 +227,7 @@ def pay_decay_debts(state):
   params = traverse_util.flatten_dict(state.params)
   tables = traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
   for path in tables:
-    if path[-1] != 'bias':  # The paper decays no bias (_decay_mask).
+    if decayed(config, path):
       params[path], tables[path] = sparse_rows.settle_table(params[path], tables[path],
                                                             opt.log_decay)
   return state.replace(params=traverse_util.unflatten_dict(params),

@@ -20,7 +20,7 @@ from nplm.run_files import plots
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
 from nplm.run_files.model_run import ModelRun
 from nplm.run_files.summary import RunStatus, run_summary
-from nplm.training import optimizer
+from nplm.training import optimizer, schedules
 
 log = logging.getLogger(__name__)
 
@@ -120,48 +120,94 @@ class Runs:
       self.all[k].progress['train_seconds'] += seconds
       self.all[k].progress['train_examples'] += examples
 
+  def lr_scales(self) -> list[float]:
+    """Each run's --lr_schedule=plateau factor so far (1 for other schedules)."""
+    return [run.progress['lr_scale'] for run in self.all]
+
   def write_train_metrics(self, losses: np.ndarray, step: int, rate: float,
                           steps_per_epoch: int) -> None:
     for k in self.training:
       run = self.all[k]
-      planned = optimizer.planned_updates(run.config, steps_per_epoch)
+      schedule_inputs = {'planned': optimizer.planned_updates(run.config, steps_per_epoch),
+                         'steps_per_epoch': steps_per_epoch,
+                         'lr_scale': run.progress['lr_scale']}
       run.writer.write('train', step, loss=float(losses[k]), examples_per_second=rate,
                        learning_rate=float(optimizer.learning_rate_at(
-                           run.config, step - 1, planned)))
+                           run.config, step - 1, schedule_inputs)))
 
-  def record_validation(self, nll: np.ndarray, epoch: int, states, step: int) -> None:
-    """Each training run's validation (Σ -log p over the tokens `validation` names,
-    `nll[k]`): its best kept, its stop decided, its state saved; one whose perplexity
-    exploded stops."""
+  def unvalidated(self, step: int, runs: list[int] | None = None) -> list[int]:
+    """Of `runs` (default: those still training), the runs that have not validated `step`'s
+    parameters; a run stopped early or diverged never validates again."""
+    runs = self.training if runs is None else runs
+    return [k for k in runs if not self.all[k].diverged
+            and not self.all[k].progress['stopped_early']
+            and self.all[k].last_validated_step != step]
+
+  def validation_ppl(self, nll: float) -> float:
+    return perplexity(nll, self.validation['tokens'])['ppl']
+
+  def record_validation(self, nll: np.ndarray, runs: list[int], states, step: int,
+                        epoch: float) -> None:
+    """Each of `runs`' validation (Σ -log p over the tokens `validation` names, `nll[k]`) at
+    `step`, `epoch` epochs in: its best kept (saved), its stop and its rate's decay decided;
+    one whose perplexity exploded stops. The caller saves the latest states after
+    (save_latest)."""
     tokens, of = self.validation['tokens'], self.validation['of']
-    for k in self.training:
+    for k in runs:
       run, ppl = self.all[k], perplexity(nll[k], tokens)['ppl']
       if exploded(nll[k] / tokens, self.corpus.vocab.size):
-        run.diverge(f'the validation perplexity is {ppl} after epoch {epoch + 1}')
+        run.diverge(f'the validation perplexity is {ppl} at step {step}')
         continue
-      if run.record_validation(ppl, tokens, of):
+      history = run.progress['valid_ppl_history']
+      decays = schedules.plateau_decays(run.config, ppl, min(history) if history else None)
+      if run.record_validation(ppl, tokens, of, step, epoch, decays):
         self.save(states, k, best=True)
-      run.writer.validation(step, epoch + 1, ppl, tokens, of)
-      self.save(states, k)
+      run.writer.validation(step, epoch, ppl, tokens, of)
+
+  def end_epoch(self, runs: list[int], epochs: int) -> None:
+    """`runs` (those that trained the epoch) have finished `epochs` epochs."""
+    for k in runs:
+      if not self.all[k].diverged:
+        self.all[k].progress['epochs_done'] = epochs
+
+  def save_latest(self, states, runs: list[int]) -> None:
+    """The latest checkpoint of each of `runs` (not diverged), its progress as it is now."""
+    for k in runs:
+      if not self.all[k].diverged:
+        self.save(states, k)
 
   # --- the end --------------------------------------------------------------------------
 
-  def final_params(self, states, splits: list[str]) -> list:
-    """Each run's parameters to report: its best (on validation), or where no epoch
-    finished, its last; a diverged run's are whatever it holds (not reported). `splits`:
-    those the final evaluation scores (logged)."""
+  def final_params(self, states, splits: list[str], last_ppl: dict[int, float],
+                   step: int) -> list:
+    """Each run's parameters to report: its last where they are the best on validation
+    (`last_ppl`: the runs whose last update, `step`, no recorded validation scored) or
+    where --patience=0 keeps the last, else its best; a diverged run's are whatever it holds (not
+    reported). Each run's choice is kept as `reported`; `splits`: those the final evaluation
+    scores (logged)."""
     abstract, params = abstract_of(self.template), []
     for k, run in enumerate(self.all):
+      progress = run.progress
       best = None if run.diverged else run.checkpoints.restore_best(abstract)
-      if best is None and run.progress['best_epoch'] is not None and not run.diverged:
-        raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though epoch '
-                              f'{run.progress["best_epoch"]} was the best: its parameters '
+      if best is None and progress['best_valid_ppl'] is not None and not run.diverged:
+        raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though step '
+                              f'{progress["best_step"]} was the best: its parameters '
                               'are lost; train again in a new --workdir.')
-      params.append(self.member(states, k).params if best is None else best[0].params)
+      last, keep_last = self.member(states, k), run.config.patience == 0
+      take_last = best is None or keep_last or (
+          k in last_ppl and last_ppl[k] < progress['best_valid_ppl'])
+      chosen = last if take_last else best[0]
+      validated = progress['best_valid_ppl'] if run.last_validated_step == step else None
+      run.reported = {'parameters': 'last' if take_last else 'best',
+                      'step': int(chosen.step),
+                      'valid_ppl': last_ppl.get(k, validated) if take_last
+                      else progress['best_valid_ppl']}
+      params.append(chosen.params)
       if self.count == 1 and not run.diverged:
-        kept = 'last epoch\'s' if run.config.patience == 0 else 'best'
-        log.info('final evaluation: %s with the %s parameters', ', '.join(splits),
-                 'last' if best is None else f'{kept} (step {int(best[0].step)})')
+        log.info('final evaluation: %s with the %s parameters (step %d%s)', ', '.join(splits),
+                 run.reported['parameters'], run.reported['step'],
+                 '' if run.reported['valid_ppl'] is None
+                 else f', valid perplexity {run.reported["valid_ppl"]:.2f}')
     return params
 
   def summary(self, k: int, status: RunStatus, nll: dict, params, mesh, step: int,
@@ -182,6 +228,7 @@ class Runs:
     summary = run_summary(run.status(status), run.config, self.corpus, mesh, run.progress,
                           steps, params, results, run.wall_seconds(),
                           periodic_validation=self.validation, phase_seconds=phases)
+    summary['reported'] = run.reported
     if self.count > 1:
       summary['trained_together'] = self.count
     if self.main:

@@ -108,7 +108,7 @@ class StreamFeed(Feed):
 
     if optimizer.reads_rows(config):
       (loss, carry), grads, rows = sparse_rows.value_and_row_grads(
-          apply_loss, state.params, optimizer.row_debts(state))
+          apply_loss, state.params, optimizer.row_debts(config, state))
     else:
       (loss, carry), grads = jax.value_and_grad(
           lambda params: apply_loss(lm.variables_of(params))[0], has_aux=True)(state.params)

@@ -51,7 +51,7 @@ def loss_and_grads(lm, config, state, context, targets, mask, rng):
     return (masked_mean(losses, mask), None), mutated
 
   (loss, _), grads, rows = sparse_rows.value_and_row_grads(apply_loss, state.params,
-                                                           optimizer.row_debts(state))
+                                                           optimizer.row_debts(config, state))
   return loss, grads, rows
 
 

@@ -201,9 +201,8 @@ class Word2VecFeed(Feed):
     mask = (positions != ABSENT).astype(jnp.float32)
     radii = window_radii(window_rng, batch_size, config.window)
     windows, centers = context_windows(stream, jnp.maximum(positions, 0), radii, config.window)
-    hyperparameters = dict(hyperparameters)
-    planned = hyperparameters.pop('planned_steps', None)
-    alpha = optimizer.learning_rate_at(config.replace(**hyperparameters), state.step, planned)
+    values, schedule_inputs = optimizer.split_hyperparameters(hyperparameters)
+    alpha = optimizer.learning_rate_at(config.replace(**values), state.step, schedule_inputs)
     name, output = self.output_vectors()
     params = state.params
     tables = (params['model']['C']['embedding'], params['head'][name]['embedding'])

@@ -1,0 +1,90 @@
+"""The learning rate of each update: ε_t for update t + 1 (t updates before it).
+
+Every schedule is a function of t and of what the run knows when it starts (T, the updates it
+plans; the updates per epoch), except `plateau`, whose factor changes with the validations:
+that factor (`lr_scale`) is kept in the run's progress record, checkpointed with its state, so
+a resumed run continues on the same rates. Each value is computed with jnp, traced in the train
+step and evaluated on the host for the metrics alike.
+"""
+
+import jax.numpy as jnp
+
+from nplm.config import Config
+
+LR_SCHEDULES = ('inverse', 'linear', 'step', 'plateau', 'cosine', 'rsqrt')  # --lr_schedule
+PLANS_THE_RUN = ('linear', 'cosine')  # Read T: a resumed run keeps --epochs.
+DECAYS_TO_MINIMUM = ('linear', 'cosine')  # Read --min_learning_rate.
+DECAYS_BY_FACTOR = ('step', 'plateau')  # Read --lr_factor.
+
+
+def config_errors(config: Config) -> list[str]:
+  """What in the schedule's knobs cannot work (optimizer.config_errors asks)."""
+  schedule = config.lr_schedule
+  checks = [
+      (schedule in LR_SCHEDULES,
+       f'unknown --lr_schedule={schedule!r}; known: {", ".join(LR_SCHEDULES)}'),
+      (config.lr_decay >= 0, f'--lr_decay must be 0 or more, got {config.lr_decay}'),
+      (schedule == 'inverse' or config.lr_decay == 0,
+       f'--lr_decay is the inverse schedule\'s r; --lr_schedule={schedule} decays by itself: '
+       'leave --lr_decay out'),
+      (0 <= config.min_learning_rate <= config.learning_rate,
+       f'--min_learning_rate must be within [0, --learning_rate], got '
+       f'{config.min_learning_rate}'),
+      (schedule in DECAYS_TO_MINIMUM or config.min_learning_rate == 0,
+       '--min_learning_rate is where --lr_schedule=linear or cosine ends: leave it out of '
+       f'the {schedule} schedule'),
+      (config.warmup_steps >= 0, f'--warmup_steps must be 0 or more, got {config.warmup_steps}'),
+      (schedule != 'rsqrt' or config.warmup_steps >= 1,
+       '--lr_schedule=rsqrt peaks at ε0 after --warmup_steps=W updates: give W ≥ 1 '
+       '(Vaswani et al. 2017: 4000)'),
+      (0 < config.lr_factor <= 1, f'--lr_factor must be within (0, 1], got {config.lr_factor}'),
+      (schedule in DECAYS_BY_FACTOR or config.lr_factor == 0.5,
+       f'--lr_factor is read by --lr_schedule=step and plateau, not {schedule}: leave it out'),
+      (config.lr_keep_epochs >= 1,
+       f'--lr_keep_epochs must be 1 or more, got {config.lr_keep_epochs}'),
+      (schedule == 'step' or config.lr_keep_epochs == 1,
+       f'--lr_keep_epochs is read by --lr_schedule=step, not {schedule}: leave it out'),
+      (0 <= config.plateau_threshold < 1,
+       f'--plateau_threshold must be within [0, 1), got {config.plateau_threshold}'),
+      (schedule == 'plateau' or config.plateau_threshold == 0,
+       f'--plateau_threshold is read by --lr_schedule=plateau, not {schedule}: leave it out'),
+  ]
+  return [message for ok, message in checks if not ok]
+
+
+def learning_rate_at(config: Config, t, planned=None, steps_per_epoch=None, lr_scale=1.0):
+  """ε_t, the rate of update t + 1. `planned`: T, the updates the run plans (linear, cosine);
+  `steps_per_epoch` (step); `lr_scale`: the product of plateau's decays so far. ε0 =
+  --learning_rate; W = --warmup_steps, over which the rate rises as ε0·(t + 1)/W first."""
+  schedule, start, end = config.lr_schedule, config.learning_rate, config.min_learning_rate
+  warmup = config.warmup_steps
+  if schedule in PLANS_THE_RUN and planned is None:
+    raise ValueError(f'the {schedule} schedule needs T: hyperparameters_of(configs, '
+                     'steps_per_epoch)')
+  if schedule == 'rsqrt':  # min(s/W, √(W/s))·ε0 at s = t + 1 (Vaswani et al. 2017, Eq. 3).
+    s = t + 1.0
+    return start * jnp.minimum(s / warmup, jnp.sqrt(warmup / s))
+  rising = jnp.minimum(1.0, (t + 1.0) / warmup) if warmup else 1.0
+  if schedule == 'cosine':  # After the warm-up, ε_min + (ε0 - ε_min)·(1 + cos πu)/2.
+    done = jnp.clip((t - warmup) / jnp.maximum(planned - warmup, 1.0), 0.0, 1.0)
+    decayed = end + (start - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * done))
+    return jnp.where(t < warmup, start * rising, decayed)
+  if schedule == 'linear':  # word2vec's (Mikolov et al. 2013a, section 4.3), its floor ε0·1e-4.
+    decayed = jnp.maximum(end + (start - end) * (1.0 - t / planned), start * 1e-4)
+  elif schedule == 'step':  # ε0·f^max(0, e + 1 - E) in epoch e (Zaremba et al. 2014).
+    if steps_per_epoch is None:
+      raise ValueError('the step schedule needs the steps per epoch')
+    epoch = jnp.floor_divide(t, steps_per_epoch)
+    decayed = start * config.lr_factor ** jnp.maximum(0.0, epoch + 1.0 - config.lr_keep_epochs)
+  elif schedule == 'plateau':
+    decayed = start * lr_scale
+  else:  # inverse: ε0 / (1 + r·t) (Bengio et al. 2003, section 5).
+    decayed = start / (1.0 + config.lr_decay * t)
+  return decayed * rising
+
+
+def plateau_decays(config: Config, ppl: float, best: float | None) -> bool:
+  """Whether a validation perplexity `ppl` (against the best before it) decays the rate under
+  --lr_schedule=plateau: it is not below best × (1 - --plateau_threshold)."""
+  return (config.lr_schedule == 'plateau' and best is not None
+          and ppl >= best * (1.0 - config.plateau_threshold))
