@@ -18,6 +18,7 @@ from nplm.training.run_checks import check_together
 from nplm.trainer import run
 from nplm.data import batching
 from tests.test_benchmark import TINY_SHAPE, TINY_VOCAB
+from tests.test_schedules import logged_rates
 from tests.test_train import tiny_config
 
 # Different seeds, learning rates, decays: the first and the last (weight decay and a
@@ -85,6 +86,26 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(tiny_corpus, together, t
   for mine, theirs in zip(resumed, uninterrupted):
     assert mine['steps'] == theirs['steps']
     assert mine['test_ppl'] == pytest.approx(theirs['test_ppl'], rel=1e-5)
+
+
+def test_validations_every_n_steps_and_plateau_decays_are_each_models_own(tiny_corpus,
+                                                                          tmp_path):
+  """Validations every 7 updates, plateau halving, the last update validated off the grid:
+  each model trained together takes its own decays and stops, and reports what it would
+  alone."""
+  changes = dict(eval_every=7, lr_schedule='plateau', lr_decay=0.0, max_steps=61, log_every=1)
+  together = run(configs(tmp_path, 'together', **changes), tiny_corpus)
+  alone = [run(config, tiny_corpus) for config in configs(tmp_path, 'alone', **changes)]
+  for k, (mine, theirs) in enumerate(zip(together, alone)):
+    for key in ('status', 'valid_steps', 'best_step', 'steps'):
+      assert mine[key] == theirs[key], key
+    assert mine['reported']['parameters'] == theirs['reported']['parameters']
+    assert mine['reported']['step'] == theirs['reported']['step']
+    np.testing.assert_allclose(mine['valid_ppl_history'], theirs['valid_ppl_history'], rtol=1e-5)
+    assert mine['test_ppl'] == pytest.approx(theirs['test_ppl'], rel=1e-5)
+    rates = [logged_rates(tmp_path / f'{name}{k}') for name in ('together', 'alone')]
+    assert rates[0] == pytest.approx(rates[1], rel=1e-6)
+  assert len({tuple(sorted(logged_rates(tmp_path / f'alone{k}').values())) for k in range(3)}) == 3
 
 
 def test_a_diverging_model_stops_alone_and_the_others_finish(tiny_corpus, tmp_path):

@@ -16,7 +16,8 @@ COMMANDS = {
     'generate': 'Text sampled from a trained model.',
     'neighbours': 'Nearest words by their learned feature vectors.',
     'embeddings': 'Feature vectors in word2vec format, scored on similarity and analogies.',
-    'mix': 'Two trained models (neural or n-gram) mixed: fixed, learned or binned weights.',
+    'mix': 'Trained models (neural or n-gram), two or more, mixed: equal, learned or binned '
+           'weights.',
     'compare': 'Several runs side by side: a table of their numbers, one figure of curves.',
     'export': 'A dataset\'s token streams as text files.',
     'sweep': 'A named sweep over a recipe: one run per point, a results table and plot.',

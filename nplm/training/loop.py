@@ -159,13 +159,14 @@ class Loop:
       if self.out_of_steps():
         return RunStatus.MAX_STEPS  # Resumed from a run that had taken them all.
       while self.runs.training:
-        epoch, trained = self.runs.epochs_done, self.runs.training
+        epoch = self.runs.epochs_done
         status = self.train_epoch(epoch)
         self.save_unsaved()  # Before validation too: a failed or stopped one loses nothing.
         if status is not None:
           return status
         if self.step < (epoch + 1) * self.feed.steps_per_epoch:
           continue  # Every model stopped early within the epoch.
+        trained = self.runs.finished_epoch(self.step)
         if not every:
           self.validate(trained)
         self.runs.end_epoch(trained, epoch + 1)
@@ -270,8 +271,9 @@ class Loop:
     validated on its way out: train)."""
     if info.end is None:
       self.save_unsaved()
-      self.validate(self.runs.training)
-      self.runs.save_latest(self.states, self.runs.training)
+      validated = self.runs.training
+      self.validate(validated)
+      self.runs.save_latest(self.states, validated)  # Their records, a stop among them.
       self.stop.phase = TRAINING
       self.interval.restart()
 

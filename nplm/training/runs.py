@@ -164,6 +164,12 @@ class Runs:
         self.save(states, k, best=True)
       run.writer.validation(step, epoch, ppl, tokens, of)
 
+  def finished_epoch(self, step: int) -> list[int]:
+    """The runs that trained up to `step`, an epoch's end: those still training, and those
+    that a validation at `step` stopped early."""
+    return [k for k, run in enumerate(self.all) if run.training or (
+        run.progress['stopped_early'] and run.last_validated_step == step)]
+
   def end_epoch(self, runs: list[int], epochs: int) -> None:
     """`runs` (those that trained the epoch) have finished `epochs` epochs."""
     for k in runs:
