@@ -223,7 +223,7 @@ def _interrupted_final_evaluation(c: Cases) -> None:
     child.wait_until(lambda: child.line('final evaluation') is not None)
     when = 'right after the final evaluation line'
   else:
-    last = rf'epoch {CASE_FLAGS["epochs"]}\s+valid perplexity'
+    last = rf'epoch {CASE_FLAGS["epochs"]}\)?\s+valid perplexity'
     child.wait_until(lambda: child.line(last) is not None) and child.sleep(0.3)
     when = '0.3 s after the last valid perplexity line (this checkout logs no final evaluation)'
   child.send(signal.SIGINT)

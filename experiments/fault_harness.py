@@ -20,7 +20,7 @@ FLAGS = flags.FLAGS  # Defined by experiments.fault_injection: --timeout, --mode
 KEYS = ('train_ppl', 'valid_ppl', 'test_ppl', 'steps', 'epochs', 'best_epoch',
         'valid_ppl_history', 'nll')
 STEP_LINE = re.compile(r"step (\d+)\s+epoch (\d+)\b.*loss")
-VALID_LINE = re.compile(r'epoch (\d+)\s+valid perplexity')
+VALID_LINE = re.compile(r'epoch (\d+)\)?\s+valid perplexity')  # '(epoch 3)' since --eval_every
 EXCEPTION_LINE = re.compile(r'^[\w.]*(Error|Exception|Interrupt)\b')
 
 

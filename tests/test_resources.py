@@ -261,13 +261,13 @@ PHASES = {
     'training': (['--batch_size=1', '--hidden_size=500'], r'step 3 ',
                  'SIGTERM while training: saving a checkpoint'),
     'validation': (['--batch_size=4096', '--eval_batch_size=1'], r'step 1 ',
-                   'SIGTERM while validating after epoch 1'),
+                   'SIGTERM while validating at step 1'),
     'final evaluation': (['--batch_size=4096', '--eval_batch_size=1', '--max_steps=1'],
                          'final evaluation: train',
                          'SIGTERM while running the final evaluation'),
 }
 PHASES['validation, Ctrl-C'] = (PHASES['validation'][0], r'step 1 ',
-                                'SIGINT while validating after epoch 1')
+                                'SIGINT while validating at step 1')
 
 
 def interrupted(corpus, workdir, flags, trigger, ready=None, stop=signal.SIGTERM):

@@ -348,9 +348,9 @@ class Loop:
       return self.runs.unfinished_summaries(status, self.step)
     if all(run.diverged for run in self.runs.all):
       return [diverged_summary(run) for run in self.runs.all]
-    self.stop.phase = 'running the final evaluation'
     try:
       last = self.validate_last()
+      self.stop.phase = 'running the final evaluation'
       params = self.runs.final_params(self.states, self.evaluated, last, self.step)
       stop_requests.check()
       nll = self.final_nll(params)
