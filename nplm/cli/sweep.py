@@ -40,6 +40,8 @@ SWEEPS = {
     # MLP1 regularized: dropout on x and the tanh units, and AdamW's decoupled weight decay
     # (the paper-faithful rows overfit within 3-4 epochs: MLP1 train 98, valid 174).
     'mlp1_regularized': ('mlp1', grid(weight_decay=[0.0, 0.01], dropout=[0.2, 0.4])),
+    # MLP9 with dropout, four seeds: the members of an ensemble (nplm mix), trained together.
+    'mlp9_dropout_seeds': ('mlp9_dropout', grid(seed=[0, 1, 2, 3])),
 }
 
 def kn5_test_perplexity(corpus: Corpus, root: Path) -> float:

@@ -35,7 +35,7 @@ def report(summary: dict) -> str:
             f'Rerun the same command to resume from {paths.shown(summary["workdir"])}.')
   periodic = summary.get('periodic_validation') or {}  # Older summaries: the whole split.
   part = ('' if periodic.get('tokens') == periodic.get('of') else
-          f' on the first {periodic["tokens"]:,} of {periodic["of"]:,} valid tokens')
+          f'; validated on the first {periodic["tokens"]:,} of {periodic["of"]:,} valid tokens')
   rows = [f'{summary["dataset"]}   |V| = {summary["vocab_size"]:,}   '
           f'status: {summary["status"]}   '
           f'epochs: {summary["epochs"]} ({reported(summary)}{part})   '

@@ -213,7 +213,7 @@ class Runs:
         log.info('final evaluation: %s with the %s parameters (step %d%s)', ', '.join(splits),
                  run.reported['parameters'], run.reported['step'],
                  '' if run.reported['valid_ppl'] is None
-                 else f', valid perplexity {run.reported["valid_ppl"]:.2f}')
+                 else f', validation perplexity {run.reported["valid_ppl"]:.2f}')
     return params
 
   def summary(self, k: int, status: RunStatus, nll: dict, params, mesh, step: int,
