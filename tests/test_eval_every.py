@@ -3,7 +3,6 @@ a final evaluation that never drops an update (a run ending between validations 
 last parameters and reports them when they are the better)."""
 
 import json
-import math
 import subprocess
 import sys
 

@@ -14,10 +14,8 @@ perplexities all come from exact, normalized log-probabilities of every token of
 feed's `log_probs`).
 """
 
-import dataclasses
 import logging
 import time
-from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -32,51 +30,13 @@ from nplm.perplexity import perplexity
 from nplm.run_files.summary import RunStatus, parameter_count
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import memory, optimizer
+from nplm.training.actions import Interval, Periodic, StepInfo
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus
 from nplm.training.runs import Runs, diverged_summary
 
 log = logging.getLogger(__name__)
-
-
-class Interval:
-  """The updates, examples and seconds since the losses were last read."""
-
-  def __init__(self):
-    self.restart()
-
-  def restart(self) -> None:
-    self.clock, self.steps, self.examples = time.perf_counter(), 0, 0
-
-  def count(self, examples: int) -> None:
-    self.steps, self.examples = self.steps + 1, self.examples + examples
-
-  def take(self) -> tuple[float, int, int]:
-    taken = time.perf_counter() - self.clock, self.steps, self.examples
-    self.restart()
-    return taken
-
-
-@dataclasses.dataclass(frozen=True)
-class StepInfo:
-  """What the actions after an update see (levanter's StepInfo)."""
-  epoch: int
-  losses: np.ndarray  # Per model, read from the device.
-  examples_per_second: float  # Per model.
-  steps_per_second: float
-  end: RunStatus | None  # How the run ends after this update, if it does.
-
-
-@dataclasses.dataclass(frozen=True)
-class Periodic:
-  """An action every `every` updates, but not at the steps `skip` names."""
-  every: int
-  action: Callable[[StepInfo], None]
-  skip: Callable[[int], bool] = lambda step: False
-
-  def due(self, step: int) -> bool:
-    return step % self.every == 0 and not self.skip(step)
 
 
 def periodic_validation(config: Config, valid_tokens: int) -> dict:
@@ -133,7 +93,7 @@ class Loop:
                              skip=lambda step: step % per_epoch == 0
                              or bool(every) and step % every == 0)]
     if every:
-      self.actions.append(Periodic(every, self.periodic_validation))
+      self.actions.append(Periodic(every, self.validate_periodically))
     log.info('%s', self.startup_line())
     # This invocation's phases (summary.run_summary); the compile's is 0 if no step ran.
     self.phases = {'load': load_seconds, 'build': time.perf_counter() - built, 'compile': 0.0,
@@ -266,7 +226,7 @@ class Loop:
       self.stop.phase = TRAINING
       self.interval.restart()
 
-  def periodic_validation(self, info: StepInfo) -> None:
+  def validate_periodically(self, info: StepInfo) -> None:
     """Every --eval_every updates: a checkpoint, then validation (a run that ends here is
     validated on its way out: train)."""
     if info.end is None:
@@ -319,12 +279,17 @@ class Loop:
     per_epoch = self.feed.steps_per_epoch
     epoch = (self.step // per_epoch if self.step % per_epoch == 0
              else round(self.step / per_epoch, 2))
-    self.stop.phase = f'validating at step {self.step}'
-    started = time.perf_counter()
-    nll = self.split_nll(self.validation_split, self.states.params, self.stop.phase)
-    self.phases['validation'] += time.perf_counter() - started
+    nll = self.validation_nll(f'validating at step {self.step}')
     self.runs.record_validation(nll, runs, self.states, self.step, epoch)
     self.set_hyperparameters()
+
+  def validation_nll(self, phase: str) -> np.ndarray:
+    """Σ -log p per model [K] of the validated tokens under the current parameters."""
+    self.stop.phase = phase
+    started = time.perf_counter()
+    nll = self.split_nll(self.validation_split, self.states.params, phase)
+    self.phases['validation'] += time.perf_counter() - started
+    return nll
 
   def validate_last(self) -> dict[int, float]:
     """{k: valid perplexity} of the runs' last parameters where no validation scored them
@@ -334,10 +299,7 @@ class Loop:
     runs = self.runs.unvalidated(self.step, range(self.runs.count))
     if not runs:
       return {}
-    self.stop.phase = f'validating the last update (step {self.step})'
-    started = time.perf_counter()
-    nll = self.split_nll(self.validation_split, self.states.params, self.stop.phase)
-    self.phases['validation'] += time.perf_counter() - started
+    nll = self.validation_nll(f'validating the last update (step {self.step})')
     return {k: self.runs.validation_ppl(nll[k]) for k in runs}
 
   def summaries(self, status: RunStatus) -> list[dict]:
