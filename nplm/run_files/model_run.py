@@ -67,6 +67,8 @@ def resumed_progress(saved: dict) -> dict:
   """A checkpoint's progress record, with what records written before evaluations every N
   steps lack: they validated once per epoch, after it."""
   progress = {**new_progress(), **saved}
+  if 'valid_steps' not in saved:  # Their steps unknown: None, one per validation.
+    progress['valid_steps'] = [None] * len(saved['valid_ppl_history'])
   if 'best_validation' not in saved:
     progress['best_validation'] = saved['best_epoch']
   return progress
