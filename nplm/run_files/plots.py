@@ -53,7 +53,7 @@ def learning_curve_figure(metrics: dict[str, list[dict]]):
   figure = Figure(figsize=(16, 4), layout='constrained')
   loss, perplexity, rate = figure.subplots(1, 3)
   train = metrics.get('train', [])
-  loss.plot([r['step'] for r in train], [r['loss'] for r in train])
+  loss.plot([r['step'] for r in train], [r['loss'] for r in train], marker=_marker(train))
   loss.set(xlabel='update', ylabel='training loss (nats)', title='Training loss')
   if not train:
     _say(loss, 'no progress record yet')
@@ -77,6 +77,11 @@ def _validation_panel(axes, valid: list[dict]) -> None:
     _say(axes, 'no validation yet')
 
 
+def _marker(records: list) -> str | None:
+  """Points marked where there are few (a short run's one or two records draw no line)."""
+  return 'o' if len(records) <= MOST_EPOCH_LABELS else None
+
+
 def epoch_label(epoch: int | float) -> str:
   """'epoch 3' at an epoch's end (an int), 'epoch 2.50' part-way through one (--eval_every)."""
   return f'epoch {epoch}' if isinstance(epoch, int) else f'epoch {epoch:.2f}'
@@ -87,7 +92,7 @@ def _learning_rate_panel(axes, train: list[dict]) -> None:
   near 0, an inverse or step decay), where a linear one would flatten all but the peak."""
   rated = [r for r in train if 'learning_rate' in r]  # Older records have none.
   rates = [r['learning_rate'] for r in rated]
-  axes.plot([r['step'] for r in rated], rates)
+  axes.plot([r['step'] for r in rated], rates, marker=_marker(rated))
   axes.set(xlabel='update', ylabel='learning rate', title='Learning rate')
   # A rate of 0 (a schedule decayed to its end) has no place on a log axis: linear then.
   if rates and min(rates) > 0 and max(rates) > 10 * min(rates):
