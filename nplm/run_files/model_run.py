@@ -139,6 +139,12 @@ class ModelRun:
       log.warning('%s%s', self.name, self.diverged)
 
   @property
+  def has_a_best_to_beat(self) -> bool:
+    """Whether its last parameters compete with a best validated ones (--patience=0 keeps
+    the last)."""
+    return self.config.patience > 0 and self.progress['best_valid_ppl'] is not None
+
+  @property
   def last_validated_step(self) -> int | None:
     steps = self.progress['valid_steps']
     return steps[-1] if steps else None

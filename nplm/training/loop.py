@@ -293,10 +293,12 @@ class Loop:
 
   def validate_last(self) -> dict[int, float]:
     """{k: valid perplexity} of the runs' last parameters where no validation scored them
-    (a run that ended between validations: --max_steps, --eval_every), so that the final
+    (a run that ended between validations: --max_steps, --eval_every) and they compete with
+    a best (none validated yet, or --patience=0, reports them anyway), so that the final
     evaluation may report them; not recorded in the runs' progress, so that a run resumed
     beyond this end goes on as one never stopped here."""
-    runs = self.runs.unvalidated(self.step, range(self.runs.count))
+    runs = [k for k in self.runs.unvalidated(self.step, range(self.runs.count))
+            if self.runs.all[k].has_a_best_to_beat]
     if not runs:
       return {}
     nll = self.validation_nll(f'validating the last update (step {self.step})')
