@@ -211,6 +211,13 @@ class Config:
   log_every: int = _knob(OBSERVATION, 200, 'Updates between progress lines / metrics records.')
   checkpoint_every: int = _knob(OBSERVATION, 2000, 'Updates between periodic checkpoints '
                                 '(also at each epoch).')
+  keep_checkpoints: int = _knob(OBSERVATION, 2, 'Periodic checkpoints kept in '
+                                '<workdir>/checkpoints (at least 1), besides the best one.')
+  stop_seconds: float = _knob(OBSERVATION, 25.0, 'After SIGTERM or Ctrl-C a run saves at its '
+                              'next update and stops; the process ends this many seconds '
+                              'after the signal at the latest, even inside one long '
+                              'computation (within the 30 s that Slurm, Kubernetes and '
+                              'preemptible VMs give by default). A second Ctrl-C stops at once.')
   workdir: str = _knob(OBSERVATION, '', 'Receives checkpoints, metrics.jsonl, TensorBoard '
                        'events, summary.json.')
 
@@ -328,6 +335,10 @@ class Config:
          '(comma-separated) or auto'),
         (self.checkpoint_every >= 1,
          f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
+        (self.keep_checkpoints >= 1,
+         f'--keep_checkpoints must be at least 1 (the run resumes from one), got '
+         f'{self.keep_checkpoints}'),
+        (self.stop_seconds > 0, f'--stop_seconds must be positive, got {self.stop_seconds}'),
         (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
         (not self.workdir or not paths.too_wide_for_a_workdir(self.workdir),
          f'--workdir={self.workdir} {paths.too_wide_for_a_workdir(self.workdir or ".")}: a run '

@@ -10,11 +10,17 @@
   process cannot end before the computations it has queued, so a stop never waits for a
   long queue.
 - One computation or compilation cannot be cut short, and a Python handler runs only after
-  it returns. A program (nplm train) asks for `end_process_within(message)`: while the loop
-  runs, a watchdog thread learns of a request at once (the C-level handler writes the
-  signal's wakeup fd whatever the main thread is doing) and, if the process is still alive
-  STOP_SECONDS later, prints the message and ends it with status 75. That is a kill -9 as
-  far as the run is concerned, which it survives: a rerun resumes from its last checkpoint.
+  it returns. A program (nplm train) asks for `end_process_within(message, seconds)`: while
+  the loop runs, a watchdog thread learns of a request at once (the C-level handler writes
+  the signal's wakeup fd whatever the main thread is doing) and ends the process with
+  status 75, printing message(what), if it is still alive when the request's time is up:
+  `seconds` (--stop_seconds) while the loop is training or saving, so that the checkpoint it
+  asked for is written whole on a busy machine; QUICK_SECONDS in the phases with nothing to
+  save (building, compiling, validating, the final evaluation), whose checkpoints are all
+  saved already. That is a kill -9 as far as the run is concerned, which it survives: a
+  save cut short stays an Orbax temporary directory, never restored and removed by the next
+  trainer, and a rerun resumes from the last finished checkpoint. A second request ends the
+  process at once, whatever the phase (a person pressing Ctrl-C again).
 - A multi-process run's processes stop together, at an update they agree on
   (nplm.parallel.agreed_stop): the other phases run to their end, and no deadline applies.
 """
@@ -22,6 +28,7 @@
 import contextlib
 import logging
 import os
+import select
 import signal
 import socket
 import sys
@@ -34,10 +41,12 @@ import jax
 log = logging.getLogger('nplm.trainer')
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-STOP_SECONDS = 3.0  # A program ends this long after a stop request at the latest.
+# A program ends this long after a stop request at the latest in a phase with nothing to save.
+QUICK_SECONDS = 3.0
 IN_FLIGHT = 1  # Computations queued behind the running one, at most, in the paced loops.
 TRAINING = 'training'  # The phases that save before they stop.
 SAVING = 'saving a checkpoint'
+SAVING_PHASES = (TRAINING, SAVING)
 
 
 class RunInterrupted(Exception):
@@ -117,12 +126,15 @@ class StopRequests:
     self.requested = threading.Event()
     self.signal_name = self.requested_in = ''  # The first request's signal and phase.
     self.phase = 'starting'
+    self.watched = False  # Whether a program's watchdog ends the process on a second request.
 
   def is_set(self) -> bool:
     return self.requested.is_set()
 
   def handler(self, signum, frame):
     if self.requested.is_set():
+      if self.watched:
+        return  # The watchdog ends the process at once, with its message.
       raise KeyboardInterrupt
     self.signal_name, self.requested_in = signal.Signals(signum).name, self.phase
     then = {TRAINING: 'saving a checkpoint and stopping',
@@ -160,21 +172,24 @@ def pace(dispatched: list) -> None:
     check()
 
 
-def end_process_within(message: Callable[[str], str], seconds: float = STOP_SECONDS,
+def end_process_within(message: Callable[[str], str], seconds: float,
                        status: int = 75) -> None:
-  """For programs: from now on, a stop request while the loop runs ends the process within
-  `seconds` (with `status`) even when the loop is inside one long computation, after
-  printing message(what), `what` saying which signal came in which phase (e.g. 'SIGTERM
-  while compiling the train step'). The loop, stopped in time, prints its own message. Not
-  for multi-process runs, whose processes stop together at an update they agree on."""
+  """For programs: from now on, a stop request while the loop runs ends the process (with
+  `status`) even when the loop is inside one long computation: `seconds` after it while the
+  loop trains or saves, QUICK_SECONDS after it in a phase with nothing to save, at once on
+  a second request; message(what) is printed first, `what` saying which signal came in
+  which phase (e.g. 'SIGTERM while compiling the train step'). The loop, stopped in time,
+  prints its own message. Not for multi-process runs, whose processes stop together at an
+  update they agree on."""
   global _deadline
   _deadline = (seconds, message, status)
 
 
 class _Watchdog:
   """Learns of SIGINT and SIGTERM through the wakeup fd, at once, and ends the process if it
-  is still alive `seconds` after the first: silently once the loop has returned (the
-  program is then saying why it stops), else with `message`."""
+  is still alive when the first request's time is up (end_process_within), or at a second
+  request: silently once the loop has returned (the program is then saying why it stops),
+  else with `message`."""
 
   def __init__(self, stop: StopRequests, seconds: float, message, status: int):
     self.stop, self.seconds, self.message, self.status = stop, seconds, message, status
@@ -182,27 +197,47 @@ class _Watchdog:
     self.reader, self.writer = socket.socketpair()
     self.writer.setblocking(False)
     self.previous_fd = signal.set_wakeup_fd(self.writer.fileno(), warn_on_full_buffer=False)
+    stop.watched = True
     threading.Thread(target=self.watch, name='nplm-stop-deadline', daemon=True).start()
 
+  def signals(self, timeout: float | None) -> list[int] | None:
+    """The stop signals that came within `timeout` seconds (None: wait for one); None once
+    the loop has returned and closed the writer."""
+    if not select.select([self.reader], [], [], timeout)[0]:
+      return []
+    try:
+      received = self.reader.recv(64)
+    except OSError:
+      return None
+    return [signum for signum in received if signum in SIGNALS] if received else None
+
   def watch(self) -> None:
-    while True:  # The reader stays open: the handler writes a byte for every signal.
-      try:
-        received = self.reader.recv(64)
-      except OSError:
-        return
-      if not received:
+    first = []
+    while not first:  # The reader stays open: the handler writes a byte for every signal.
+      first = self.signals(None)
+      if first is None:
         self.reader.close()
         return  # The loop returned without a stop request.
-      signals = [signum for signum in received if signum in SIGNALS]
-      if signals:
+    requested, second = time.monotonic(), len(first) > 1
+    while not second and time.monotonic() < requested + self.time_allowed():
+      more = self.signals(0.05)
+      second = bool(more)
+      if more is None:  # The loop returned: the program is saying why it stops.
+        time.sleep(QUICK_SECONDS)
         break
-    time.sleep(self.seconds)
-    if not self.returned.is_set():
-      name = self.stop.signal_name or signal.Signals(signals[0]).name
+    if not self.returned.is_set() or second:
+      name = self.stop.signal_name or signal.Signals(first[0]).name
+      what = f'{"a second " if second else ""}{name} while {self.stop.phase}'
       with contextlib.suppress(Exception):
         sys.stderr.flush()
-        os.write(2, (self.message(f'{name} while {self.stop.phase}') + '\n').encode())
+        os.write(2, (self.message(what) + '\n').encode())
     os._exit(self.status)
+
+  def time_allowed(self) -> float:
+    """Seconds from the first request to the end: --stop_seconds while a checkpoint is to be
+    saved or is being saved, QUICK_SECONDS where there is nothing to save."""
+    saving = self.stop.phase in SAVING_PHASES and not self.returned.is_set()
+    return self.seconds if saving else min(self.seconds, QUICK_SECONDS)
 
   def leave(self) -> None:
     """The loop returned: the wakeup fd as it was; the watchdog ends, unless a stop request

@@ -19,6 +19,7 @@ import sys
 
 from nplm import cli, flagfiles, parallel, paths, stop_requests
 from nplm.trainer import run
+from nplm.training.loop import what_is_kept
 
 
 def reported(summary: dict) -> str:
@@ -59,18 +60,17 @@ def main(argv):
   cli.refuse_arguments(argv)
   cli.show_progress_lines()
   config = cli.config_from_flags()
-  # A stop request ends the process within seconds, even inside one long computation.
+  # A stop request ends the process in time even inside one long computation (a save's
+  # --stop_seconds, seconds where there is nothing to save, at once on a second request).
   stop_requests.end_process_within(
-      lambda what: f'Interrupted ({what}) at once; the last checkpoint in {config.workdir} '
-                   '(if any) is kept. Rerun the same command to resume from it.',
-      status=cli.INTERRUPTED_EXIT_STATUS)
+      lambda what: f'Interrupted ({what}) at once; {what_is_kept(config.workdir)}.',
+      config.stop_seconds, status=cli.INTERRUPTED_EXIT_STATUS)
   try:
     summary = run(config)
   except cli.USER_ERRORS as error:
     cli.fail(error)
   except KeyboardInterrupt:
-    cli.stop_interrupted(f'Interrupted at once; the last checkpoint in {config.workdir} is '
-                         'kept. Rerun the same command to resume from it.')
+    cli.stop_interrupted(f'Interrupted at once; {what_is_kept(config.workdir)}.')
   except Exception as error:
     if out_of_memory(error):
       cli.fail(f'out of memory ({_first_line(error)}): lower --batch_size or '

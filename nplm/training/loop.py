@@ -16,6 +16,7 @@ feed's `log_probs`).
 
 import logging
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -24,9 +25,11 @@ from tqdm import tqdm
 from nplm import models, parallel, paths, stop_requests
 from nplm.config import Config
 from nplm.data.corpus import Corpus
+from nplm.data.tokenizers import SUBWORD_TOKENIZERS
 from nplm.display import counted, duration
 from nplm.lm import build_language_model
 from nplm.perplexity import perplexity
+from nplm.run_files.checkpoint import Checkpoints
 from nplm.run_files.summary import RunStatus, parameter_count
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import memory, optimizer
@@ -247,7 +250,8 @@ class Loop:
     self.phases['checkpoints'] += time.perf_counter() - started
 
   def progress_line(self, info: StepInfo) -> str:
-    """step, where in the epoch, the loss(es), speed and the time left in the epoch."""
+    """step, where in the epoch, the loss(es), speed and the time left in the epoch and in
+    the run (its updates only; early stopping may end it sooner)."""
     per_epoch, epoch = self.feed.steps_per_epoch, info.epoch
     in_epoch = self.step - epoch * per_epoch
     if self.runs.count == 1:
@@ -257,10 +261,17 @@ class Loop:
     if not info.steps_per_second:  # Only the compiled step since the last line: no rate yet.
       return f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps  {loss}'
     left = (per_epoch - in_epoch) / info.steps_per_second
+    run_left = (self.planned_steps() - self.step) / info.steps_per_second
     per_model = ' per model' if self.runs.count > 1 else ''
     return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
-            f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left)  {loss}  '
+            f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left; the run '
+            f'{duration(run_left)} at most)  {loss}  '
             f'{info.examples_per_second:,.0f} examples/s{per_model}')
+
+  def planned_steps(self) -> int:
+    """The updates the run takes if nothing stops it early: --epochs, or --max_steps."""
+    planned = self.config.epochs * self.feed.steps_per_epoch
+    return min(planned, self.config.max_steps) if self.config.max_steps else planned
 
   # --- evaluation -----------------------------------------------------------------------
 
@@ -348,13 +359,23 @@ class Loop:
                 else f'{len(runs)} models trained together, workdirs '
                      f'{runs[0].workdir} … {runs[-1].workdir}')
     state = (f'resumed at step {self.step}' if self.step else 'new')
-    return (f'{config.dataset} ({config.tokens}): |V| = {corpus.vocab.size:,}, tokens '
+    return (f'{config.dataset} ({token_kind(config)}): |V| = {corpus.vocab.size:,}, tokens '
             f'{tokens} · model {models.model_class(config.model).describe(config)} · head '
             f'{config.head} · '
             f'{parameter_count(self.runs.template.params, corpus.vocab.size):,} '
             f'parameters · {counted(self.feed.steps_per_epoch, "step")} per epoch · '
             f'{counted(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
             f'{workdirs} ({state})')
+
+
+def token_kind(config: Config) -> str:
+  """What the run's tokens are, as its start-up line names them."""
+  if config.tokens == 'chars':
+    return 'characters'
+  if config.tokenizer in SUBWORD_TOKENIZERS:
+    return f'{config.tokenizer} subwords, {config.subword_vocab_size:,}'
+  lowercased = ', lowercased' if config.lowercase else ''
+  return f'{"NLTK " if config.tokenizer == "nltk" else ""}words{lowercased}'
 
 
 def train(configs: list[Config], corpus: Corpus, started: float | None = None,
@@ -379,6 +400,20 @@ def train(configs: list[Config], corpus: Corpus, started: float | None = None,
       finally:
         loop.close()
     except RunInterrupted as stopped:  # While building or compiling: nothing to save.
-      raise Interrupted(f'Interrupted ({stopped}); the checkpoints of '
-                        f'{paths.shown(configs[0].workdir)} '
-                        'are as they were. Rerun the same command to resume.') from None
+      raise Interrupted(f'Interrupted ({stopped}); {what_is_kept(configs[0].workdir)}.'
+                        ) from None
+
+
+def what_is_kept(workdir: str) -> str:
+  """What a rerun of a run stopped before it could save starts from, read from its workdir
+  (its finished checkpoints; a save cut short is never one)."""
+  try:
+    step = Checkpoints(Path(workdir), main=False).latest_step
+  except OSError:
+    return (f'the checkpoints in {paths.shown(workdir)} are as they were. Rerun the same '
+            'command to resume')
+  if step is None:
+    return (f'no checkpoint had been saved in {paths.shown(workdir)} yet. Rerun the same '
+            'command to start from the beginning')
+  return (f'the last checkpoint in {paths.shown(workdir)} (step {step}) is kept. Rerun the '
+          'same command to resume from it')

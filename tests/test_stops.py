@@ -1,0 +1,215 @@
+"""A stop never loses a run: SIGTERM and Ctrl-C at planted moments of `nplm train`, on a
+loaded machine (CPU hogs beside the run), then the same command resumed to the numbers of
+an uninterrupted run.
+
+The moments are planted in the child: every checkpoint save is slowed by SAVE_DELAY seconds
+once its files are in Orbax's temporary directory (a busy machine's disk, exaggerated), so
+a signal can land inside the first save of a new run, and the old 3-second deadline would
+end the process while it writes. The children are
+`nplm train` itself, with only that delay added around nplm's own save."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nplm.config import Config
+from nplm.data.datasets import load_dataset
+from tests.conftest import write_text_corpus
+from tests.test_train import ROOT
+
+SAVE_DELAY = 4.0  # Longer than the 3 s a save used to get after a signal.
+# `nplm train` with every checkpoint save slowed by argv[1] seconds once its files are
+# written into Orbax's temporary directory, before it is renamed (the planted moment).
+_CHILD = """
+import sys, time
+import orbax.checkpoint as ocp
+finalize = ocp.CompositeCheckpointHandler.finalize
+def slow_finalize(self, *args, **kwargs):
+  time.sleep(float(sys.argv[1]))
+  return finalize(self, *args, **kwargs)
+ocp.CompositeCheckpointHandler.finalize = slow_finalize
+from nplm.cli.train import run_program
+run_program(['nplm train', *sys.argv[2:]])
+"""
+FLAGS = ['--order=3', '--feature_size=8', '--hidden_size=16', '--batch_size=32', '--epochs=2',
+         '--patience=2', '--log_every=1', '--eval_splits=valid,test']
+# A Transformer whose train step takes seconds to compile.
+SLOW_TO_COMPILE = ['--model=transformer', '--order=33', '--feature_size=64', '--hidden_size=256',
+                   '--num_heads=4', '--num_layers=4']
+KEYS = ('status', 'steps', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'best_epoch')
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+  """(--dataset, --data_dir) of the tiny corpus as text:DIR, prepared once."""
+  root = tmp_path_factory.mktemp('stops')
+  dataset, data_dir = f'text:{write_text_corpus(root / "corpus")}', str(root / 'tfds')
+  load_dataset(Config(dataset=dataset, data_dir=data_dir, workdir='unused').resolved())
+  return dataset, data_dir
+
+
+@pytest.fixture
+def loaded_machine():
+  """Two CPU-bound processes beside the test's (the machine has two cores)."""
+  hogs = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]
+  yield
+  for hog in hogs:
+    hog.kill()
+    hog.wait()
+
+
+def train_argv(corpus, workdir: Path, *flags: str) -> list[str]:
+  dataset, data_dir = corpus
+  return [f'--dataset={dataset}', f'--data_dir={data_dir}', f'--workdir={workdir}', *FLAGS,
+          *flags]
+
+
+def signalled(argv: list[str], moment, signals, delay: float = SAVE_DELAY, gap: float = 0.5):
+  """(status, output, seconds from the first signal to the end) of the slowed `nplm train`,
+  sent `signals` (`gap` seconds apart) once moment(output lines) is true."""
+  child = subprocess.Popen([sys.executable, '-c', _CHILD, str(delay), *argv], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  lines = []
+  try:
+    for line in child.stdout:
+      lines.append(line)
+      if moment(lines):
+        break
+    sent = time.monotonic()
+    for i, stop in enumerate(signals):
+      if i:
+        time.sleep(gap)
+      child.send_signal(stop)
+    rest, _ = child.communicate(timeout=120)
+    return child.returncode, ''.join(lines) + rest, time.monotonic() - sent
+  finally:
+    child.kill()
+
+
+def finished(argv: list[str]) -> dict:
+  """The summary of `nplm train` run to its end (no delay), as a user reruns it."""
+  child = subprocess.run([sys.executable, '-m', 'nplm.cli', 'train', *argv], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+  assert child.returncode == 0, child.stderr
+  workdir = Path(next(a for a in argv if a.startswith('--workdir=')).split('=', 1)[1])
+  return json.loads((workdir / 'summary.json').read_text())
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(corpus, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('uninterrupted') / 'run'
+  return finished(train_argv(corpus, workdir))
+
+
+def saving(workdir: Path):
+  """The moment a save has begun writing: Orbax's temporary directory exists (polled)."""
+  def moment(lines):
+    deadline = time.monotonic() + 120
+    while not any((workdir / 'checkpoints').glob('*.orbax-checkpoint-tmp*')):
+      assert time.monotonic() < deadline, ''.join(lines)
+      time.sleep(0.005)
+    return True
+  return moment
+
+
+def step_line(step: int):
+  return lambda lines: re.search(rf'\bstep {step}\b', lines[-1]) is not None
+
+
+def temporary_directories(workdir: Path) -> list[Path]:
+  return [p for name in ('checkpoints', 'best') for p in (workdir / name).glob('*tmp*')]
+
+
+@pytest.mark.parametrize('stop', [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_before_the_first_checkpoint_saves_and_resumes_to_the_same_numbers(
+    corpus, tmp_path, uninterrupted, loaded_machine, stop):
+  """Signalled after the first update of a new run, on a loaded machine: the loop saves at
+  the next update (a slow save, beyond the old deadline), exits 75, and the rerun ends
+  where the uninterrupted run did."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir)
+  status, output, _ = signalled(argv, step_line(1), [stop])
+  assert status == 75, output
+  step = int(re.search(r'Interrupted at step (\d+); checkpoint saved', output).group(1))
+  assert (workdir / 'checkpoints' / str(step)).is_dir(), output
+  assert not temporary_directories(workdir)
+  assert 'Traceback' not in output
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def test_a_stop_during_the_first_save_of_a_new_run_lets_it_finish(
+    corpus, tmp_path, uninterrupted, loaded_machine):
+  """SIGTERM while the first periodic checkpoint is being written: the save is finished, the
+  run stops at the next update with that one saved too, and resumes exactly."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir, '--checkpoint_every=3')
+  status, output, seconds = signalled(argv, saving(workdir), [signal.SIGTERM])
+  assert status == 75, output
+  assert seconds < 25 + SAVE_DELAY, output
+  step = int(re.search(r'Interrupted at step (\d+); checkpoint saved', output).group(1))
+  assert step == 4, output  # Saved at 3 (finished), then at the next update.
+  assert sorted(os.listdir(workdir / 'checkpoints')) == ['3', '4'], output
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def test_a_second_ctrl_c_stops_at_once_and_says_what_is_kept(corpus, tmp_path, uninterrupted):
+  """Ctrl-C twice during the first save: the process ends at once (the save cut short is
+  a temporary directory, never used), saying truthfully that nothing was saved; the rerun
+  starts afresh and ends as the uninterrupted run."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir, '--checkpoint_every=3')
+  status, output, seconds = signalled(argv, saving(workdir), [signal.SIGINT] * 2, gap=0.5)
+  assert status == 75, output
+  assert seconds < 0.5 + 2.5, (seconds, output)
+  last = output.strip().splitlines()[-1]
+  assert 'a second SIGINT while saving a checkpoint' in last, output
+  assert 'no checkpoint had been saved' in last, last
+  assert 'Rerun the same command to start from the beginning' in last, last
+  assert not [name for name in os.listdir(workdir / 'checkpoints') if name.isdigit()]
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def test_the_deadline_is_a_setting_and_its_end_is_told_truthfully(corpus, tmp_path):
+  """--stop_seconds=1 with a save that takes 4 s: the process ends 1 s after the signal,
+  naming the phase and the last finished checkpoint (the save cut short is not one); the
+  rerun removes the cut save and resumes from that checkpoint."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir, '--checkpoint_every=3', '--max_steps=12')
+  status, output, _ = signalled(argv, step_line(4), [signal.SIGTERM], delay=0.0)
+  assert status == 75, output
+  saved = int(re.search(r'Interrupted at step (\d+); checkpoint saved', output).group(1))
+  status, output, seconds = signalled(argv + ['--stop_seconds=1'], saving(workdir),
+                                      [signal.SIGTERM])
+  assert status == 75, output
+  assert 0.9 < seconds < 3, (seconds, output)
+  last = output.strip().splitlines()[-1]
+  assert last.startswith('Interrupted (SIGTERM while saving a checkpoint) at once'), output
+  assert f'(step {saved}) is kept. Rerun the same command' in last, last
+  assert temporary_directories(workdir)  # The cut save, left as Orbax left it.
+  child = subprocess.run([sys.executable, '-m', 'nplm.cli', 'train', *argv], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+  assert child.returncode == 0, child.stderr
+  assert f'resumed at step {saved}' in child.stderr
+  assert not temporary_directories(workdir)
+
+
+def test_a_stop_while_compiling_a_new_run_says_nothing_was_saved(corpus, tmp_path):
+  """Nothing to save yet: the process ends within seconds and says a rerun starts over."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir, *SLOW_TO_COMPILE)
+  status, output, seconds = signalled(argv, lambda lines: 'compiling' in lines[-1],
+                                      [signal.SIGTERM], delay=0.0)
+  assert status == 75 and seconds < 5, (seconds, output)
+  last = output.strip().splitlines()[-1]
+  assert 'SIGTERM while compiling the train step' in last, output
+  assert 'no checkpoint had been saved' in last, last
