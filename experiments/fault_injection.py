@@ -62,6 +62,8 @@ flags.DEFINE_string('train_flags', '--model=nnlm --order=5 --feature_size=16 '
                     '--valid_tokens=50000', 'kills: the model (25-60 s a run on 2 cores).')
 flags.DEFINE_integer('kills', 12, 'kills: SIGKILLs to make before the final completion.')
 flags.DEFINE_integer('seed', 0, 'Seeds the moments of the kills and the generated corpora.')
+flags.DEFINE_string('cases', '', 'cases: the case functions to run, comma-separated '
+                    '(e.g. case_stops,case_paths; empty: every case).')
 flags.DEFINE_integer('timeout', 300, 'Seconds any one child may run before it is killed.')
 
 

@@ -1,11 +1,13 @@
 """Where a run's numbers go: metrics.jsonl (one JSON object a line) and TensorBoard events
 (the same scalars; at the end, the final perplexities, the hyperparameters and the config)."""
 
+import contextlib
 import json
 import math
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
+from tensorboardX.summary import hparams
 
 from nplm.config import HEAD, MODEL, OPTIMIZER, PER_MODEL, group_of
 
@@ -22,7 +24,8 @@ class MetricsWriter:
     self._enabled = workdir is not None
     if self._enabled:
       self._jsonl = open(workdir / 'metrics.jsonl', 'a', encoding='utf-8')
-      self._tensorboard = SummaryWriter(str(workdir / 'tensorboard'))
+      self._directory = workdir / 'tensorboard'
+      self._tensorboard, self._hparams = SummaryWriter(str(self._directory)), None
 
   def write(self, kind: str, step: int, **values: float) -> None:
     if not self._enabled:
@@ -62,10 +65,44 @@ class MetricsWriter:
         f'    --{name}={value}' for name, value in config.items()), step)
     hyperparameters = {name: value for name, value in config.items()
                        if group_of(name) in (MODEL, HEAD, OPTIMIZER, PER_MODEL)}
-    self._tensorboard.add_hparams(hyperparameters, finals, name='hparams', global_step=step)
+    self._add_hparams(hyperparameters, finals, step)
+
+  def _add_hparams(self, hyperparameters: dict, finals: dict, step: int) -> None:
+    """SummaryWriter.add_hparams(..., name='hparams') as tensorboardX writes it (a writer of
+    its own in tensorboard/hparams), the writer kept to be closed with the others: one that
+    tensorboardX closes itself, on a full disk, prints tracebacks at exit (_give_up)."""
+    writer = SummaryWriter(str(self._directory / 'hparams'))
+    self._hparams = writer
+    for summary in hparams(hyperparameters, finals):
+      writer.file_writer.add_summary(summary)
+    for name, value in finals.items():
+      writer.add_scalar(name, value, step)
 
   def close(self) -> None:
     if not self._enabled:
       return
-    self._jsonl.close()
-    self._tensorboard.close()
+    writers = [w for w in (self._tensorboard, self._hparams) if w is not None]
+    try:
+      self._jsonl.close()
+    finally:
+      try:
+        for writer in writers:
+          writer.close()
+      except OSError:
+        for writer in writers:
+          _give_up(writer)
+        raise
+
+
+def _give_up(writer: SummaryWriter) -> None:
+  """After a close that failed (a full disk): tensorboardX would try it again at exit (its
+  atexit callback) and its worker thread would fail on a closed queue, each printing a
+  traceback after the run's one-line error. Its event writers are marked closed (its own
+  flag, which its close and that callback read) and their workers stopped: the events that
+  did not fit are lost; metrics.jsonl and summary.json are the run's record."""
+  for file_writer in (writer.all_writers or {}).values():
+    events = file_writer.event_writer
+    worker, events._closed = events._worker, True
+    if worker is not None:
+      with contextlib.suppress(Exception):
+        worker.stop()
