@@ -20,7 +20,7 @@ from pathlib import Path
 
 from absl import flags
 
-from nplm import cli
+from nplm import cli, stop_requests
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.studies.table1 import ROW_ORDER, Interrupted, build_table, markdown, needed_rows
@@ -33,6 +33,11 @@ def main(argv):
   overrides = {key: getattr(options, key) for key in ('epochs', 'max_steps')
                if getattr(options, key)}
   started = time.perf_counter()
+  # As nplm train: a stop saves the network in training, in time even inside one computation.
+  stop_requests.end_process_within(
+      lambda what: f'Interrupted ({what}) at once; the networks in {options.workdir} keep '
+                   'their last checkpoints. Rerun the same command to resume.',
+      Config().stop_seconds, status=cli.INTERRUPTED_EXIT_STATUS)
   try:
     needed_rows(options.rows)  # A typo is refused before the corpus is read.
     # The corpus the recipes' rows train on: they name no --dataset, so Config's.
