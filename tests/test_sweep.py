@@ -97,14 +97,16 @@ def test_a_grid_sweep_runs_each_point_writes_results_and_reuses_them(tiny_corpus
     read = list(csv.DictReader(f))
   assert [r['hidden_size'] for r in read] == ['4', '8']
   for r, row in zip(read, rows):
-    for key in ('valid_ppl', 'test_ppl', 'wall_seconds', 'train_examples_per_second'):
+    for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'wall_seconds',
+                'train_examples_per_second'):
       assert float(r[key]) == row[key]
     for key in ('vocab_size', 'epochs'):
       assert int(r[key]) == row[key]
     assert (r['point'], r['status'], r['workdir']) == (row['point'], row['status'],
                                                         row['workdir'])
   table = (tmp_path / 'sweep' / 'results.md').read_text().splitlines()
-  assert table[0].startswith('| point | hidden_size | valid_ppl | test_ppl |')
+  # --eval_splits=auto scored the tiny train split: the table reports it.
+  assert table[0].startswith('| point | hidden_size | train_ppl | valid_ppl | test_ppl |')
   assert [line.split(' | ')[1] for line in table[2:]] == ['4', '8']
   assert (tmp_path / 'sweep' / 'results.png').read_bytes().startswith(b'\x89PNG')
 
