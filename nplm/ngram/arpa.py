@@ -30,14 +30,18 @@ short of listing every (context, word) pair.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+
 import numpy as np
 
 from nplm.data.vocab import Vocabulary
 from nplm.files import atomic_file
-from nplm.ngram.kneser_ney import KneserNey
+from nplm.ngram.kneser_ney import BLOCK_ROWS, KneserNey
 from nplm.ngram.table import UNSEEN, NgramTable
+
+log = logging.getLogger(__name__)
 
 SENTENCE_MARKS = ('<s>', '</s>')
 NEVER = -99.0  # log10 p of a sentence mark the model never predicts (lmplz's <s>).
@@ -49,7 +53,7 @@ class NotWritableError(ValueError):
 
 def write_arpa(model: KneserNey, vocab: Vocabulary, path: str | os.PathLike) -> None:
   """The model (its ids naming the words of `vocab`) as an ARPA file at `path`, written
-  whole."""
+  whole, a progress line after each order."""
   if not isinstance(model, KneserNey):
     raise NotWritableError('only Kneser-Ney models have an exact ARPA form')
   words = list(vocab.words)
@@ -65,38 +69,49 @@ def write_arpa(model: KneserNey, vocab: Vocabulary, path: str | os.PathLike) -> 
     header = ['\\data\\'] + [f'ngram {k}={n}' for k, n in enumerate(counts, 1)]
     f.write('\n'.join(header) + '\n')
     for k in range(1, model.order + 1):
-      lines = _section(model, words, k)
-      if k == 1:
-        lines += [f'{NEVER:.8g}\t{mark}' + ('\t0' if model.order > 1 else '') for mark in marks]
       f.write(f'\n\\{k}-grams:\n')
-      f.writelines(line + '\n' for line in lines)
+      for lines in _section(model, words, k):
+        f.writelines(line + '\n' for line in lines)
+      if k == 1:
+        f.writelines(f'{NEVER:.8g}\t{mark}' + ('\t0' if model.order > 1 else '') + '\n'
+                     for mark in marks)
+      log.info('wrote the %d-grams of %s (%s lines; order %d of %d)', k,
+               os.path.basename(path), f'{counts[k - 1]:,}', k, model.order)
     f.write('\n\\end\\\n')
 
 
-def _section(model: KneserNey, words: list[str], k: int) -> list[str]:
-  """The lines of order k: log10 p, the words, and the backoff below the highest order."""
+def _section(model: KneserNey, words: list[str], k: int):
+  """The lines of order k, BLOCK_ROWS n-grams at a time: log10 p, the words, and the
+  backoff below the highest order."""
   table = model.table
-  if k == 1:  # Every vocabulary word, seen in training or not.
-    grams = np.arange(table.vocab_size, dtype=np.int64)[:, None]
-    ids = table.lookup(1, None, grams[:, 0])
-  else:
-    grams, ids = gram_words(table, k), np.arange(table.num_grams(k))
-  log10_p = model.log_prob_windows(grams) / math.log(10)
-  text = [' '.join(words[w] for w in gram) for gram in grams.tolist()]
-  if k == model.order:
-    return [f'{p:.8g}\t{t}' for p, t in zip(log10_p.tolist(), text)]
-  log10_bo = np.log10(backoff_weights(model, k, ids))
-  return [f'{p:.8g}\t{t}\t{b:.8g}' for p, t, b in zip(log10_p.tolist(), text, log10_bo.tolist())]
+  count = table.vocab_size if k == 1 else table.num_grams(k)
+  for start in range(0, count, BLOCK_ROWS):
+    block = np.arange(start, min(start + BLOCK_ROWS, count), dtype=np.int64)
+    if k == 1:  # Every vocabulary word, seen in training or not.
+      grams, ids = block[:, None], table.lookup(1, None, block)
+    else:
+      grams, ids = gram_words(table, k, block), block
+    log10_p = model.log_prob_windows(grams) / math.log(10)
+    text = [' '.join(words[w] for w in gram) for gram in grams.tolist()]
+    if k == model.order:
+      yield [f'{p:.8g}\t{t}' for p, t in zip(log10_p.tolist(), text)]
+    else:
+      log10_bo = np.log10(backoff_weights(model, k, ids))
+      yield [f'{p:.8g}\t{t}\t{b:.8g}'
+             for p, t, b in zip(log10_p.tolist(), text, log10_bo.tolist())]
 
 
-def gram_words(table: NgramTable, k: int) -> np.ndarray:
-  """[#k-grams, k] word ids of every k-gram of the table, in id order."""
-  words = table.keys[0][:, None]
-  for order in range(2, k + 1):
-    keys = table.keys[order - 1]
-    words = np.concatenate([words[keys // table.vocab_size], (keys % table.vocab_size)[:, None]],
-                           axis=1)
-  return words
+def gram_words(table: NgramTable, k: int, ids: np.ndarray | None = None) -> np.ndarray:
+  """[len(ids), k] word ids of the k-grams `ids` (default: every k-gram of the table, in id
+  order), read back through their prefixes."""
+  ids = np.arange(table.num_grams(k), dtype=np.int64) if ids is None else ids
+  columns = []
+  for order in range(k, 1, -1):
+    keys = table.keys[order - 1][ids]
+    columns.append(keys % table.vocab_size)
+    ids = keys // table.vocab_size
+  columns.append(table.keys[0][ids])
+  return np.stack(columns[::-1], axis=1)
 
 
 def backoff_weights(model: KneserNey, k: int, ids: np.ndarray) -> np.ndarray:

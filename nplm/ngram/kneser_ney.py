@@ -22,6 +22,7 @@ from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, stream_windows
 
 log = logging.getLogger(__name__)
 
+BLOCK_ROWS = 2 ** 16  # Windows scored together.
 # KenLM's --discount_fallback: used where a count-of-counts is zero (tiny corpora).
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 
@@ -81,10 +82,11 @@ class KneserNey:
 
   @classmethod
   def fit(cls, train_ids: np.ndarray, order: int, vocab_size: int,
-          boundary_id: int) -> KneserNey:
+          boundary_id: int, on_order=None) -> KneserNey:
+    """`on_order(k, grams)`: NgramTable.build's, after each order is counted."""
     if order < 1:
       raise ValueError(f'a Kneser-Ney model needs order >= 1, not {order}')
-    table = NgramTable.build(train_ids, order, vocab_size, boundary_id)
+    table = NgramTable.build(train_ids, order, vocab_size, boundary_id, on_order)
     adjusted = adjusted_counts(table)
     discounts, fallbacks = [], []
     for k, counts in enumerate(adjusted, start=1):
@@ -119,16 +121,19 @@ class KneserNey:
 
   def log_prob_windows(self, windows: np.ndarray) -> np.ndarray:
     """log p(w_t | context) for windows [B, k], k <= order (oldest word first, the target
-    last): the order-k distribution p_k, the model's own for k = order."""
+    last): the order-k distribution p_k, the model's own for k = order. Rows BLOCK_ROWS
+    at a time, each order's two spans at a time: memory for a few arrays of a block, at
+    any order (all spans of a split at once held order²/2 ids per token)."""
     windows = np.asarray(windows, np.int64)
     if windows.ndim != 2 or not 1 <= windows.shape[1] <= self.order:
       raise ValueError(f'windows must be [batch, 1 … {self.order}], not {windows.shape}')
-    spans = self.table.span_ids(windows)
+    if len(windows) > BLOCK_ROWS:
+      return np.concatenate([self.log_prob_windows(windows[start:start + BLOCK_ROWS])
+                             for start in range(0, len(windows), BLOCK_ROWS)])
     n = windows.shape[1]
     prob = np.full(len(windows), 1.0 / self.vocab_size)
     for k in range(1, n + 1):
-      gram = spans[n - k, n]
-      context = spans[n - k, n - 1] if k > 1 else np.zeros(len(windows), np.int64)
+      context, gram = self.table.span_ends(windows, n - k)
       count = np.where(gram != UNSEEN, self.adjusted[k - 1][np.maximum(gram, 0)], 0)
       seen_context = context != UNSEEN
       total = np.where(seen_context, self.totals[k - 1][np.maximum(context, 0)], 0)

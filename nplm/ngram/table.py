@@ -43,7 +43,10 @@ class NgramTable:
   counts: tuple[np.ndarray, ...]
 
   @classmethod
-  def build(cls, ids: np.ndarray, order: int, vocab_size: int, boundary_id: int) -> NgramTable:
+  def build(cls, ids: np.ndarray, order: int, vocab_size: int, boundary_id: int,
+            on_order=None) -> NgramTable:
+    """`on_order(k, grams)`, if given, after each order is counted: how many distinct
+    k-grams there are (it may stop the count by raising, before the next order's work)."""
     ids = np.asarray(ids, np.int64)
     if ids.size == 0:
       raise ValueError('cannot count n-grams of an empty training split')
@@ -66,6 +69,8 @@ class NgramTable:
       gram_ids[present] = inverse
       keys.append(k_keys)
       counts.append(np.bincount(gram_ids[real], minlength=len(k_keys)))
+      if on_order is not None:
+        on_order(k, len(k_keys))
     return cls(order, vocab_size, tuple(keys), tuple(counts))
 
   def num_grams(self, k: int) -> int:
@@ -101,6 +106,18 @@ class NgramTable:
         ids = self.lookup(end - start, ids, windows[:, end - 1])
         spans[start, end] = ids
     return spans
+
+  def span_ends(self, windows: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ids of windows[:, start:width-1] and windows[:, start:width] (the first all 0, the
+    empty context, where start is the last column): span_ids' two spans that end at the
+    target, in memory for two, not for all of them."""
+    windows = np.asarray(windows, np.int64)
+    width = windows.shape[1]
+    context, ids = np.zeros(len(windows), np.int64), None
+    for end in range(start + 1, width + 1):
+      context, ids = (ids if ids is not None else context,
+                      self.lookup(end - start, ids, windows[:, end - 1]))
+    return context, ids
 
   def context_counts(self, windows: np.ndarray, context_length: int) -> np.ndarray:
     """How often the last `context_length` context words were followed by a token in training."""

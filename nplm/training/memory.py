@@ -15,7 +15,9 @@ The estimate, in bytes per device:
   activations  of the train step and of the evaluation step, by the formula below
   needed = state + data + max(gradients + train-step activations, evaluation activations)
 On a CPU every device is host memory: K local devices need K times that, against the
-memory the host has available (MemAvailable; a cgroup's limit where lower). On an
+memory this process can have: the least of the host's MemAvailable, the address-space limit
+(`ulimit -v`) less what the process maps already, and a cgroup's limit less its use; the
+refusal names the one that bounds it. On an
 accelerator, one device's share against its memory_stats()['bytes_limit'].
 
 Activations, in 4-byte words (2 in a bfloat16 train step), for B = --batch_size and
@@ -50,6 +52,7 @@ count of a compiled step's temporaries (tests/test_resources.py): within a facto
 import dataclasses
 import math
 import os
+import resource
 from pathlib import Path
 
 import jax
@@ -251,25 +254,55 @@ def traced_host_bytes(config, lm) -> int:
   return 0
 
 
-def host_available_bytes() -> int:
-  """The memory this host can still give (MemAvailable), within a cgroup's limit."""
-  available = None
+def host_limits() -> dict[str, int]:
+  """What bounds this process's memory, by what the refusal calls it: the host's
+  MemAvailable; the address-space limit (`ulimit -v`, RLIMIT_AS) less what the process
+  already maps (VmSize), since JAX's own mappings count against it too; a cgroup's
+  memory.max less its memory.current. Only the bounds that are set."""
+  limits = {'this machine has': _mem_available()}
+  soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+  if soft != resource.RLIM_INFINITY:
+    limits['the address-space limit (ulimit -v) leaves'] = max(
+        0, soft - _status_bytes('/proc/self/status', 'VmSize:'))
+  cgroup = _cgroup_room(Path('/sys/fs/cgroup'))
+  if cgroup is not None:
+    limits["the cgroup's memory limit (memory.max) leaves"] = cgroup
+  return limits
+
+
+def _mem_available() -> int:
+  available = _status_bytes('/proc/meminfo', 'MemAvailable:')
+  return available or os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+
+
+def _status_bytes(path: str, key: str) -> int:
+  """A `key: N kB` line of a /proc file in bytes; 0 where it cannot be read."""
   try:
-    for line in Path('/proc/meminfo').read_text().splitlines():
-      if line.startswith('MemAvailable:'):
-        available = int(line.split()[1]) * 1024
+    for line in Path(path).read_text().splitlines():
+      if line.startswith(key):
+        return int(line.split()[1]) * 1024
   except (OSError, ValueError, IndexError):
     pass
-  if available is None:
-    available = os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+  return 0
+
+
+def _cgroup_room(cgroup: Path) -> int | None:
+  """memory.max - memory.current of a cgroup (v2), None where it sets no limit."""
   try:
-    limit = Path('/sys/fs/cgroup/memory.max').read_text().strip()
-    if limit != 'max':
-      used = int(Path('/sys/fs/cgroup/memory.current').read_text())
-      available = min(available, int(limit) - used)
+    limit = (cgroup / 'memory.max').read_text().strip()
+    if limit == 'max':
+      return None
+    return max(0, int(limit) - int((cgroup / 'memory.current').read_text()))
   except (OSError, ValueError):
-    pass
-  return available
+    return None
+
+
+def host_available() -> tuple[int, str]:
+  """(the least of host_limits, what bounds it: 'this machine has', 'the address-space
+  limit (ulimit -v) leaves', ...), for a message '... and {what} {size} available'."""
+  limits = host_limits()
+  bound = min(limits, key=limits.get)
+  return limits[bound], bound
 
 
 def available_memory() -> tuple[int, str, bool] | None:
@@ -277,7 +310,7 @@ def available_memory() -> tuple[int, str, bool] | None:
   None where an accelerator does not say."""
   device = jax.local_devices()[0]
   if device.platform == 'cpu':
-    return host_available_bytes(), 'this machine has', True
+    return (*host_available(), True)
   try:
     limit = (device.memory_stats() or {}).get('bytes_limit')
   except Exception:  # pylint: disable=broad-except

@@ -1,13 +1,17 @@
 """What a run is refused for before anything is built: models that cannot be trained as one
-program, and a training split shorter than one training example. (Whether it fits in memory:
-nplm.training.memory.)"""
+program, a training split shorter than one training example (and a warning for a batch larger
+than an epoch). (Whether it fits in memory: nplm.training.memory.)"""
 
+import logging
 import os
 
 from nplm import models, paths
+from nplm.data import batching
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.display import counted
 from nplm.training.families import feed_of
+
+log = logging.getLogger('nplm.trainer')
 
 
 def check_together(configs: list[Config]) -> list[Config]:
@@ -34,13 +38,43 @@ def check_together(configs: list[Config]) -> list[Config]:
 
 
 def check_corpus(config: Config, lm, split_sizes: dict) -> None:
-  """ConfigError for a training split shorter than one training example: a window of
-  --order tokens, word2vec's 2c+1 around a word, a BPTT segment of --bptt_length. (A batch
-  larger than the split is fine: it is padded and masked.)"""
+  """ConfigError for a training split shorter than one training example (a window of
+  --order tokens, word2vec's 2c+1 around a word, a BPTT segment of --bptt_length). A
+  --batch_size larger than an epoch's examples is said in a warning: its one update a step
+  holds the whole epoch and the rest padding (a tiny corpus under a recipe's batch trains,
+  and memory.require_fit has refused what cannot fit)."""
   flag, span, what = feed_of(lm.model).example_span(config)
   value = getattr(config, flag[2:])
   train = split_sizes['train']
+  dataset = f'--dataset={paths.shown_dataset(config.dataset)}'
   if train < span:
-    raise ConfigError(f'{flag}={value} {what}, and the train split of --dataset='
-                      f'{paths.shown_dataset(config.dataset)} has {counted(train, "token")}: '
-                      f'lower {flag} or train on a larger corpus')
+    raise ConfigError(f'{flag}={value} {what}, and the train split of {dataset} has '
+                      f'{counted(train, "token")}: lower {flag} or train on a larger corpus')
+  epoch = epoch_examples(config, lm, train)
+  if epoch is not None and epoch[1] > epoch[2]:
+    batch, held, examples, noun, largest = epoch
+    log.warning('%s is more than the %s of an epoch on the train split of %s: each epoch is '
+                'one update, %.0f%% of it padding, computed and held for nothing; the largest '
+                'useful --batch_size is %s', batch, counted(examples, noun), dataset,
+                100 * (held - examples) / held, f'{largest:,}')
+
+
+def epoch_examples(config: Config, lm, train: int) -> tuple[str, int, int, str, int] | None:
+  """(the batch as said, what it holds, what an epoch holds, of what, the largest useful
+  --batch_size), in what --batch_size counts in the model's family (Config's help): n-gram
+  windows (the Transformer's, one every n-1 positions), word2vec's positions (before
+  subsampling), recurrent models' B streams of --bptt_length words. None for another
+  family's feed, which this does not know."""
+  family, batch = lm.model.family, config.batch_size
+  if family == 'streams':
+    length = config.bptt_length
+    return (f'--batch_size={batch:,} streams × --bptt_length={length:,} = '
+            f'{counted(batch * length, "word")}', batch * length, train, 'word',
+            train // length)
+  if family == 'word2vec':
+    return f'--batch_size={batch:,} positions', batch, train, 'position', train
+  if family == 'windows':
+    stride = config.order - 1 if lm.trains_every_position else 1
+    windows = batching.strided_count(train, stride)
+    return f'--batch_size={batch:,} windows', batch, windows, 'window', windows
+  return None

@@ -28,6 +28,8 @@ Evaluation scores every token of a split with the full window c and no subsampli
 model's own exact prediction (`token_log_probs`): not a language model's perplexity.
 """
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +44,17 @@ from nplm.training import optimizer, word2vec_update
 from nplm.training.feed import Feed
 
 _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the stream.
+# A chunk's examples read the tables as the chunk found them and their updates are summed,
+# which stays near word2vec's one-after-another updates while each row is read by few of
+# them. Where one word is a large share of the kept stream (a small vocabulary; a text of one
+# repeated line) a chunk of 128 skip-gram positions reads its rows ~85 times: their summed
+# step is ~85 steps taken from one reading, it overshoots, and the vectors grow until they
+# are not finite. A chunk is cut so that its examples hold the most frequent kept word at
+# most this many times on average: no change where a word is under ~4% of the kept stream
+# (Brown's most frequent kept word: ~1%).
+MAX_READS_OF_ONE_WORD = 32
+
+log = logging.getLogger(__name__)
 
 
 def keep_probabilities(counts: np.ndarray, subsample: float) -> np.ndarray:
@@ -83,6 +96,16 @@ class Subsampler:
     keep = np.empty(len(self.ids), bool)
     keep[order] = crossed
     return keep
+
+
+def bounded_chunk(chunk: int, positions: int, examples_per_position: float,
+                  busiest_share: float) -> int:
+  """The largest divisor of `positions` (a device's batch), at most `chunk`, whose examples
+  hold the most frequent kept word (`busiest_share` of the kept tokens) at most
+  MAX_READS_OF_ONE_WORD times on average; at least 1."""
+  bound = MAX_READS_OF_ONE_WORD / max(examples_per_position * busiest_share, 1e-12)
+  limit = max(1, min(chunk, positions, int(bound)))
+  return next(size for size in range(limit, 0, -1) if positions % size == 0)
 
 
 def padded_stream(ids: np.ndarray, window: int, length: int) -> np.ndarray:
@@ -148,7 +171,24 @@ class Word2VecFeed(Feed):
       raise ConfigError(f'--chunk_positions={self.config.chunk_positions} must divide the '
                         f'{per_device} positions of --batch_size each device takes')
     self.subsampler = Subsampler(ids, self.config.subsample)
+    self.chunk = self.chunk_for(per_device)
     return batching.num_batches(self.subsampler.max_kept, self.config.batch_size)
+
+  def chunk_for(self, per_device: int) -> int:
+    """The positions a device updates together: --chunk_positions (at most its batch), cut
+    where a chunk would read one word's rows too often (MAX_READS_OF_ONE_WORD)."""
+    config, subsampler = self.config, self.subsampler
+    chunk = min(chunk_positions(config), per_device)
+    kept = np.bincount(subsampler.ids) * subsampler.keep  # Expected kept tokens per word.
+    share = float(kept.max() / kept.sum())
+    # Skip-gram's examples are its pairs: c + 1 a position on average (radius 1 … c).
+    examples = config.window + 1 if config.model == 'skipgram' else 1
+    bounded = bounded_chunk(chunk, per_device, examples, share)
+    if bounded < chunk:
+      log.info('updating %d positions at a time, not --chunk_positions=%d: one word is %.0f%% '
+               'of the kept tokens, and a chunk reading its rows more than %d times at once '
+               'can diverge', bounded, chunk, 100 * share, MAX_READS_OF_ONE_WORD)
+    return bounded
 
   def epoch_stream(self, epoch: int):
     """(the epoch's subsampled stream, padded to a fixed length; its shuffled positions)."""
@@ -220,7 +260,7 @@ class Word2VecFeed(Feed):
     with its B/N positions, chunk after chunk, and the devices' changes are summed at the
     end of the step: as N of word2vec's threads, each seeing the others' updates of a step
     at its end."""
-    model, chunk = self.config.model, chunk_positions(self.config)
+    model, chunk = self.config.model, self.chunk
     devices = self.mesh.shape['data']
     if devices == 1:
       *tables, loss, examples = word2vec_update.chunked_step(
