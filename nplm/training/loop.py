@@ -355,9 +355,9 @@ class Loop:
     config, corpus, runs = self.config, self.corpus, self.runs.all
     tokens = ', '.join(f'{name} {len(ids):,}' for name, ids in corpus.splits.items())
     mesh = ','.join(f'{axis}:{size}' for axis, size in self.mesh.shape.items())
-    workdirs = (f'workdir {runs[0].workdir}' if len(runs) == 1
+    workdirs = (f'workdir {paths.shown(runs[0].workdir)}' if len(runs) == 1
                 else f'{len(runs)} models trained together, workdirs '
-                     f'{runs[0].workdir} … {runs[-1].workdir}')
+                     f'{paths.shown(runs[0].workdir)} … {paths.shown(runs[-1].workdir)}')
     state = (f'resumed at step {self.step}' if self.step else 'new')
     return (f'{config.dataset} ({token_kind(config)}): |V| = {corpus.vocab.size:,}, tokens '
             f'{tokens} · model {models.model_class(config.model).describe(config)} · head '
