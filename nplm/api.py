@@ -4,6 +4,7 @@
   summary = nplm.train(['--flagfile=mlp1', '--workdir=runs/mlp1', '--epochs=1'])
   model = nplm.load('runs/mlp1')
   model.perplexity('The jury said it did not know .')
+  model.score('The jury said it did not know .').log_prob   # A list of sentences: a list.
   model.rank(['about 15 minutes from', 'about 15 minuets from'])[0].text
   model.predict('the jury said', k=5)
 
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from nplm import display, flagfiles
@@ -45,6 +47,7 @@ def _configs(given) -> Config | list[Config]:
   if isinstance(given, Config):
     return given
   if isinstance(given, dict):
+    refuse_unknown(given, Config, 'setting', '`nplm train --help` lists the settings')
     return Config(**given)
   if isinstance(given, str):
     given = given.split()
@@ -55,6 +58,19 @@ def _configs(given) -> Config | list[Config]:
     raise ConfigError('nplm.train takes a Config, a list of Configs, a dict of knobs or '
                       "flags such as ['--flagfile=mlp9', '--workdir=runs/mlp9']")
   return flagfiles.config_from_flags(given)
+
+
+def refuse_unknown(given: dict, fields_of, what: str, listed_in: str = '') -> None:
+  """A ConfigError naming the first key of `given` that is no field of the dataclass
+  `fields_of`, with the nearest field: a typo in a dict or a keyword argument is then a
+  one-line user error, as a mistyped flag is, not Python's bare TypeError."""
+  known = [field.name for field in dataclasses.fields(fields_of)]
+  for key in given:
+    if key not in known:
+      close = difflib.get_close_matches(str(key), known, n=1)
+      guess = (f"; did you mean '{close[0]}'?" if close
+               else f' ({listed_in or "known: " + ", ".join(known)})')
+      raise ConfigError(f'unknown {what} {key!r}{guess}')
 
 
 @contextlib.contextmanager
@@ -93,10 +109,20 @@ class Model:
   def vocab(self):
     return self.read.vocab
 
-  def perplexity(self, text_or_path: str | os.PathLike) -> float:
+  def perplexity(self, text_or_path: str | os.PathLike | Sequence[str | os.PathLike]
+                 ) -> float | list[float]:
     """The exact perplexity of a text (a string: one sentence per line) or of a text file
     (a Path, or a string naming an existing file), tokenized as the model's dataset was,
-    every token once (`nplm evaluate --text_file`)."""
+    every token once (`nplm evaluate --text_file`). One text or file gives one number; a
+    list of them, a list of numbers, each text's own."""
+    if isinstance(text_or_path, (list, tuple)):  # Not a str, nor a Path.
+      return [self._perplexity(one) for one in text_or_path]
+    return self._perplexity(text_or_path)
+
+  def _perplexity(self, text_or_path: str | os.PathLike) -> float:
+    if not isinstance(text_or_path, (str, os.PathLike)):
+      raise ConfigError('perplexity takes a text, a path, or a list of them, not '
+                        f'{type(text_or_path).__name__}')
     path = Path(text_or_path) if isinstance(text_or_path, os.PathLike) else None
     if path is None and '\n' not in text_or_path and os.path.isfile(text_or_path):
       path = Path(text_or_path)
@@ -106,23 +132,35 @@ class Model:
       raise ConfigError(f'{path or "the text"} is empty: no text to score')
     return evaluation.evaluate(self.read, types, splits)['file']['ppl']
 
-  def score(self, sentences_: str | Sequence[str]) -> list[sentences.SentenceScore]:
-    """Each sentence's log-probability, token by token (`nplm score`)."""
-    return sentences.score_sentences(self.read, _listed(sentences_))
+  def score(self, sentences_: str | Sequence[str]
+            ) -> sentences.SentenceScore | list[sentences.SentenceScore]:
+    """A sentence's log-probability, token by token (`nplm score`): one sentence (a string)
+    gives its SentenceScore, a list of sentences a list of them, in order."""
+    scores = sentences.score_sentences(self.read, _listed(sentences_))
+    return scores[0] if isinstance(sentences_, str) else scores
 
   def rank(self, sentences_: Sequence[str]) -> list[sentences.SentenceScore]:
-    """The sentences' scores, the most probable first (`nplm rank`)."""
+    """The sentences' scores, the most probable first (`nplm rank`): a list of alternative
+    sentences in, a list out. One string ranks nothing (a ConfigError): score it instead."""
+    if isinstance(sentences_, str):
+      raise ConfigError('rank orders alternatives: give a list of sentences, not one string '
+                        '(model.score gives the score of one)')
     return sentences.rank_sentences(self.read, _listed(sentences_))
 
-  def predict(self, prefix: str = '', k: int = 10) -> list[prediction.Prediction]:
+  def predict(self, prefix: str | Sequence[str] = '', k: int = 10
+              ) -> list[prediction.Prediction] | list[list[prediction.Prediction]]:
     """The k most probable next tokens after `prefix`, with exact probabilities
-    (`nplm predict`)."""
-    return prediction.predict(self.read, prefix, k)
+    (`nplm predict`): a list of k Predictions for one prefix (a string), a list of such
+    lists for a list of prefixes."""
+    if isinstance(prefix, str):
+      return prediction.predict(self.read, prefix, k)
+    return [prediction.predict(self.read, one, k) for one in _listed(prefix)]
 
   def generate(self, prompt: str = '', seed: int = 0, **sampling) -> str | list[str]:
     """Text continuing `prompt` (`nplm generate`); `sampling`: the fields of
     nplm.use.generation.Sampling (length, sentences, temperature, top_k, top_p, no_unk,
     samples). One text, or a list when samples > 1."""
+    refuse_unknown(sampling, generation.Sampling, 'sampling setting')
     texts = generation.generate_text(self.read, prompt, generation.Sampling(**sampling), seed)
     return texts[0] if len(texts) == 1 else texts
 
@@ -132,4 +170,12 @@ class Model:
 
 
 def _listed(sentences_: str | Sequence[str]) -> list[str]:
-  return [sentences_] if isinstance(sentences_, str) else list(sentences_)
+  """One string as a list of one; a list of strings as it is; anything else a ConfigError
+  (a bare TypeError deep in the tokenizer would not say what was wrong)."""
+  if isinstance(sentences_, str):
+    return [sentences_]
+  listed = list(sentences_) if isinstance(sentences_, Iterable) else None
+  if listed is None or not all(isinstance(s, str) for s in listed):
+    raise ConfigError('give a string, or a list of strings, not '
+                      f'{type(sentences_).__name__}')
+  return listed

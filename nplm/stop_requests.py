@@ -75,9 +75,10 @@ class _Interrupting:
       raise self.interrupted()
 
   def interrupted(self) -> Interrupted:
+    unfinished = (' (an unfinished preparation is never used)'
+                  if self.what.startswith('preparing') else '')
     return Interrupted(f'Interrupted ({signal.Signals(self.signum).name}) while {self.what}; '
-                       'rerun the same command to start it again (an unfinished preparation '
-                       'is never used).')
+                       f'rerun the same command to start it again{unfinished}.')
 
 
 _interrupting: list[_Interrupting] = []  # The active `interrupting` contexts, innermost last.

@@ -4,6 +4,7 @@ curve per run in the figure, and the program from another directory with relativ
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -198,3 +199,51 @@ def test_the_program_from_another_directory_with_relative_paths(base):
     code, stdout, stderr = nplm(*args, cwd=elsewhere)
     assert code == 2 and stdout == '' and stderr.startswith('error: '), stderr
     assert phrase in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+@pytest.fixture(scope='module')
+def stopped(base):
+  """runs/stopped: a's settings stopped by --max_steps=3, before its first validation;
+  runs/chars: a character model of a's text."""
+  with contextlib.chdir(base):
+    trainer.run(Config(workdir='runs/stopped', epochs=2, max_steps=3, **TINY).resolved())
+    trainer.run(Config(workdir='runs/chars', epochs=1, tokens='chars', **TINY).resolved())
+  return base
+
+
+def test_a_run_stopped_before_its_first_validation_is_a_marked_row_and_a_star(stopped):
+  rows = rows_of(stopped, 'a', 'stopped', 'kn3')
+  recorded = summary(stopped, 'stopped')
+  assert recorded['status'] == 'max_steps' and recorded['valid_ppl_history'] == []
+  row = rows[1]
+  assert row['ppl'] == {split: recorded[f'{split}_ppl'] for split in ('train', 'valid', 'test')}
+  assert row['status'] == 'max_steps' and not row['valid_curve']
+  lines = comparison.table(comparison.report(rows)['runs'])
+  assert lines[0].split()[-1] == 'ended'
+  ended = {line.split()[0]: line.split('  ')[-1].strip() for line in lines[2:]}
+  assert ended == {'runs/a': 'epochs', 'runs/stopped': '--max_steps at 3 (no validation)',
+                   'runs/kn3': '-'}
+  (axes,) = comparison.figure(rows).axes
+  curves = {line.get_label(): line for line in axes.get_lines()}
+  (label,) = [name for name in curves if name.startswith('runs/stopped')]
+  assert '--max_steps at 3 (no validation)' in label  # A point, not an n-gram's level line.
+  assert list(curves[label].get_xdata()) == [0] and \
+      list(curves[label].get_ydata()) == [recorded['valid_ppl']]
+  stars = sorted(tuple(point) for collection in axes.collections
+                 for point in collection.get_offsets())
+  a = summary(stopped, 'a')
+  assert stars == sorted([(a['best_epoch'], a['valid_ppl']), (0, recorded['valid_ppl'])])
+
+
+def test_a_character_runs_final_perplexity_and_bits_are_in_the_table_and_figure(stopped):
+  rows = rows_of(stopped, 'chars', 'a')
+  recorded = summary(stopped, 'chars')
+  header, _, chars, _ = comparison.table(comparison.report(rows)['runs'])
+  columns = dict(zip(re.split(r'\s{2,}', header), re.split(r'\s{2,}', chars)))
+  assert columns['valid ppl'] == f'{recorded["valid_ppl"]:,.2f}'
+  assert columns['test ppl'] == f'{recorded["test_ppl"]:,.2f}'
+  assert columns['valid bpc'] == f'{recorded["bpc"]["valid"]:.4f}'
+  assert columns['test bpc'] == f'{recorded["bpc"]["test"]:.4f}'
+  (axes,) = comparison.figure(rows).axes
+  stars = [tuple(point) for collection in axes.collections for point in collection.get_offsets()]
+  assert (recorded['best_epoch'], recorded['valid_ppl']) in stars

@@ -1,5 +1,6 @@
 """`nplm <command> [flags]` (or `python -m nplm.cli`): every program by name."""
 
+import difflib
 import importlib
 import sys
 
@@ -22,6 +23,7 @@ COMMANDS = {
     'export': 'A dataset\'s token streams as text files.',
     'sweep': 'A named sweep over a recipe: one run per point, a results table and plot.',
     'table1': 'Table 1 of Bengio et al. (2003) on identical tokens, beside the paper.',
+    'clean': "Prepared datasets' and a workdir's checkpoints' sizes; remove the unneeded.",
 }
 _VERSION_FLAGS = ('--version', '-V')
 
@@ -31,6 +33,14 @@ def usage() -> str:
            '       nplm --version', '']
   lines += [f'  {name:11} {text}' for name, text in COMMANDS.items()]
   return '\n'.join(lines)
+
+
+def unknown_command(command: str) -> str:
+  """One line for a mistyped command, with the nearest one (difflib's close match): the
+  whole usage after it would bury the line that says what went wrong."""
+  close = difflib.get_close_matches(command, COMMANDS, n=1)
+  guess = f"; did you mean '{close[0]}'?" if close else ''
+  return f'unknown command {command!r}{guess} (nplm --help lists the commands)'
 
 
 def main() -> None:
@@ -46,7 +56,7 @@ def _main() -> None:
     sys.exit(0 if len(sys.argv) >= 2 else 2)
   command = sys.argv[1]
   if command not in COMMANDS:
-    print(f'error: unknown command {command!r}\n\n{usage()}', file=sys.stderr)
+    print(f'error: {unknown_command(command)}', file=sys.stderr)
     sys.exit(2)
   module = importlib.import_module(f'nplm.cli.{command}')
   module.run_program([f'nplm {command}', *sys.argv[2:]])

@@ -5,20 +5,24 @@ r"""Text sampled from a trained model, token by token from its exact distributio
   python -m experiments.generate --workdir=runs/kn5 --temperature=0   # greedy
 
 Each sample continues the prompt (read after the start-of-split context, as scoring reads a
-split) for --length tokens, across sentence and text ends, or until its --sentences-th
-sentence end when that comes first (nplm.use.generation says what ends a sentence). The
-prompt and the sample print as text, as the model's tokenizer writes it, one line per
-sentence. Temperature, then top-k, then top-p reshape each draw, as in Hugging Face's
-generate; --temperature=0 is greedy. The same --seed gives the same text.
+split) for --length tokens, across sentence and text ends, or until the end of its
+--sentences-th sentence when that comes first. The prompt and the sample print as text, as
+the model's tokenizer writes it, a line per line (or paragraph) of the dataset, as they are
+drawn: a line at its end, a long one in pieces, so that any --length prints as it goes and
+holds no more than a line's last tokens; Ctrl-C or SIGTERM stops it at once (status 75).
+Several --samples print one after the other, each as it would be drawn beside the others.
+Control characters print escaped, as nplm score prints them. Temperature, then top-k, then
+top-p reshape each draw, as in Hugging Face's generate; --temperature=0 is greedy. The same
+--seed gives the same text.
 """
 
 import sys
-from collections.abc import Sequence
 
 from absl import flags
 
 from nplm import cli
-from nplm.use.generation import Sampling, generate_text
+from nplm.cli.score import printable
+from nplm.use.generation import Sampling, text_pieces
 from nplm.use.prediction import read_prompt, unknown_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
@@ -26,11 +30,27 @@ from nplm.stop_requests import Interrupted, interrupting
 FLAGS = flags.FLAGS
 
 
-def report(texts: Sequence[str]) -> str:
-  """Each sample, headed by its number when there are several."""
-  if len(texts) == 1:
-    return texts[0]
-  return '\n'.join(f'--- sample {number} ---\n{text}' for number, text in enumerate(texts, 1))
+_line_open = False  # Whether what was written last ends amid a line.
+
+
+def write(text: str) -> None:
+  """Text on stdout at once (a pipe, a file or a terminal alike), control characters
+  escaped but the line breaks kept."""
+  global _line_open
+  sys.stdout.write('\n'.join(printable(line) for line in text.split('\n')))
+  sys.stdout.flush()
+  _line_open = not text.endswith('\n') if text else _line_open
+
+
+def write_samples(model, sampling: Sampling) -> None:
+  """Each sample as it is drawn, headed by its number when there are several, each ending
+  its last line."""
+  for sample in range(sampling.samples):
+    if sampling.samples > 1:
+      write(f'--- sample {sample + 1} ---\n')
+    for piece in text_pieces(model, FLAGS.prompt, sampling, FLAGS.seed, sample):
+      write(piece)
+    write('\n')
 
 
 def main(argv):
@@ -45,21 +65,27 @@ def main(argv):
       model.require_language_model()
       note = unknown_note(read_prompt(model, FLAGS.prompt))
       if note:
-        print(f'warning: {note}', file=sys.stderr)
-      texts = generate_text(model, FLAGS.prompt, sampling, FLAGS.seed)
+        print(f'warning: {printable(note)}', file=sys.stderr)
+      write_samples(model, sampling)
   except Interrupted as stop:
+    if _line_open:
+      write('\n')  # The line cut short ends before the message.
     cli.stop_interrupted(str(stop))
+  except BrokenPipeError:
+    raise  # A reader that stopped reading (`| head`): the dispatcher exits quietly.
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  print(report(texts))
 
 
 def run_program(argv=None) -> None:
   flags.DEFINE_string('workdir', None, 'Workdir of a trained run (nplm train or nplm ngram).')
   flags.DEFINE_integer('length', 50, 'Tokens to draw per sample (fewer if --sentences ends it '
                        'first).')
-  flags.DEFINE_integer('sentences', 0, 'Stop a sample after this many sentence ends (<eos>; '
-                       'Brown: </p>); 0 = --length alone decides.')
+  flags.DEFINE_integer('sentences', 0, 'Stop a sample after this many sentences, counted as '
+                       "a reader counts them: a sentence ends at '.', '!' or '?' (closing "
+                       'quotes and brackets included) followed by a space or a line end, and '
+                       'at the dataset\'s sentence end (<eos>; Brown: the paragraph\'s </p>); '
+                       '0 = --length alone decides.')
   flags.DEFINE_float('temperature', 1.0, 'T: draw from p(w)^(1/T) renormalized; 1 = the '
                      'model, smaller = surer, larger = flatter, 0 = greedy (the most probable).')
   flags.DEFINE_integer('top_k', 0, 'Draw from the k most probable tokens only; 0 = all.')

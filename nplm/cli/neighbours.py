@@ -2,11 +2,13 @@ r"""The words whose learned feature vectors C(w) lie nearest to some words, anal
 2-D picture.
 
   nplm neighbours --workdir=runs/mlp9 --words=dog,cat,the --k=10
+  nplm neighbours --workdir=runs/mlp9 lincoln war
   nplm neighbours --workdir=runs/cbow --analogy='king,man,woman;Paris,France,Italy'
   python -m experiments.neighbours --workdir=runs/mlp9 --words=Monday,he --plot=/tmp/c.png
 
-Per word: its k nearest words by cosine similarity of C, the word itself first
-(nplm.use.neighbours).
+Per word (the arguments and --words): its k nearest words by cosine similarity of C, the
+word itself first (nplm.use.neighbours). A word is read as the model reads typed text: a
+--lowercase model's query 'Paris' is 'paris', shown as `paris (typed Paris)`.
 Per --analogy=A,B,C (several: separated by ';' or the flag repeated): the k words nearest to
 A - B + C (king - man + woman ≈ queen), the three excluded, as gensim's most_similar answers.
 A word outside the vocabulary is skipped with a note on stderr; only when nothing is left to
@@ -19,8 +21,10 @@ import sys
 from absl import flags
 
 from nplm import cli
+from nplm.cli.score import printable
 from nplm.errors import ConfigError
-from nplm.use.neighbours import analogy, feature_vectors, known_and_unknown, nearest, plot_words
+from nplm.use.neighbours import (analogy, as_read, feature_vectors, known_and_unknown,
+                                 nearest, plot_words)
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -45,20 +49,33 @@ def shown_analogy(triple: tuple[str, str, str]) -> str:
   return f'{triple[0]} - {triple[1]} + {triple[2]}'
 
 
-def answered(vocab, vectors, words: list[str], triples: list, k: int) -> tuple[dict, list[str]]:
+def shown_query(read: str, typed: str) -> str:
+  """A query as the model read it, and as typed where that differs."""
+  return read if read == typed else f'{read} (typed {typed})'
+
+
+def answered(trained, vectors, words: list[str], triples: list, k: int
+             ) -> tuple[dict, list[str]]:
   """{query: its ranked (word, similarity) list} for the words and analogies the vocabulary
-  holds, and a note per word or analogy skipped; an error when none is left."""
-  known, unknown = known_and_unknown(vocab, words)
+  holds, each word read as the model reads typed text, and a note per word or analogy
+  skipped; an error when none is left."""
+  vocab = trained.vocab
+  read = {word: as_read(trained, word) for word in [*words, *(w for t in triples for w in t)]}
+  unknown = [word for word in words if not known_and_unknown(vocab, [read[word]])[0]]
   notes = [f'not in the vocabulary, skipped: {", ".join(unknown)}'] if unknown else []
-  lists = {word: nearest(vectors, vocab, word, k) for word in known}
-  for triple in triples:
-    missing = known_and_unknown(vocab, triple)[1]
+  lists = {shown_query(read[word], word): nearest(vectors, vocab, read[word], k)
+           for word in dict.fromkeys(words) if word not in unknown}
+  for typed in triples:
+    triple = tuple(read[word] for word in typed)
+    missing = [word for word, as_known in zip(typed, triple)
+               if not known_and_unknown(vocab, [as_known])[0]]
     if missing:
-      notes.append(f'not in the vocabulary, skipped {shown_analogy(triple)}: '
+      notes.append(f'not in the vocabulary, skipped {shown_analogy(typed)}: '
                    f'{", ".join(missing)}')
       unknown += missing
     else:
-      lists[shown_analogy(triple)] = analogy(vectors, vocab, *triple, k)
+      query = shown_query(shown_analogy(triple), shown_analogy(typed))
+      lists[query] = analogy(vectors, vocab, *triple, k)
   if not lists:
     raise ConfigError(f'not in the vocabulary (|V| = {vocab.size:,}): '
                       f'{", ".join(dict.fromkeys(unknown))}; nothing to show')
@@ -66,20 +83,21 @@ def answered(vocab, vectors, words: list[str], triples: list, k: int) -> tuple[d
 
 
 def main(argv):
-  cli.refuse_arguments(argv)
   cli.show_progress_lines()
   try:
+    words = [*argv[1:], *FLAGS.words]  # `nplm neighbours lincoln war` as --words=lincoln,war
     triples = analogies_of(FLAGS.analogy)
-    if not FLAGS.words and not triples:
-      raise ConfigError('--words and --analogy name nothing; give --words=dog,cat or '
-                        '--analogy=king,man,woman')
+    if not words and not triples:
+      raise ConfigError('no words given; name them (nplm neighbours --workdir=W dog cat, or '
+                        '--words=dog,cat) or --analogy=king,man,woman')
     with interrupting(f'reading {FLAGS.workdir}'):
       trained = load_trained(FLAGS.workdir)
       vectors = feature_vectors(trained)
-      lists, notes = answered(trained.vocab, vectors, FLAGS.words, triples, FLAGS.k)
+      lists, notes = answered(trained, vectors, words, triples, FLAGS.k)
       if FLAGS.plot:
-        queries = [word for word in FLAGS.words if word in lists]
-        chosen = FLAGS.plot_words or [w for near in lists.values() for w, _ in near]
+        queries = known_and_unknown(trained.vocab, [as_read(trained, w) for w in words])[0]
+        chosen = ([as_read(trained, word) for word in FLAGS.plot_words]
+                  or [w for near in lists.values() for w, _ in near])
         plotted, unplotted = known_and_unknown(trained.vocab, list(dict.fromkeys(chosen)))
         if unplotted:
           notes.append(f'not in the vocabulary, not plotted: {", ".join(unplotted)}')
@@ -89,10 +107,10 @@ def main(argv):
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
   for note in notes:
-    print(note, file=sys.stderr)
+    print(printable(note), file=sys.stderr)
   for query, near in lists.items():
-    print(query)
-    print('\n'.join(f'  {rank:3d}  {w:20} {similarity:7.4f}'
+    print(printable(query))
+    print('\n'.join(f'  {rank:3d}  {printable(w):20} {similarity:7.4f}'
                     for rank, (w, similarity) in enumerate(near, 1)))
   if FLAGS.plot:
     print(f'plot: {FLAGS.plot}')

@@ -8,7 +8,8 @@ Per prefix (each argument, or each line of --file or stdin): the --k most probab
 per line, with p and ln p, from the model's exact distribution over its whole vocabulary
 (nplm.use.prediction). The prefix is tokenized as the model's dataset was and read after the
 start-of-split context; an empty one asks for the first token of a text. Tokens outside the
-vocabulary are read as <unk> (named on stderr).
+vocabulary are read as <unk> (named on stderr). Control characters print escaped, as nplm
+score prints them.
 """
 
 import json
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
-from nplm.cli.score import define_input_flags, sentences_of
+from nplm.cli.score import define_input_flags, printable, sentences_of
 from nplm.errors import ConfigError
 from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
 from nplm.use.trained import load_trained
@@ -28,7 +29,7 @@ FLAGS = flags.FLAGS
 
 
 def _label(token: str) -> str:
-  return '␣' if token == ' ' else token  # A character model's space, visible.
+  return '␣' if token == ' ' else printable(token)  # A character model's space, visible.
 
 
 def report(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]) -> str:
@@ -36,7 +37,7 @@ def report(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]])
   blocks = []
   for prefix, best in zip(prefixes, predictions):
     width = max(12, *(len(_label(p.token)) for p in best))
-    lines = [prefix if prefix else '(the start of a text)']
+    lines = [printable(prefix) if prefix else '(the start of a text)']
     lines += [f'  {_label(p.token):{width}} {p.probability:8.5f} {p.log_prob:9.4f}'
               for p in best]
     blocks.append('\n'.join(lines))
@@ -62,7 +63,7 @@ def main(argv):
         prompt = read_prompt(model, prefix)
         note = unknown_note(prompt)
         if note:
-          print(f'warning: {note}', file=sys.stderr)
+          print(f'warning: {printable(note)}', file=sys.stderr)
         predictions.append(top_tokens(model, next_log_probs(model, prompt), FLAGS.k))
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))

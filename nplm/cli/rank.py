@@ -7,7 +7,8 @@ The use of a language model in spelling correction and speech recognition: of th
 a channel could have produced, the model prefers the most probable. Prints them the most
 probable first, each with ln p of the whole sentence (nplm score's number) and its
 difference to the best (ln of the likelihood ratio: -2.3 is ten times less probable).
-Sentences come as for nplm score: arguments, --file or stdin.
+Sentences come as for nplm score: arguments, --file or stdin; control characters in them
+print escaped, as nplm score prints them.
 """
 
 import json
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from absl import flags
 
 from nplm import cli
-from nplm.cli.score import define_input_flags, sentences_of
+from nplm.cli.score import define_input_flags, printable, sentences_of
 from nplm.errors import ConfigError
 from nplm.use.sentences import SentenceScore, rank_sentences
 from nplm.use.trained import load_trained
@@ -33,7 +34,7 @@ def report_lines(ranked: Sequence[SentenceScore], as_json: bool = False) -> Iter
                         'difference': score.log_prob - best}, ensure_ascii=False)
     else:
       yield (f'{rank:3d}  ln {score.log_prob:9.2f}  diff {score.log_prob - best:8.2f}  '
-             f'oov {score.num_oovs:2d}  {score.text}')
+             f'oov {score.num_oovs:2d}  {printable(score.text)}')
 
 
 def unknown_words_note(ranked: Sequence[SentenceScore]) -> str | None:

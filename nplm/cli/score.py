@@ -10,12 +10,15 @@ is read and scored a batch at a time. Per sentence: ln p and log10 p of the whol
 (its end too where the dataset ends sentences with a token, `<eos>`), its tokens, how many
 of them fell outside the vocabulary (read as `<unk>`), and the per-token perplexity
 exp(-ln p / tokens). --details adds each token's ln p; --json prints one JSON object per
-sentence (JSON Lines). Each sentence starts as a split does and is tokenized as the model's
+sentence (JSON Lines). Control characters in the text (an ANSI escape's ESC, a carriage
+return, a tab) print escaped as in a Python string (\x1b, \r, \t): what is scored is the
+text as given. Each sentence starts as a split does and is tokenized as the model's
 dataset was (nplm.use.sentences).
 """
 
 import json
 import sys
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
 from absl import flags
@@ -86,17 +89,36 @@ def _lines(stream, name: str, units: str) -> Iterator[str]:
                       f'{units}, one per line')
 
 
+# Characters that change text around them rather than show: bidirectional overrides and
+# isolates reorder what a terminal draws (controls, line and paragraph separators by category).
+_BIDI_CONTROLS = frozenset('\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e'
+                           '\u2066\u2067\u2068\u2069')
+
+
+def printable(text: str) -> str:
+  """Text as it may be shown on a terminal: each control character (ESC of an ANSI escape,
+  a carriage return, a tab, a bidirectional override) written as a Python string escapes it
+  (\\x1b, \\r, \\t, \\u202e), so that a sentence read from a file can neither restyle
+  nor rewrite the screen, and shows what it holds. Other text is shown as it is."""
+  return ''.join(repr(ch)[1:-1] if _is_control(ch) else ch for ch in text)
+
+
+def _is_control(ch: str) -> bool:
+  return unicodedata.category(ch) in ('Cc', 'Zl', 'Zp') or ch in _BIDI_CONTROLS
+
+
 def summary_line(score: SentenceScore) -> str:
   """A sentence's numbers in fixed-width columns, then the sentence."""
   return (f'ln {score.log_prob:9.2f}  log10 {score.log10_prob:8.2f}  '
           f'tokens {score.num_tokens:4d}  oov {score.num_oovs:3d}  '
-          f'ppl {score.perplexity:10.1f}  {score.text}')
+          f'ppl {score.perplexity:10.1f}  {printable(score.text)}')
 
 
 def _label(token: TokenScore) -> str:
   if token.oov and token.word != UNK:
-    return f'{UNK} ({token.word})'
-  return '␣' if token.token == ' ' else token.token  # A character model's space, visible.
+    return f'{UNK} ({printable(token.word)})'
+  # A character model's space, visible.
+  return '␣' if token.token == ' ' else printable(token.token)
 
 
 def token_lines(score: SentenceScore) -> list[str]:

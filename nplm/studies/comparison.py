@@ -9,7 +9,12 @@ fingerprint, which digests the vocabulary and every split), and only runs of one
 ranked; otherwise the rows keep the order
 given and a warning names each vocabulary's runs. A training run without summary.json
 (still training, interrupted or diverged) is a row marked unfinished, with what run.json,
-vocab.txt and metrics.jsonl tell.
+vocab.txt and metrics.jsonl tell. A run that ended other than by its epochs or early
+stopping (--max_steps, before its first validation or after) is a row like any other, its
+ending in an `ended` column. In the figure each trained run's final exact validation
+perplexity (the reported one, over the whole split, where the curve may have scored a part
+of it) is a star, and a run without a curve (stopped before its first validation) is that
+star alone; a run with no number to draw is named under the title.
 """
 
 from __future__ import annotations
@@ -90,7 +95,10 @@ def _trained_row(typed: str, summary: dict) -> dict:
           'ppl': _split_values(summary, 'ppl'), 'word_ppl': _split_values(summary, 'word_ppl'),
           'bpc': _split_values(summary, 'bpc'), 'wall_seconds': summary.get('wall_seconds'),
           'examples_per_second': summary.get('train_examples_per_second'),
-          'data_fingerprint': summary.get('data_fingerprint')}
+          'data_fingerprint': summary.get('data_fingerprint'), 'status': summary.get('status'),
+          'steps': summary.get('steps'), 'epochs': summary.get('epochs'),
+          'best_epoch': summary.get('best_epoch'),
+          'reported_parameters': (summary.get('reported') or {}).get('parameters')}
 
 
 def _unfinished_row(typed: str, identity: dict, where: Path) -> dict:
@@ -102,7 +110,9 @@ def _unfinished_row(typed: str, identity: dict, where: Path) -> dict:
           'vocab_size': Vocabulary.load(where / 'vocab.txt').size,
           'model': config.get('model'), 'head': config.get('head'), 'parameters': None,
           'ppl': nothing, 'word_ppl': nothing, 'bpc': nothing, 'wall_seconds': None,
-          'examples_per_second': None, 'data_fingerprint': identity.get('data_fingerprint')}
+          'examples_per_second': None, 'data_fingerprint': identity.get('data_fingerprint'),
+          'status': 'unfinished', 'steps': None, 'epochs': None, 'best_epoch': None,
+          'reported_parameters': None}
 
 
 def _ngram_row(typed: str, summary: dict) -> dict:
@@ -115,7 +125,8 @@ def _ngram_row(typed: str, summary: dict) -> dict:
           'wall_seconds': summary.get('wall_seconds'), 'examples_per_second': None,
           'data_fingerprint': summary.get('data_fingerprint'),
           'vocab_fingerprint': summary.get('vocab_fingerprint'), 'valid_curve': [],
-          'valid_curve_part': ''}
+          'valid_curve_part': '', 'status': 'fitted', 'steps': None, 'epochs': None,
+          'best_epoch': None, 'reported_parameters': None}
 
 
 def _valid_curve(where: Path) -> tuple[list[dict], str]:
@@ -188,6 +199,27 @@ def _duration(seconds) -> str:
   return '-' if seconds is None else duration(seconds)
 
 
+# How a run ended, as its row says it; the first two (and an n-gram fit) go without saying.
+_ENDINGS = {'epochs_done': 'epochs', 'early_stopped': 'early stop', 'fitted': '-',
+            'max_steps': '--max_steps', 'interrupted': 'interrupted', 'diverged': 'diverged',
+            'unfinished': 'unfinished'}
+
+
+def ended(row: dict) -> str:
+  """How the run ended: 'epochs', 'early stop', '--max_steps at 5 (no validation)', …"""
+  status = row.get('status')
+  text = _ENDINGS.get(status, status or '-')
+  if status == 'max_steps':
+    steps = f' at {row["steps"]:,}' if row.get('steps') is not None else ''
+    text += steps + ('' if row['valid_curve'] else ' (no validation)')
+  return text
+
+
+def _ended_otherwise(rows: list[dict]) -> bool:
+  return any(row.get('status') not in ('epochs_done', 'early_stopped', 'fitted')
+             for row in rows)
+
+
 def table(rows: list[dict]) -> list[str]:
   """The rows as aligned text lines: a header, a rule, a line per run; per-word perplexity
   and bits per character only where some run has them, the vocabulary where they differ."""
@@ -204,11 +236,13 @@ def table(rows: list[dict]) -> list[str]:
                   for split in ('valid', 'test')]
   columns += [('wall', lambda r: _duration(r['wall_seconds'])),
               ('examples/s', lambda r: _number(r['examples_per_second'], 0))]
+  if _ended_otherwise(rows):
+    columns.append(('ended', ended))
   if vocabularies_differ(rows):
     columns.append(('vocab', lambda r: r['vocabulary']))
   cells = [[name for name, _ in columns]] + [[cell(r) for _, cell in columns] for r in rows]
   widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-  text_columns = {'workdir', 'dataset', 'model', 'head', 'vocab'}
+  text_columns = {'workdir', 'dataset', 'model', 'head', 'ended', 'vocab'}
   lines = ['  '.join(value.ljust(width) if name in text_columns else value.rjust(width)
                      for value, width, (name, _) in zip(line, widths, columns)).rstrip()
            for line in cells]
@@ -216,20 +250,62 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def figure(rows: list[dict]):
-  """Every run's validation perplexity by epoch in one plot (n-gram runs: a level line)."""
-  curves = []
+  """Every run's validation perplexity by epoch in one plot (n-gram runs: a level line), each
+  trained run's final exact validation perplexity a star (the module docstring says why)."""
+  curves, stars, undrawn = [], [], []
   for row in rows:
-    label = f'{row["workdir"]} ({row["model"]})'
+    label, final = f'{row["workdir"]} ({row["model"]})', row['ppl']['valid']
+    if row['kind'] == 'ngram':
+      if final is not None:
+        curves.append({'label': label, 'level': final})
+      continue
     if row['valid_curve']:
       part = row['valid_curve_part']
       curves.append({'label': label + (f', validated on {part}' if part else ''),
                      'epochs': [p['epoch'] for p in row['valid_curve']],
                      'ppl': [p['ppl'] for p in row['valid_curve']]})
-    elif row['ppl']['valid'] is not None:
-      curves.append({'label': label, 'level': row['ppl']['valid']})
-  note = ('vocabularies differ: perplexities not comparable across them'
-          if vocabularies_differ(rows) else '')
-  return compared_curves(curves, note)
+    elif final is not None:
+      curves.append({'label': f'{label}, {ended(row)}', 'epochs': [_final_epoch(row)],
+                     'ppl': [final]})
+    else:
+      undrawn.append(row['workdir'])
+    if final is not None:
+      stars.append((len(curves) - 1, _final_epoch(row), final))
+  notes = []
+  if vocabularies_differ(rows):
+    notes.append('vocabularies differ: perplexities not comparable across them')
+  if undrawn:
+    notes.append(f'no validation perplexity to draw: {", ".join(undrawn)}')
+  drawn = compared_curves(curves, '\n'.join(notes))
+  _draw_stars(drawn, stars)
+  return drawn
+
+
+def _final_epoch(row: dict) -> float:
+  """Where a run's final perplexity stands on the epoch axis: its best epoch where the
+  best validated parameters were reported, else its last epoch (0 before the first ended)."""
+  if row['reported_parameters'] == 'best' and row['best_epoch'] is not None:
+    return row['best_epoch']
+  if row['epochs'] is not None:
+    return row['epochs']
+  return max((point['epoch'] for point in row['valid_curve']), default=0)
+
+
+def _draw_stars(drawn, stars: list[tuple[int, float, float]]) -> None:
+  """A star per (curve index, epoch, final perplexity), in its curve's colour, and one
+  legend entry saying what a star is."""
+  if not stars:
+    return
+  from matplotlib.lines import Line2D
+  axes = drawn.axes[0]
+  for index, epoch, ppl in stars:  # Markers, not lines: the curves stay the axes' lines.
+    axes.scatter([epoch], [ppl], s=160, marker='*', color=f'C{index % 10}',
+                 edgecolors='black', zorder=3)
+  handles, labels = axes.get_legend_handles_labels()
+  key = Line2D([], [], marker='*', markersize=10, color='0.5', markeredgecolor='black',
+               linestyle='none')
+  axes.legend(handles + [key], labels + ['final exact valid perplexity (whole split)'],
+              fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
 
 
 def report(rows: list[dict]) -> dict:

@@ -13,20 +13,32 @@ reshaped as Hugging Face's `generate` reshapes it, in this order:
 Both cuts keep every token tied with the last one kept, and the survivors are renormalized.
 
 A sample runs on across sentence and text ends for `length` tokens, or stops after its
-`sentences`-th sentence end when that comes first. A sentence end is the dataset's own mark
-(`<eos>`, the model's `sentence_end`) or, for Brown, whose sentences carry none, the end of a
-paragraph `</p>`; the boundary token (`</text>`, `<eos>`) ends one too. An end right after
-another (Brown's `</text>` after its text's last `</p>`, a blank line) ends nothing new.
+`sentences`-th sentence when that comes first. Sentences are counted as a reader counts
+them: one ends at '.', '!' or '?' (closing quotes and brackets after it included) followed
+by a space or a line end, so "3.5" ends none; and at an end mark: the dataset's own
+(`<eos>`, the model's `sentence_end`) or, for Brown, whose sentences carry none, a
+paragraph's (`</p>`), and the boundary token (`</text>`). A text dataset whose lines are
+paragraphs thus counts the sentences of a line, not its `<eos>` alone. An end right after
+another ('.' then `<eos>`, Brown's `</text>` after its text's last `</p>`, a blank line)
+ends nothing new. Whether a space follows is the model's tokenizer's call (words are
+spaced; characters and subwords tell), so a sample stops after its last sentence's last
+token (the token that showed the space is drawn, then left out) or after the end mark that
+closed it.
 
 Sample i's token t is drawn with the key fold_in(fold_in(key(seed), i), t): a seed gives the
-same text every time, and sample i does not depend on how many are drawn beside it.
+same text every time, and sample i does not depend on how many are drawn beside it, so a
+program can draw samples one at a time and write each as it comes (`text_pieces`), holding
+no more than a line's last PIECE_TOKENS tokens, whatever the length.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+import itertools
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +47,14 @@ import numpy as np
 from nplm.data.vocab import PARAGRAPH_END
 from nplm.errors import ConfigError
 from nplm.use.prediction import read_prompt
+
+MOST = 2 ** 31 - 1  # Steps and samples are folded into the draws' keys as 32-bit numbers.
+PIECE_TOKENS = 64  # A line is written at its end, or every this many tokens if longer,
+PIECE_SECONDS = 1.0  # or this long after its last piece was written: a slow model shows text.
+_CONTEXT_TOKENS = 8  # Written tokens kept, so that the rest of a line is read after them.
+# A sentence's last word: '.', '!' or '?' ending it, closing quotes and brackets after them.
+_CLOSERS = '"\'”’»)]}'
+_SENTENCE_MARK = re.compile(f'[.!?][{re.escape(_CLOSERS)}]*$')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +68,9 @@ class Sampling:
   sentences: int = 0  # Stop a sample after this many sentence ends; 0 = at `length` only.
 
   def validate(self) -> Sampling:
-    if self.length < 1:
-      raise ConfigError(f'--length must be at least 1, not {self.length}')
+    if not 1 <= self.length <= MOST:
+      raise ConfigError(f'--length must be at least 1 and at most {MOST:,}, not '
+                        f'{self.length:,}')
     if not self.temperature >= 0:
       raise ConfigError(f'--temperature must be 0 (greedy) or positive, not '
                         f'{self.temperature}')
@@ -57,8 +78,9 @@ class Sampling:
       raise ConfigError(f'--top_k must be 0 (all tokens) or positive, not {self.top_k}')
     if not 0 < self.top_p <= 1:
       raise ConfigError(f'--top_p must be in (0, 1] (1 = all tokens), not {self.top_p}')
-    if self.samples < 1:
-      raise ConfigError(f'--samples must be at least 1, not {self.samples}')
+    if not 1 <= self.samples <= MOST:
+      raise ConfigError(f'--samples must be at least 1 and at most {MOST:,}, not '
+                        f'{self.samples:,}')
     if self.sentences < 0:
       raise ConfigError(f'--sentences must be 0 (no limit) or positive, not {self.sentences}')
     return self
@@ -96,47 +118,150 @@ def _cut_below(logits, lowest_kept):
 
 
 @functools.partial(jax.jit, static_argnames=('top_k', 'top_p', 'banned'))
-def _draw(log_probs, seed, t, temperature, top_k, top_p, banned):
-  """Token t of every sample; compiled once per settings and batch (seed, t and the
-  temperature are traced)."""
+def _draw(log_probs, seed, first, t, temperature, top_k, top_p, banned):
+  """Token t of samples first, first + 1, ...; compiled once per settings and batch (seed,
+  first, t and the temperature are traced)."""
   logits = sampling_logits(log_probs, temperature, top_k, banned, top_p)
   sample_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))
-  keys = jax.vmap(lambda key: jax.random.fold_in(key, t))(sample_keys(jnp.arange(len(logits))))
+  keys = jax.vmap(lambda key: jax.random.fold_in(key, t))(
+      sample_keys(first + jnp.arange(len(logits))))
   return jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
 
 
 def end_ids(model) -> np.ndarray:
-  """The ids of the tokens that end a sentence (the module docstring says which)."""
+  """The ids of the end marks that end a sentence (the module docstring says which)."""
   ends = [model.sentence_end or PARAGRAPH_END, model.vocab.decode([model.boundary_id])[0]]
   return np.unique([model.vocab.id_of(token) for token in ends if token in model.vocab.words])
 
 
-def generate(model, prompt: Sequence[int] = (), sampling: Sampling = Sampling(),
-             seed: int = 0) -> list[np.ndarray]:
-  """`sampling.samples` continuations of the prompt's token ids, each `sampling.length` ids
-  in [0, |V|), or fewer, up to its `sampling.sentences`-th sentence end (included)."""
+class SentenceEnds:
+  """One sample's sentences, counted as its tokens come (the module docstring's rule)."""
+
+  def __init__(self, model, previous: str):
+    self.tokenizer, self.ends = model.tokenizer, set(model.vocab.decode(end_ids(model)))
+    self.previous, self.after_end = previous, previous in self.ends
+    self.marked = False  # The text read ends with a sentence mark, not yet followed.
+    self.count = 0
+
+  def read(self, token: str) -> str | None:
+    """Reads the next token. 'at' when a sentence ends with it (an end mark), 'before' when
+    one ended with the token before it (a mark now followed by a space), else None."""
+    previous, self.previous = self.previous, token
+    if token in self.ends:
+      ended = None if self.after_end else 'at'
+      self.after_end, self.marked = True, False
+    else:
+      ended = None
+      if self.marked and not _closing(token):
+        ended = 'before' if _spaced(self.tokenizer, previous, token) else None
+        self.marked = False
+      self.after_end = False
+      self.marked = self.marked or bool(_SENTENCE_MARK.search(token))
+    self.count += ended is not None
+    return ended
+
+
+def _closing(token: str) -> bool:
+  """Only closing quotes and brackets (Brown's '' too): they end the sentence before them."""
+  return bool(token) and all(ch in _CLOSERS for ch in token)
+
+
+def _spaced(tokenizer, previous: str, token: str) -> bool:
+  """Whether the tokenizer writes a space between the two tokens (words: always; characters:
+  when the second is one; subwords: when it starts a word)."""
+  both, first = tokenizer.detokenize([previous, token]), tokenizer.detokenize([previous])
+  return not both.startswith(first) or both[len(first):][:1].isspace()
+
+
+def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: int,
+           samples: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """(the tokens t of samples first … first + samples - 1 [samples], which of them belong to
+  their sample [samples]) for t = 0, 1, …: a sample is over at `sampling.length` tokens or
+  after its `sampling.sentences`-th sentence. Ends when every sample is over."""
   sampling.validate()
   reader = model.next_words()
   prompt = np.asarray(prompt, np.int32).reshape(1, -1)
-  state = reader.start(np.repeat(prompt, sampling.samples, axis=0))
+  state = reader.start(np.repeat(prompt, samples, axis=0))
   banned = model.vocab.unk_id if sampling.no_unk else None
-  ends = end_ids(model)
-  previous = np.full(sampling.samples, prompt[0, -1] if prompt.size else model.boundary_id)
-  lengths = np.full(sampling.samples, sampling.length)
-  counted, drawn = np.zeros(sampling.samples, int), []
+  previous = model.vocab.words[int(prompt[0, -1]) if prompt.size else model.boundary_id]
+  counters = [SentenceEnds(model, previous) for _ in range(samples)]
+  going = np.ones(samples, bool)
   for t in range(sampling.length):
     log_probs, state = reader.next(state)
-    words = np.asarray(_draw(log_probs, seed, t, sampling.temperature, sampling.top_k,
+    words = np.asarray(_draw(log_probs, seed, first, t, sampling.temperature, sampling.top_k,
                              sampling.top_p, banned))
-    drawn.append(words)
-    if sampling.sentences:
-      counted += np.isin(words, ends) & ~np.isin(previous, ends)
-      lengths = np.where((counted == sampling.sentences) & (lengths > t), t + 1, lengths)
-      if (lengths <= t + 1).all():
-        break
+    kept = going.copy()
+    for i in np.flatnonzero(going) if sampling.sentences else ():
+      ended = counters[i].read(model.vocab.words[int(words[i])])
+      if counters[i].count == sampling.sentences:
+        going[i], kept[i] = False, ended == 'at'
+    yield words, kept
+    if not going.any():
+      return
     if t + 1 < sampling.length:
-      state, previous = reader.push(state, words), words
-  return [row[:length] for row, length in zip(np.stack(drawn, axis=1), lengths)]
+      state = reader.push(state, words)
+
+
+def generate(model, prompt: Sequence[int] = (), sampling: Sampling = Sampling(),
+             seed: int = 0) -> list[np.ndarray]:
+  """`sampling.samples` continuations of the prompt's token ids, drawn side by side, each
+  `sampling.length` ids in [0, |V|), or fewer, up to its `sampling.sentences`-th sentence's
+  end."""
+  rows = [[] for _ in range(sampling.samples)]
+  for words, kept in _steps(model, prompt, sampling, seed, 0, sampling.samples):
+    for i in np.flatnonzero(kept):
+      rows[i].append(words[i])
+  return [np.asarray(row, np.int32) for row in rows]
+
+
+def text_pieces(model, prompt: str = '', sampling: Sampling = Sampling(), seed: int = 0,
+                sample: int = 0, piece_tokens: int = PIECE_TOKENS) -> Iterator[str]:
+  """Sample number `sample` (from 0) drawn alone, the same as generate_text's, as text
+  written as it comes: the typed prompt, then the continuation, a piece at each line end, or
+  every `piece_tokens` tokens of a longer line, or PIECE_SECONDS after the last piece;
+  ''.join() of the pieces is the whole text. Holds a line's last few tokens, no more."""
+  typed = read_prompt(model, prompt)
+  drawn = (model.vocab.words[int(words[0])]
+           for words, kept in _steps(model, typed.ids, sampling, seed, sample, 1) if kept[0])
+  return written(model, itertools.chain(typed.tokens, drawn), piece_tokens)
+
+
+def written(model, tokens: Iterable[str], piece_tokens: int = PIECE_TOKENS) -> Iterator[str]:
+  """as_text(model, tokens) in pieces, as the tokens come (text_pieces says when). Joined,
+  they are that text exactly where a line's text is its parts' (words, characters,
+  subwords); NLTK's detokenizer reads quotes across a line, so a piece cut inside a long
+  line may space a clitic after it otherwise."""
+  tokenizer, ends = model.tokenizer, set(model.vocab.decode(end_ids(model)))
+  line, done, lines, begun, last = [], 0, 0, False, time.monotonic()
+  for token in tokens:
+    at_end = token in ends
+    if not at_end:
+      line.append(token)
+    due = at_end or (len(line) > done and (len(line) - done >= piece_tokens or
+                                           time.monotonic() - last >= PIECE_SECONDS))
+    if not due:
+      continue
+    piece = ('\n' if lines and not begun else '') + _rest(tokenizer, line, done)
+    if at_end:
+      line, done, lines, begun = [], 0, lines + 1, False
+    else:
+      line = line[-_CONTEXT_TOKENS:]
+      done, begun = len(line), True
+    last = time.monotonic()
+    if piece:
+      yield piece
+  if len(line) > done:
+    yield ('\n' if lines and not begun else '') + _rest(tokenizer, line, done)
+
+
+def _rest(tokenizer, line: Sequence[str], done: int) -> str:
+  """The text of line[done:] as it follows line[:done] (already written): read after them,
+  so that a subword or a clitic joins its word as in the whole line's text."""
+  whole = tokenizer.detokenize(line)
+  before = tokenizer.detokenize(line[:done]) if done else ''
+  if whole.startswith(before):
+    return whole[len(before):]
+  return ' ' + tokenizer.detokenize(line[done:])
 
 
 def generate_text(model, prompt: str = '', sampling: Sampling = Sampling(),

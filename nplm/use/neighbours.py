@@ -39,6 +39,18 @@ def known_and_unknown(vocab: Vocabulary, words: Sequence[str]) -> tuple[list[str
   return known, [w for w in words if w not in known]
 
 
+def as_read(trained, word: str) -> str:
+  """A typed query word as the model reads typed text: the word itself where the vocabulary
+  holds it, else the one token the model's tokenizer makes of it (a --lowercase model reads
+  'Paris' as 'paris', as score and predict do; a subword model 'the' as '▁the'), else the
+  word as typed, which then has no vector of its own."""
+  vocab = trained.vocab
+  if word == UNK or vocab.id_of(word) != vocab.unk_id:
+    return word
+  tokens = trained.tokenizer.tokens(word)
+  return tokens[0] if len(tokens) == 1 else word
+
+
 def ids_of(vocab: Vocabulary, words: Sequence[str]) -> list[int]:
   """The words' ids; a word outside the vocabulary has no vector of its own (it was read as
   `<unk>`), so it is an error that names it."""
