@@ -313,3 +313,48 @@ def test_every_piece_of_a_learned_tokenizer_keeps_an_id(bpe_run):
   # New words of the corpus's letters: cut into pieces, every one of them known.
   typed = processor.encode('The watchers found hills, gardens and birdhouses!', out_type=str)
   assert vocab.unk_id not in vocab.encode(typed).tolist()
+
+
+def test_another_runs_tokenizer_model_in_the_workdir_is_refused_in_one_line(
+    bpe_run, corpus_dir, tmp_path):
+  config, _ = bpe_run
+  copy = shutil.copytree(config.workdir, tmp_path / 'run')
+  other = tokenizers.Tokenization(tokenizer='bpe', subword_vocab_size=60).learn(
+      lines_of(corpus_dir / 'train.txt'))
+  (copy / tokenizers.TOKENIZER_FILE).write_bytes(other)
+  with pytest.raises(ConfigError, match=r'^\S+tokenizer.model is not the tokenizer its run '
+                     r'learned [^\n]*$'):
+    _ = load_trained(copy).tokenizer
+  identity = json.loads((copy / 'run.json').read_text())
+  del identity['tokenizer_sha256']  # As an older nplm recorded it: read as it is.
+  (copy / 'run.json').write_text(json.dumps(identity))
+  assert load_trained(copy).tokenizer.model == other
+
+
+def test_too_few_subwords_for_sentencepiece_itself_names_the_smallest_size_that_works(
+    corpus_dir):
+  lines = lines_of(corpus_dir / 'train.txt')
+  with pytest.raises(ConfigError, match=r'^--tokenizer=bpe cannot learn --subword_vocab_size=1 '
+                     r'subwords [^\n]* give --subword_vocab_size=\d+ or more$') as raised:
+    tokenizers.Tokenization(tokenizer='bpe', subword_vocab_size=1).learn(lines)
+  smallest = int(str(raised.value).split('=')[-1].split()[0])
+  assert tokenizers.Tokenization(tokenizer='bpe', subword_vocab_size=smallest).learn(lines)
+  with pytest.raises(ConfigError):
+    tokenizers.Tokenization(tokenizer='bpe', subword_vocab_size=smallest - 1).learn(lines)
+
+
+def test_a_training_split_of_one_long_line_learns_the_pieces_of_its_sentences(corpus_dir):
+  """SentencePiece skips a sentence over 4192 bytes: the line is cut at spaces, and since no
+  piece spans a space, it learns what the same text in short lines learns."""
+  lines = lines_of(corpus_dir / 'train.txt')
+  assert len(' '.join(lines).encode()) > 4192
+  tokenization = tokenizers.Tokenization(tokenizer='bpe', subword_vocab_size=100)
+  pieces = [tokenization.tokenizer_of(tokenization.learn(text)).pieces
+            for text in (lines, [' '.join(lines)])]
+  assert set(pieces[1]) == set(pieces[0])
+
+
+def test_a_lowercased_learned_tokenizer_gives_its_model(corpus_dir):
+  tokenization = tokenizers.Tokenization(tokenizer='bpe', lowercase=True, subword_vocab_size=60)
+  model = tokenization.learn(lines_of(corpus_dir / 'train.txt'))
+  assert tokenization.tokenizer_of(model).model == model

@@ -1,5 +1,6 @@
 """The trainer: exact perplexity, learning, exact resumption, and refusals of bad input."""
 
+import hashlib
 import json
 import math
 import os
@@ -111,6 +112,9 @@ def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tm
   workdir = tmp_path / 'run'
   summary = run(tiny_config(workdir, epochs=2), tiny_corpus)
   on_disk = json.loads((workdir / 'summary.json').read_text())
+  checksum = on_disk.pop('checksum')  # Of the rest, as canonical JSON: edits are found out.
+  assert checksum == hashlib.sha256(json.dumps(on_disk, sort_keys=True, separators=(',', ':'))
+                                    .encode()).hexdigest()
   assert on_disk == json.loads(json.dumps(summary))
   for key in ('vocab_size', 'tokens', 'unk_rate', 'valid_ppl', 'test_ppl', 'epochs',
               'wall_seconds', 'train_examples_per_second', 'config'):

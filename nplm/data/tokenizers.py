@@ -32,6 +32,11 @@ TOKENIZER_FILE = 'tokenizer.model'  # A run's learned tokenizer, beside its voca
 # A corpus's own unknown token (PTB, WikiText: `<unk>`) stays one token whatever cuts the
 # words around it: split apart it would read as the word pieces '<', 'unk', '>'.
 _UNKNOWN = re.compile(f'({re.escape(UNK)})')
+# SentencePiece's pieces for <unk>, <s> and </s>: a model holds them besides the text's.
+_META_PIECES = 3
+# SentencePiece skips (silently) a training sentence longer than this many bytes, its
+# max_sentence_length; longer lines are cut at spaces to learn from them.
+_MAX_SENTENCE_BYTES = 4192
 
 
 def around_unknowns(cut, text: str) -> list[str]:
@@ -77,7 +82,7 @@ class Lowercased(Tokenizer):
   """Another tokenizer's tokens of the lowercased text (--lowercase)."""
 
   def __init__(self, cased: Tokenizer):
-    self.cased, self.name = cased, f'{cased.name}-lower'
+    self.cased, self.name, self.model = cased, f'{cased.name}-lower', cased.model
 
   def tokens(self, text: str) -> list[str]:
     return self.cased.tokens(text.lower())
@@ -236,11 +241,14 @@ class Tokenization:
     sentencepiece.set_random_generator_seed(0)
     try:
       sentencepiece.SentencePieceTrainer.train(
-          sentence_iterator=iter(lines), model_writer=model, model_type=self.tokenizer,
-          vocab_size=self.subword_vocab_size,
+          sentence_iterator=(piece for line in lines for piece in _sentences(line)),
+          model_writer=model, model_type=self.tokenizer,
+          # Fewer than its meta pieces fails before SentencePiece counts the characters
+          # needed: with as many, its error names that count (the size that works).
+          vocab_size=max(self.subword_vocab_size, _META_PIECES),
           hard_vocab_limit=False,  # A text with fewer pieces to learn gets fewer, no error.
           # The text's own characters, so that the pieces give back the line as it was.
-          normalization_rule_name='identity',
+          normalization_rule_name='identity', max_sentence_length=_MAX_SENTENCE_BYTES,
           input_sentence_size=1_000_000, shuffle_input_sentence=True, minloglevel=2)
     except RuntimeError as error:  # SentencePiece's checks, as one line.
       raise ConfigError(self._not_learned(str(error))) from None
@@ -251,9 +259,36 @@ class Tokenization:
             f'{self.subword_vocab_size} subwords from the training split')
     if needed := re.search(r'smaller than required_chars\. \d+ vs (\d+)', error):
       return (f'{what}: it needs at least {needed[1]} (the characters of the text and '
-              "SentencePiece's <unk>, <s>, </s>); give a larger --subword_vocab_size")
-    reason = error.split('] ')[-1].splitlines()[0] if error else 'no reason given'
-    return f'{what} ({reason}); give another --subword_vocab_size'
+              "SentencePiece's <unk>, <s>, </s>); give --subword_vocab_size="
+              f'{needed[1]} or more')
+    if '!sentences_.empty()' in error:
+      return f'{what}: it holds no text to learn from'
+    # '... src/x.cc(123) [check] message': the message, else the check that failed.
+    reason = (error.split('] ', 1)[-1].strip() or error).strip().splitlines()
+    return f'{what} ({reason[0][:200] if reason else "no reason given"})'
+
+
+def _sentences(line: str) -> Iterable[str]:
+  """A line as SentencePiece's training sentences: whole if it is short enough, else cut at
+  spaces (no piece spans one) into sentences of at most _MAX_SENTENCE_BYTES; a word longer
+  than that is cut into sentences of its own."""
+  if len(line.encode()) <= _MAX_SENTENCE_BYTES:
+    yield line
+    return
+  sentence, size = [], 0
+  for word in filter(None, line.split(' ')):
+    length = len(word.encode())
+    if sentence and size + 1 + length > _MAX_SENTENCE_BYTES:
+      yield ' '.join(sentence)
+      sentence, size = [], 0
+    if length > _MAX_SENTENCE_BYTES:  # A character is 4 bytes at most.
+      step = _MAX_SENTENCE_BYTES // 4
+      yield from (word[start:start + step] for start in range(0, len(word), step))
+      continue
+    size += length + bool(sentence)
+    sentence.append(word)
+  if sentence:
+    yield ' '.join(sentence)
 
 
 def tokenizer_of(config, model: bytes | None = None) -> Tokenizer:
@@ -285,6 +320,21 @@ def saved_tokenizer(workdir, tokenization: Tokenization) -> Tokenizer:
   except ValueError:
     raise ConfigError(f'{what}, which is damaged (no SentencePiece model): copy it back from '
                       'a copy of the workdir, or train the run again') from None
+
+
+def check_saved_model(workdir, sha256: str) -> None:
+  """A ConfigError, one line, if the TOKENIZER_FILE in `workdir` is not the model whose
+  SHA-256 its run recorded (another run's copied over it): it would cut text otherwise than
+  the model was trained on (one missing or damaged is saved_tokenizer's to name)."""
+  path = Path(workdir) / TOKENIZER_FILE
+  try:
+    model = path.read_bytes()
+  except OSError:
+    return
+  if hashlib.sha256(model).hexdigest() != sha256:
+    raise ConfigError(f'{paths.shown(path)} is not the tokenizer its run learned (its SHA-256 '
+                      'differs from the one run.json records): copy the run\'s own back from a '
+                      'copy of the workdir, or rerun its train command, which writes it again')
 
 
 def config_errors(config) -> list[str]:

@@ -9,12 +9,20 @@ the other directory. The trainer moves a damaged checkpoint it passed over to `d
 deleted and the error says so. Readers (`saved_params`) only read: they never create,
 clean or move anything in a workdir that may be training.
 
-The run's identity (its config and vocabulary) is written once to `run.json` in the
-workdir, so that a rerun with the same workdir resumes and one with an incompatible config
-is refused before anything is overwritten. Its data locations are absolute
+The run's identity (its config, vocabulary, data and learned tokenizer) is written once to
+`run.json` in the workdir (nplm.run_files.model_run.claim_workdir), so that a rerun with the
+same workdir resumes and one with an incompatible config is refused before anything is
+overwritten; every checkpoint keeps a copy of it in its progress record ('run'), from which
+a lost run.json is read (`recorded_identity`: a workdir that holds checkpoints is never
+taken for a new run). Its data locations are absolute
 (Config.absolute_paths), so the run reads from any current directory; nothing in a workdir
 names a file inside it by path (checkpoints are found from the workdir they are read from),
 so a workdir copied or moved elsewhere still reads and resumes.
+
+Which parameters a finished run reported (its best, or its last update's) is in its
+summary.json, checksummed (nplm.run_files.summary), and in its final checkpoint's progress
+record ('reported'), so that readers follow it without the summary; a damaged summary is an
+error, never a silent other choice.
 """
 
 import errno
@@ -31,43 +39,17 @@ from jax.experimental import multihost_utils
 import orbax.checkpoint as ocp
 
 from nplm.run_files.checksum import checkpoint_checksum
-from nplm.config import Config
-from nplm.files import write_json_atomically
+from nplm.run_files.summary import SummaryDamaged, read_summary
 from nplm.paths import absolute, shown
 
 log = logging.getLogger(__name__)
 
 LATEST, BEST = 'checkpoints', 'best'
-_KEEP_LATEST = 2  # Checkpoints kept in checkpoints/ besides the best step's.
 _METADATA_BYTES = 64 * 2**10  # What a checkpoint holds besides its arrays (uncompressed).
 
 
 class IncompatibleCheckpointError(RuntimeError):
   """The workdir holds a run that this config or vocabulary cannot continue."""
-
-
-def claim_workdir(workdir: Path, config: Config, vocab_fingerprint: str,
-                  data_fingerprint: str, write: bool = True) -> None:
-  """Records the run's identity (if `write`: process 0 of a run): its config, vocabulary and
-  data (the ids of every split), or checks it against the one already recorded."""
-  saved = read_identity(workdir)
-  if saved is None:
-    if write:
-      write_json_atomically(workdir / 'run.json', {'config': config.to_dict(),
-                                                  'vocab_fingerprint': vocab_fingerprint,
-                                                  'data_fingerprint': data_fingerprint})
-    return
-  problems = config.incompatibilities(saved['config'])
-  if saved['vocab_fingerprint'] != vocab_fingerprint:
-    problems.append('vocabulary: the corpus or --unk_max_count gives a different vocabulary')
-  elif saved.get('data_fingerprint', data_fingerprint) != data_fingerprint:  # Older runs: none.
-    problems.append(f'data: --dataset={config.dataset} now holds other text than the run '
-                    'was trained on (its files changed)')
-  if problems:
-    raise IncompatibleCheckpointError(
-        f'{shown(workdir)} holds a run that this one cannot continue:\n  '
-        + '\n  '.join(problems) + '\nIts checkpoints are kept. Use another --workdir, or rerun '
-        'with the settings above.')
 
 
 def read_identity(workdir: Path) -> dict | None:
@@ -88,6 +70,30 @@ def read_identity(workdir: Path) -> dict | None:
         '--workdir.') from error
 
 
+def recorded_identity(workdir: Path) -> dict | None:
+  """The copy of run.json that the newest good checkpoint keeps, read-only; None if the
+  workdir holds no checkpoint (a new run), an error if none keeps a readable copy."""
+  workdir = Path(absolute(workdir))
+  paths = _newest_first(workdir)
+  if not paths:
+    return None
+  unreadable = []
+  for path in paths:
+    try:
+      identity = read(path)[1].get('run')
+    except _Unusable as why:
+      unreadable.append(f'{path.parent.name}/{path.name}: {why}')
+      continue
+    if identity is not None:
+      return identity
+  why = (f'none can be read: {"; ".join(unreadable[:2])}' if len(unreadable) == len(paths)
+         else 'an older nplm saved them without one')
+  raise IncompatibleCheckpointError(
+      f'{shown(workdir)} holds checkpoints but no run.json, which records the run they belong '
+      f'to, and no checkpoint keeps a copy of it ({why}): restore run.json from a copy of the '
+      'workdir, or move the workdir aside and use another --workdir.')
+
+
 class CheckpointError(RuntimeError):
   """No checkpoint of a workdir can be used (each is damaged); nothing was deleted."""
 
@@ -99,10 +105,14 @@ class _Unusable(Exception):
 class Checkpoints:
   """The trainer's checkpoints of a workdir: it alone writes, moves and deletes them (it
   holds the workdir's lock); in a multi-process run, process 0 (`main`) does the moving
-  and deleting and every process reads and saves (a collective)."""
+  and deleting and every process reads and saves (a collective). Each keeps `identity`
+  (run.json's content) in its progress record; checkpoints/ keeps the `keep` newest
+  (--keep_checkpoints) and the best step's copy."""
 
-  def __init__(self, workdir: Path, main: bool = True):
+  def __init__(self, workdir: Path, main: bool = True, identity: dict | None = None,
+               keep: int = 2):
     self.workdir, self.main = workdir.absolute(), main  # Orbax wants absolute paths.
+    self.identity, self.keep = identity, keep
     if main:  # A save cut short by a kill stays a temporary directory: never restored.
       for name in (LATEST, BEST):
         for path in (self.workdir / name).glob('*.orbax-checkpoint-tmp*'):
@@ -111,7 +121,7 @@ class Checkpoints:
   def save_latest(self, step: int, state, progress: dict) -> None:
     self._save(LATEST, step, state, progress)
     best = _steps(self.workdir / BEST)[:1]
-    self._delete(LATEST, _steps(self.workdir / LATEST)[_KEEP_LATEST:], keep=best)
+    self._delete(LATEST, _steps(self.workdir / LATEST)[self.keep:], keep=best)
 
   def save_best(self, step: int, state, progress: dict) -> None:
     self._save(BEST, step, state, progress)
@@ -119,27 +129,27 @@ class Checkpoints:
 
   def restore_latest(self, abstract_state):
     """(state, progress) of the newest good checkpoint, or None if there is none."""
-    candidates = sorted(((step, name) for name in (LATEST, BEST)
-                         for step in _steps(self.workdir / name)),
-                        key=lambda c: (-c[0], c[1] != LATEST))
-    found = self._first_good([self.workdir / name / str(step) for step, name in candidates],
-                             abstract_state)
-    return None if found is None else found[1:]
+    found = self._first_good(_newest_first(self.workdir), abstract_state)
+    return None if found is None else (found[1], _without_identity(found[2]))
 
-  def restore_best(self, abstract_state):
-    """(state, progress) of the best checkpoint (from the same step in checkpoints/ if
-    best/ is damaged, which is then saved again), or None if no epoch has finished."""
-    best = _steps(self.workdir / BEST)[:1]
-    if not best:
-      return None
-    step = best[0]
-    found = self._first_good([self.workdir / BEST / str(step), self.workdir / LATEST / str(step)],
-                             abstract_state)
+  def restore_best(self, abstract_state, step: int | None = None):
+    """(state, progress) of the best checkpoint, at `step` (the progress record's best
+    step; by default best/'s): from best/, or the same step's copy in checkpoints/ if
+    best/'s is damaged or gone (best/ is then saved again); None if there is no best."""
+    if step is None:
+      best = _steps(self.workdir / BEST)[:1]
+      if not best:
+        return None
+      step = best[0]
+    copies = [self.workdir / name / str(step) for name in (BEST, LATEST)]
+    found = self._first_good([path for path in copies if path.exists()], abstract_state)
     if found is None:
-      raise CheckpointError(f'{shown(self.workdir)}: no good copy of the best checkpoint '
-                            f'(step {step}) is left; nothing was deleted. Its best parameters '
-                            'are lost: train again in a new --workdir.')
+      raise CheckpointError(f'{shown(self.workdir)}: no copy of the best checkpoint (step '
+                            f'{step}) is left in best/ or checkpoints/; nothing was deleted. '
+                            'Its best parameters are lost: train again in a new --workdir.')
     path, state, progress = found
+    progress = _without_identity(progress)
+    progress.pop('reported', None)
     if path.parent.name != BEST:
       self.save_best(step, state, progress)
     return state, progress
@@ -191,6 +201,8 @@ class Checkpoints:
       shutil.rmtree(path)
     if jax.process_count() > 1:
       multihost_utils.sync_global_devices('nplm: checkpoint step free')
+    if self.identity is not None:
+      progress = {**progress, 'run': self.identity}
     progress = {**progress, 'checksum': checkpoint_checksum(state, progress)}
     with _checkpointer() as checkpointer:  # Written in a temporary directory, then renamed.
       checkpointer.save(path, args=ocp.args.Composite(
@@ -216,6 +228,20 @@ def _checkpointer() -> ocp.Checkpointer:
   """A synchronous Orbax checkpointer of (state, progress): no threads outlive a call."""
   return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
       state=ocp.StandardCheckpointHandler(), progress=ocp.JsonCheckpointHandler()))
+
+
+def _newest_first(workdir: Path) -> list[Path]:
+  """Every finished checkpoint of both directories, newest first, checkpoints/'s before
+  best/'s copy of the same step."""
+  candidates = sorted(((step, name) for name in (LATEST, BEST)
+                       for step in _steps(workdir / name)),
+                      key=lambda c: (-c[0], c[1] != LATEST))
+  return [workdir / name / str(step) for step, name in candidates]
+
+
+def _without_identity(progress: dict) -> dict:
+  """The loop's progress record, without the copy of run.json that checkpoints keep."""
+  return {key: value for key, value in progress.items() if key != 'run'}
 
 
 def _steps(directory: Path) -> list[int]:
@@ -261,47 +287,86 @@ def read(path: Path, abstract_state=None):
 
 
 def saved_params(workdir: Path, latest: bool = False) -> dict | None:
-  """The parameters a run reports, read-only: the best checkpoint's (its copy in
-  checkpoints/ if best/ is damaged), its last update's where its summary says the final
-  evaluation reported those (they were better than the best validated, or --patience=0), or
-  the newest good one's if none was validated (or if `latest`); None if there is no
-  checkpoint yet. For reading a model outside its run,
-  also while it trains: a checkpoint deleted under the reader (the trainer keeps few) sends
-  it to the next one, and a listing that changed meanwhile is read again. `workdir` may be
-  relative (to the current directory): Orbax reads absolute paths only."""
+  """The parameters a run reports, read-only: those its final evaluation scored (its best
+  checkpoint's, from best/ or the same step's copy in checkpoints/, or its last update's), as
+  its summary.json says ('reported', checksummed) or, without one, its final checkpoint's
+  record; for a run still training (or resumed past its summary), its best so far, or the
+  newest good checkpoint's if none was validated (or if `latest`); None if there is no
+  checkpoint yet. A damaged summary.json is a CheckpointError: its choice cannot be trusted.
+
+  For reading a model outside its run, also while it trains: a checkpoint deleted under the
+  reader (the trainer keeps few) sends it to the next one, and a listing that changed
+  meanwhile is read again. `workdir` may be relative (to the current directory): Orbax reads
+  absolute paths only."""
   workdir = Path(absolute(workdir))
-  for _ in range(3):
-    listing = {name: _steps(workdir / name) for name in (LATEST, BEST)}
-    last = None if latest else _reported_last_step(workdir)
-    if last is not None and last in listing[LATEST]:
-      paths = [workdir / LATEST / str(last)]
-    elif listing[BEST] and not latest:
-      step = listing[BEST][0]
-      paths = [workdir / BEST / str(step), workdir / LATEST / str(step)]
-    else:
-      paths = [workdir / LATEST / str(step) for step in listing[LATEST]]
-    rejected = []
-    for path in paths:
-      try:
-        return read(path)[0]['params']
-      except _Unusable as why:
-        rejected.append(f'{path.parent.name}/{path.name}: {why}')
-    if not rejected:
-      return None
-    if listing == {name: _steps(workdir / name) for name in (LATEST, BEST)}:
-      break
-  raise CheckpointError(f'{shown(workdir)}: no usable checkpoint of the parameters its '
-                        f'run reports ({"; ".join(rejected)}).')
-
-
-def _reported_last_step(workdir: Path) -> int | None:
-  """The step of the last parameters a finished run's final evaluation reported (its
-  summary.json's 'reported'), if it reported its last rather than its best."""
   try:
-    reported = json.loads((workdir / 'summary.json').read_text()).get('reported') or {}
-  except (OSError, ValueError, AttributeError):
+    summary = None if latest else read_summary(workdir)
+  except SummaryDamaged as error:
+    raise CheckpointError(str(error)) from None
+  for attempt in range(3):
+    listing = _listing(workdir)
+    try:
+      return _reported_params(workdir, listing, summary, latest)
+    except CheckpointError:
+      if attempt == 2 or listing == _listing(workdir):
+        raise
+  return None  # Not reached.
+
+
+def _listing(workdir: Path) -> dict[str, list[int]]:
+  return {name: _steps(workdir / name) for name in (LATEST, BEST)}
+
+
+def _reported_params(workdir: Path, listing: dict, summary: dict | None, latest: bool):
+  """saved_params for one listing of the workdir's checkpoints."""
+  newest = [workdir / LATEST / str(step) for step in listing[LATEST]]
+  if latest:
+    found = _first_readable(workdir, newest)
+    return None if found is None else found[1]['params']
+  report = _summary_report(summary, listing)
+  if report is None and newest:  # The newest checkpoint's record, if it ended the run.
+    path, state, progress = _first_readable(workdir, newest)
+    report = progress.get('reported')
+    if (report is None and not listing[BEST]
+        or report and report['parameters'] == 'last' and report['step'] == int(path.name)):
+      return state['params']
+  if report:
+    step, which = report['step'], report['parameters']
+    names = (BEST, LATEST) if which == 'best' else (LATEST,)
+    paths = [workdir / name / str(step) for name in names if step in listing[name]]
+    if not paths:
+      raise CheckpointError(
+          f'{shown(workdir)}: no checkpoint holds the parameters its run reported (its '
+          f'{which}, step {step}); rerun its train command to train them again.')
+  else:  # A run still training: its best so far.
+    paths = [workdir / name / str(listing[BEST][0]) for name in (BEST, LATEST)
+             if listing[BEST]]
+  found = _first_readable(workdir, paths)
+  return None if found is None else found[1]['params']
+
+
+def _summary_report(summary: dict | None, listing: dict) -> dict | None:
+  """Which parameters a summary says its run reported, if it stands for the workdir's
+  checkpoints (the run has not been resumed and trained past it since)."""
+  report = (summary or {}).get('reported')  # Older summaries have none.
+  if not report or any(step > summary.get('steps', step) for step in listing[LATEST]):
     return None
-  return reported.get('step') if reported.get('parameters') == 'last' else None
+  return report
+
+
+def _first_readable(workdir: Path, paths: list[Path]):
+  """(path, state, progress) of the first good checkpoint of `paths`, read-only; None if
+  `paths` is empty; CheckpointError if none is good."""
+  rejected = []
+  for path in paths:
+    try:
+      return (path, *read(path))
+    except _Unusable as why:
+      rejected.append(f'{path.parent.name}/{path.name}: {why}')
+  if rejected:
+    raise CheckpointError(f'{shown(workdir)}: no usable checkpoint of the parameters its '
+                          f'run reports ({"; ".join(rejected)}).')
+  return None
 
 
 def _drop_abandoned_reads() -> None:

@@ -1,11 +1,13 @@
-"""One model's run inside the loop (nplm.training.runs): its workdir (locked and claimed), its
-checkpoints, metrics and progress record, its early stopping, and why it stopped.
+"""One model's run inside the loop (nplm.training.runs): its workdir (locked and claimed: its
+run.json, the run's identity), its checkpoints, metrics and progress record, its early
+stopping, and why it stopped.
 
 Models trained together each have one, so each keeps a workdir laid out as a lone run's
 (run.json, vocab.txt, tokenizer.model for a learned tokenizer, checkpoints, metrics,
 summary.json) that every tool reads, and each stops on its own.
 """
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -15,14 +17,15 @@ import jax.numpy as jnp
 
 from nplm import paths
 from nplm.display import counted
-from nplm.run_files.checkpoint import Checkpoints, claim_workdir
+from nplm.run_files.checkpoint import (Checkpoints, IncompatibleCheckpointError,
+                                       read_identity, recorded_identity)
 from nplm.config import Config
 from nplm.data.corpus import Corpus
 from nplm.data.tokenizers import TOKENIZER_FILE
 from nplm.run_files.metrics import MetricsWriter
 from nplm.run_files.summary import RunStatus
 from nplm.run_files.lock import WorkdirLock, prepare_workdir
-from nplm.files import write_bytes_atomically
+from nplm.files import write_bytes_atomically, write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +45,65 @@ def open_workdir(config: Config, corpus: Corpus, main: bool):
   if main:
     lock.acquire()
   try:
-    claim_workdir(workdir, config, corpus.vocab.fingerprint(), corpus.fingerprint, write=main)
+    identity = claim_workdir(workdir, config, run_identity(
+        config, corpus.vocab.fingerprint(), corpus.fingerprint, corpus.tokenizer_model),
+                             write=main)
     if main:
       corpus.vocab.save(workdir / 'vocab.txt')  # Ids to words, for reading the model.
       if corpus.tokenizer_model is not None:
         write_bytes_atomically(workdir / TOKENIZER_FILE, corpus.tokenizer_model)
-    return Checkpoints(workdir, main), MetricsWriter(workdir if main else None), lock
+    return (Checkpoints(workdir, main, identity, config.keep_checkpoints),
+            MetricsWriter(workdir if main else None), lock)
   except BaseException:
     lock.release()
     raise
+
+
+def run_identity(config: Config, vocab_fingerprint: str, data_fingerprint: str,
+                 tokenizer_model: bytes | None = None) -> dict:
+  """What run.json records of a run: its config, vocabulary, data (the ids of every split)
+  and its learned tokenizer's model (SHA-256), if it has one."""
+  identity = {'config': config.to_dict(), 'vocab_fingerprint': vocab_fingerprint,
+              'data_fingerprint': data_fingerprint}
+  if tokenizer_model is not None:
+    identity['tokenizer_sha256'] = hashlib.sha256(tokenizer_model).hexdigest()
+  return identity
+
+
+def claim_workdir(workdir: Path, config: Config, identity: dict, write: bool = True) -> dict:
+  """Records the run's identity (if `write`: process 0 of a run), or checks it against the
+  one already recorded (run.json, or where it was lost, its newest checkpoint's copy, which
+  is then written back); returns the identity recorded."""
+  saved = read_identity(workdir)
+  if saved is None:
+    saved = recorded_identity(workdir)
+    if saved is None:  # No checkpoint either: a new run.
+      if write:
+        write_json_atomically(workdir / 'run.json', identity)
+      return identity
+    if write:
+      write_json_atomically(workdir / 'run.json', saved)
+      log.warning('%s was missing: restored from the copy its newest checkpoint keeps.',
+                  paths.shown(workdir / 'run.json'))
+  problems = config.incompatibilities(saved['config'])
+
+  def differs(key: str) -> bool:  # Older runs record no data or tokenizer.
+    return saved.get(key, identity.get(key)) != identity.get(key)
+
+  if differs('vocab_fingerprint'):
+    problems.append('vocabulary: the corpus or --unk_max_count gives a different vocabulary')
+  elif differs('data_fingerprint'):
+    problems.append(f'data: --dataset={config.dataset} now holds other text than the run '
+                    'was trained on (its files changed)')
+  elif differs('tokenizer_sha256'):
+    problems.append('tokenizer: the training split now learns another tokenizer model than '
+                    'the run was trained with')
+  if problems:
+    raise IncompatibleCheckpointError(
+        f'{paths.shown(workdir)} holds a run that this one cannot continue '
+        f'({"; ".join(problems)}); its checkpoints are kept: use another --workdir, or rerun '
+        "with the checkpoint's settings")
+  return saved
 
 
 def new_progress() -> dict:
@@ -92,13 +145,16 @@ class ModelRun:
     self.diverged = ''  # Why it stopped for good, once a loss or its parameters explode.
     self.saved_step = None  # The step of its newest checkpoint: what its summary reports.
     self.reported = None  # Which parameters the final evaluation scored (Runs.final_params).
+    self.recorded_report = None  # The `reported` its newest checkpoint keeps (keep_report).
     self.started = time.perf_counter() if started is None else started
     self.wall_before = 0.0  # Its earlier invocations' wall seconds.
 
   def resume(self, restored) -> None:
     """Takes the progress of a restored checkpoint (or keeps a new run's, for None)."""
     if restored is not None:
-      self.progress, self.saved_step = resumed_progress(restored[1]), int(restored[0].step)
+      saved = dict(restored[1])
+      self.recorded_report = saved.pop('reported', None)  # A finished run's; not carried on.
+      self.progress, self.saved_step = resumed_progress(saved), int(restored[0].step)
     self.wall_before = self.progress['wall_seconds']
 
   @property
@@ -126,6 +182,19 @@ class ModelRun:
     (self.checkpoints.save_best if best else self.checkpoints.save_latest)(
         step, state, self.progress)
     self.saved_step = step
+
+  def keep_report(self, state) -> None:
+    """Keeps `reported` (which parameters the final evaluation scores) in the progress record
+    of the newest checkpoint, `state`'s (saved again, unless it keeps it already), so that
+    readers follow the run's choice without its summary.json. A model whose state went on
+    past its newest checkpoint (stopped early among others) keeps none: readers take its
+    best, as it reported."""
+    step = int(state.step)
+    if self.reported == self.recorded_report or step != self.saved_step or self.diverged:
+      return
+    self.progress['wall_seconds'] = self.wall_seconds()
+    self.checkpoints.save_latest(step, state, {**self.progress, 'reported': self.reported})
+    self.recorded_report = self.reported
 
   def diverge(self, what: str) -> None:
     """Stops this model for good; its last good checkpoint stays, other models go on."""

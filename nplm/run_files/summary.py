@@ -1,15 +1,25 @@
 """What a run reports: how it ended (RunStatus), and summary.json (its exact perplexities,
-how it went, on what); and whether a finished run can stand for a config (reuse)."""
+how it went, on what); and whether a finished run can stand for a config (reuse).
+
+summary.json carries a checksum of its own content ('checksum': SHA-256 of the rest as
+canonical JSON), since the tools read from it which parameters the run reported: a summary
+cut short or edited by hand is found out (read_summary), never followed; one written by an
+older nplm has none and is read as it is.
+"""
 
 import enum
+import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 import jax
 
 from nplm import parallel
 from nplm.config import Config
+from nplm.files import write_json_atomically
+from nplm.paths import shown
 from nplm.data.corpus import Corpus
 from nplm.data.tokenizers import Tokenization
 from nplm.perplexity import perplexity
@@ -105,16 +115,61 @@ def parameter_count(params, vocab_size: int) -> int:
                                                                            vocab_size)))
 
 
+SUMMARY_FILE = 'summary.json'
+
+
+class SummaryDamaged(ValueError):
+  """A workdir's summary.json cannot be read, or does not match its checksum."""
+
+
+def summary_checksum(summary: dict) -> str:
+  """SHA-256 of a summary (without its checksum) as canonical JSON: the same for the dict a
+  run wrote and for the one read back, however the file is indented."""
+  text = json.dumps(summary, sort_keys=True, separators=(',', ':'))
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_summary(workdir: str | os.PathLike, summary: dict) -> None:
+  """<workdir>/summary.json, written whole, with its checksum."""
+  canonical = json.loads(json.dumps(summary))  # As it reads back: enums as their strings.
+  write_json_atomically(Path(workdir) / SUMMARY_FILE,
+                        {**canonical, 'checksum': summary_checksum(canonical)})
+
+
+def read_summary(workdir: str | os.PathLike) -> dict | None:
+  """A workdir's summary.json, verified against its checksum (without it); None if there is
+  none; SummaryDamaged, one line, if it is cut short, edited or unreadable."""
+  path = Path(workdir) / SUMMARY_FILE
+  remedy = 'rerun the train command of its run to rewrite it (nothing is trained again)'
+  try:
+    summary = json.loads(path.read_text())
+  except FileNotFoundError:
+    return None
+  except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8.
+    why = error.strerror if isinstance(error, OSError) else 'it is no complete JSON'
+    raise SummaryDamaged(f'{shown(path)} is damaged ({why}); {remedy}') from None
+  if not isinstance(summary, dict):
+    raise SummaryDamaged(f'{shown(path)} is damaged (it holds no summary); {remedy}')
+  checksum = summary.pop('checksum', None)
+  if checksum is not None and checksum != summary_checksum(summary):
+    raise SummaryDamaged(f'{shown(path)} is damaged (it does not match its checksum: was it '
+                         f'edited?); {remedy}')
+  return summary
+
+
 def finished_summary(config: Config) -> dict | None:
   """The summary a finished run of this config left in its workdir, if any: reused, not
   trained again, by sweeps and the Table 1 runner. Fields that only observe the run
   (nplm.config.OBSERVING_FIELDS) may differ, but it must hold every split the config's
   --eval_splits names: if not, None, and nplm.trainer.run of the config (the run resumed,
-  nothing left to train) scores them from its best checkpoint."""
-  path = Path(config.workdir) / 'summary.json'
-  if not path.exists():
+  nothing left to train) scores them from its best checkpoint. A damaged summary.json is
+  none: that run rewrites it."""
+  try:
+    summary = read_summary(config.workdir)
+  except SummaryDamaged:
     return None
-  summary = json.loads(path.read_text())
+  if summary is None:
+    return None
   finished = RunStatus(summary['status']).finished
   if not finished or not config.same_run(summary['config']):
     return None

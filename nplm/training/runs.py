@@ -14,12 +14,11 @@ import numpy as np
 from nplm import stop_requests
 from nplm.config import Config
 from nplm.data.corpus import Corpus
-from nplm.files import write_json_atomically
 from nplm.perplexity import exploded, perplexity
 from nplm.run_files import plots
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
 from nplm.run_files.model_run import ModelRun
-from nplm.run_files.summary import RunStatus, run_summary
+from nplm.run_files.summary import RunStatus, run_summary, write_summary
 from nplm.training import optimizer, schedules
 
 log = logging.getLogger(__name__)
@@ -189,12 +188,14 @@ class Runs:
     """Each run's parameters to report: its last where they are the best on validation
     (`last_ppl`: the runs whose last update, `step`, no recorded validation scored) or
     where --patience=0 keeps the last, else its best; a diverged run's are whatever it holds (not
-    reported). Each run's choice is kept as `reported`; `splits`: those the final evaluation
-    scores (logged)."""
+    reported). Each run's choice is kept as `reported`, also in its newest checkpoint
+    (ModelRun.keep_report); `splits`: those the final evaluation scores (logged)."""
     abstract, params = abstract_of(self.template), []
     for k, run in enumerate(self.all):
       progress = run.progress
-      best = None if run.diverged else run.checkpoints.restore_best(abstract)
+      # Its record's best step: from checkpoints/ where best/ is damaged or gone.
+      best = None if run.diverged else run.checkpoints.restore_best(abstract,
+                                                                    progress['best_step'])
       if best is None and progress['best_valid_ppl'] is not None and not run.diverged:
         raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though step '
                               f'{progress["best_step"]} was the best: its parameters '
@@ -209,6 +210,7 @@ class Runs:
                       'valid_ppl': last_ppl.get(k, validated) if take_last
                       else progress['best_valid_ppl']}
       params.append(chosen.params)
+      run.keep_report(last)
       if self.count == 1 and not run.diverged:
         log.info('final evaluation: %s with the %s parameters (step %d%s)', ', '.join(splits),
                  run.reported['parameters'], run.reported['step'],
@@ -238,7 +240,7 @@ class Runs:
     if self.count > 1:
       summary['trained_together'] = self.count
     if self.main:
-      write_json_atomically(run.workdir / 'summary.json', summary)
+      write_summary(run.workdir, summary)
       run.writer.final(summary)
       plots.learning_curve(run.workdir)
     return summary

@@ -20,10 +20,11 @@ from nplm.components import ComponentImportError
 from nplm.training import memory
 from nplm.training.families import feed_of
 from nplm.training.feed import Feed
-from nplm.run_files.checkpoint import read_identity, saved_params
+from nplm.run_files.checkpoint import read_identity, recorded_identity, saved_params
 from nplm.config import Config
 from nplm.data import datasets
 from nplm.data.sources import source_of
+from nplm.data.tokenizers import Tokenization, check_saved_model
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.lm import LanguageModel, build_language_model
@@ -44,6 +45,9 @@ class TrainedModel:
   # The data fingerprint its run recorded (nplm.data.corpus.Corpus.fingerprint: the ids of
   # every split under its vocabulary); None for runs recorded before it existed.
   data_fingerprint: str | None = None
+  # The SHA-256 of its learned tokenizer's model (tokenizer.model) that its run recorded;
+  # None without one, or for runs recorded before it existed.
+  tokenizer_sha256: str | None = None
   # Its feed for scoring, by eval batch size: each compiles its steps once.
   _scorers: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -55,8 +59,11 @@ class TrainedModel:
   @property
   def tokenizer(self):
     """How typed text becomes this model's tokens (nplm.data.tokenizers), as its corpus's
-    text did."""
-    return source_of(self.config.dataset).tokenizer(self.config, self.config.workdir)
+    text did; a learned one's saved model checked against the one its run recorded."""
+    tokenizer = source_of(self.config.dataset).tokenizer(self.config, self.config.workdir)
+    if Tokenization.of(self.config).learned and self.tokenizer_sha256 is not None:
+      check_saved_model(self.config.workdir, self.tokenizer_sha256)
+    return tokenizer
 
   @property
   def sentence_end(self) -> str | None:
@@ -128,6 +135,8 @@ def load_trained(workdir: str | os.PathLike) -> TrainedModel | NgramRun:
   identity, vocab_path = read_identity(where), where / 'vocab.txt'
   if identity is None and is_ngram_dir(where):
     return load_ngram_run(where)
+  if identity is None:  # run.json lost: the copy its checkpoints keep (None if it has none).
+    identity = recorded_identity(where)
   if identity is None or not vocab_path.exists():
     raise NoTrainedModelError(f'{shown} holds no training run (no run.json or vocab.txt); '
                               'train one there first')
@@ -145,7 +154,8 @@ def load_trained(workdir: str | os.PathLike) -> TrainedModel | NgramRun:
   params = parallel.unpadded_output_rows(params, vocab.size)
   lm = _model_of(config, vocab, params, where / 'run.json')
   memory.require_fit(config, lm, vocab.counts, training=False)  # Before any evaluation.
-  return TrainedModel(config, vocab, lm, params, identity.get('data_fingerprint'))
+  return TrainedModel(config, vocab, lm, params, identity.get('data_fingerprint'),
+                      identity.get('tokenizer_sha256'))
 
 
 def _recorded(identity, where: Path) -> tuple[Config, str]:

@@ -1,0 +1,171 @@
+"""Damaged and misused workdirs (issue 42): a summary.json deleted, cut short or edited, a lost
+run.json, a deleted best/, and --keep_checkpoints. Each reader's parameters are checked
+against the checkpoint of the step the run reported, read directly."""
+
+import json
+import os
+import shutil
+
+import jax
+import numpy as np
+import pytest
+
+from nplm.run_files import checkpoint
+from nplm.run_files.checkpoint import (CheckpointError, Checkpoints,
+                                       IncompatibleCheckpointError, saved_params)
+from nplm.run_files.summary import finished_summary
+from nplm.trainer import run
+from nplm.training import loop as loop_module
+from nplm.use.trained import load_trained
+from tests.test_schedules import planted_validation
+from tests.test_train import tiny_config
+
+# Validations at 5, 10 and 15 (the best: 10); the run ends at 17, between validations, where
+# its last update scores LAST[report]: better than the best (reported) or worse.
+PLANTED = {5: 80.0, 10: 70.0, 15: 75.0}
+LAST = {'last': 60.0, 'best': 90.0}
+CHANGES = dict(eval_every=5, max_steps=17, epochs=5, patience=5)
+
+
+def planted(report: str):
+  return planted_validation({**PLANTED, 17: LAST[report]})
+
+
+@pytest.fixture(scope='module')
+def finished(tiny_corpus, tmp_path_factory):
+  """{'last': workdir, 'best': workdir}: finished runs that reported those parameters."""
+  workdirs = {}
+  with pytest.MonkeyPatch.context() as patch:
+    for report in LAST:
+      patch.setattr(loop_module.Loop, 'split_nll', planted(report))
+      workdir = tmp_path_factory.mktemp(report) / 'run'
+      summary = run(tiny_config(workdir, **CHANGES), tiny_corpus)
+      assert summary['reported']['parameters'] == report
+      workdirs[report] = workdir
+  return workdirs
+
+
+def copied(finished, report: str, tmp_path):
+  return shutil.copytree(finished[report], tmp_path / report)
+
+
+def params_at(workdir, name: str, step: int):
+  """The parameters of one checkpoint, read directly."""
+  return checkpoint.read(workdir / name / str(step))[0]['params']
+
+
+def same(a, b) -> bool:
+  return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def rerun(workdir, report: str, tiny_corpus, monkeypatch) -> dict:
+  """The train command run again on a finished workdir (validations planted as before)."""
+  monkeypatch.setattr(loop_module.Loop, 'split_nll', planted(report))
+  return run(tiny_config(workdir, **CHANGES), tiny_corpus)
+
+
+def test_without_its_summary_a_run_is_read_with_the_parameters_it_reported(finished, tmp_path):
+  last = copied(finished, 'last', tmp_path)
+  (last / 'summary.json').unlink()
+  assert not same(params_at(last, 'best', 10), params_at(last, 'checkpoints', 17))
+  assert same(saved_params(last), params_at(last, 'checkpoints', 17))  # Not best/'s.
+  best = copied(finished, 'best', tmp_path)
+  (best / 'summary.json').unlink()
+  want = params_at(best, 'best', 10)
+  assert same(saved_params(best), want)
+  shutil.rmtree(best / 'best')  # Its copy in checkpoints/ is read, not the newest.
+  assert same(saved_params(best), want)
+  assert same(load_trained(best).params, want)
+
+
+@pytest.mark.parametrize('damage', ['cut short', 'reported edited', 'checksum edited'])
+def test_a_damaged_summary_is_refused_in_one_line_and_a_rerun_rewrites_it(
+    finished, tiny_corpus, tmp_path, monkeypatch, damage):
+  workdir = copied(finished, 'last', tmp_path)
+  path = workdir / 'summary.json'
+  written = json.loads(path.read_text())
+  if damage == 'cut short':
+    path.write_text(path.read_text()[:len(path.read_text()) // 2])
+  else:
+    edited = dict(written)
+    if damage == 'reported edited':
+      edited['reported'] = {**written['reported'], 'parameters': 'best', 'step': 10}
+    else:
+      edited['checksum'] = '0' * 64
+    path.write_text(json.dumps(edited))
+  for read in (saved_params, load_trained):
+    with pytest.raises(CheckpointError, match=r'^\S+summary.json is damaged \([^\n]*\); '
+                       r'rerun the train command of its run to rewrite it[^\n]*$'):
+      read(workdir)
+  assert finished_summary(tiny_config(workdir, **CHANGES)) is None  # A sweep runs it again.
+  rewritten = rerun(workdir, 'last', tiny_corpus, monkeypatch)
+  assert rewritten['reported'] == written['reported']
+  assert json.loads(path.read_text())['reported'] == written['reported']
+  assert same(saved_params(workdir), params_at(workdir, 'checkpoints', 17))
+
+
+def test_a_finished_run_whose_best_dir_was_deleted_reruns_from_the_same_steps_copy(
+    finished, tiny_corpus, tmp_path, monkeypatch):
+  workdir = copied(finished, 'best', tmp_path)
+  written = json.loads((workdir / 'summary.json').read_text())
+  want = params_at(workdir, 'best', 10)
+  shutil.rmtree(workdir / 'best')
+  assert same(saved_params(workdir), want)  # Readers: the same step's copy, not the newest.
+  summary = rerun(workdir, 'best', tiny_corpus, monkeypatch)
+  assert summary['reported'] == written['reported']
+  assert os.listdir(workdir / 'best') == ['10']
+  assert same(params_at(workdir, 'best', 10), want)
+  before = (workdir / 'summary.json').read_text()
+  shutil.rmtree(workdir / 'best')
+  shutil.rmtree(workdir / 'checkpoints' / '10')  # No copy left: an error, no other choice.
+  with pytest.raises(CheckpointError, match=r'no checkpoint holds the parameters its run '
+                     r'reported \(its best, step 10\)'):
+    saved_params(workdir)
+  with pytest.raises(CheckpointError, match=r'no copy of the best checkpoint \(step 10\)'):
+    rerun(workdir, 'best', tiny_corpus, monkeypatch)
+  assert (workdir / 'summary.json').read_text() == before
+
+
+def test_a_lost_run_json_is_restored_from_the_checkpoints_and_still_guards_the_workdir(
+    tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  run(tiny_config(workdir, max_steps=12), tiny_corpus)
+  recorded = json.loads((workdir / 'run.json').read_text())
+  for changes, refused in (({'learning_rate': 0.5}, 'learning_rate: checkpoint has 0.01'),
+                           ({'hidden_size': 20}, 'hidden_size: checkpoint has 12')):
+    (workdir / 'run.json').unlink()
+    with pytest.raises(IncompatibleCheckpointError, match=f'^[^\n]*{refused}[^\n]*$'):
+      run(tiny_config(workdir, max_steps=24, **changes), tiny_corpus)
+    assert json.loads((workdir / 'run.json').read_text()) == recorded
+  (workdir / 'run.json').unlink()
+  assert load_trained(workdir).config.hidden_size == 12  # Readers read the copy too.
+  resumed = run(tiny_config(workdir, max_steps=24), tiny_corpus)
+  assert (resumed['status'], resumed['steps']) == ('max_steps', 24)
+  assert json.loads((workdir / 'run.json').read_text()) == recorded
+
+
+def test_checkpoints_without_a_copy_of_the_lost_run_json_are_refused(tiny_corpus, tmp_path):
+  workdir = tmp_path / 'run'
+  workdir.mkdir()
+  state = {'step': np.int32(3), 'params': {'w': np.ones(4, np.float32)}}
+  Checkpoints(workdir).save_latest(3, state, {'epochs_done': 0})  # As an older nplm saved.
+  with pytest.raises(IncompatibleCheckpointError,
+                     match=r'^\S+ holds checkpoints but no run.json[^\n]*older nplm'):
+    run(tiny_config(workdir), tiny_corpus)
+  assert not (workdir / 'run.json').exists()
+  assert os.listdir(workdir / 'checkpoints') == ['3']
+
+
+def test_keep_checkpoints_bounds_the_periodic_checkpoints_and_the_run_resumes(
+    tiny_corpus, tmp_path):
+  whole = run(tiny_config(tmp_path / 'whole', epochs=2), tiny_corpus)
+  workdir = tmp_path / 'parts'
+  run(tiny_config(workdir, epochs=2, max_steps=30), tiny_corpus)  # One epoch: the best.
+  best = int(os.listdir(workdir / 'best')[0])
+  run(tiny_config(workdir, epochs=2, max_steps=36, checkpoint_every=1, keep_checkpoints=1),
+      tiny_corpus)
+  assert sorted(map(int, os.listdir(workdir / 'checkpoints'))) == [best, 36]
+  resumed = run(tiny_config(workdir, epochs=2, keep_checkpoints=1), tiny_corpus)
+  for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps'):
+    assert resumed[key] == whole[key], key
+  assert len(os.listdir(workdir / 'checkpoints')) <= 2
