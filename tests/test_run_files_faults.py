@@ -169,3 +169,17 @@ def test_keep_checkpoints_bounds_the_periodic_checkpoints_and_the_run_resumes(
   for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps'):
     assert resumed[key] == whole[key], key
   assert len(os.listdir(workdir / 'checkpoints')) <= 2
+
+
+def test_compare_refuses_an_edited_summary_in_one_line_and_shows_the_intact_one(
+    finished, tmp_path):
+  from nplm.config import ConfigError
+  from nplm.studies.comparison import read_run
+  workdir = copied(finished, 'best', tmp_path)
+  intact = read_run(str(workdir))
+  assert intact['ppl']['valid'] == json.loads((workdir / 'summary.json').read_text())['valid_ppl']
+  summary = json.loads((workdir / 'summary.json').read_text())
+  summary['valid_ppl'] /= 2  # A hand edit that flatters the run.
+  (workdir / 'summary.json').write_text(json.dumps(summary))
+  with pytest.raises(ConfigError, match=r'summary.json is damaged .*leave that run out'):
+    read_run(str(workdir))

@@ -28,6 +28,7 @@ from nplm import cli, paths
 from nplm.config import ConfigError
 from nplm.run_files import checkpoint
 from nplm.run_files.lock import LOCK_NAME
+from nplm.run_files.summary import SummaryDamaged, read_summary
 from nplm.data.tfds_dirs import LOCK_NAME as PREPARE_LOCK
 from nplm.training.memory import size
 
@@ -126,9 +127,9 @@ def needed(workdir: Path) -> dict[str, str]:
   for step in checkpoint._steps(workdir / checkpoint.BEST)[:1]:
     kept.setdefault(f'{checkpoint.BEST}/{step}', 'the best step: the run reports it')
     kept.setdefault(f'{checkpoint.LATEST}/{step}', 'the best step\'s second copy')
-  try:
-    reported = json.loads((workdir / 'summary.json').read_text()).get('reported') or {}
-  except (OSError, ValueError, AttributeError):
+  try:  # A damaged one protects nothing more: the final checkpoint's record names the same.
+    reported = (read_summary(workdir) or {}).get('reported') or {}
+  except SummaryDamaged:
     reported = {}
   if reported.get('parameters') == 'last':
     kept.setdefault(f'{checkpoint.LATEST}/{reported["step"]}', 'the parameters the run '

@@ -32,6 +32,7 @@ from nplm.display import duration
 from nplm.errors import ConfigError
 from nplm.files import save_figure_atomically
 from nplm.run_files.plots import compared_curves, read_metrics, validated_part
+from nplm.run_files.summary import SummaryDamaged, read_summary
 
 
 def read_runs(workdirs: list[str]) -> list[dict]:
@@ -58,8 +59,12 @@ def read_run(typed: str) -> dict:
     raise ConfigError(f'{typed} holds no run (neither run.json and vocab.txt nor '
                       'ngram.json); name a training workdir or an nplm ngram --out directory')
   identity = _json(where / 'run.json')
-  if (where / 'summary.json').is_file():
-    row = _trained_row(typed, _json(where / 'summary.json'))
+  try:  # Checked against its checksum: a hand-edited summary is never shown as a run's.
+    summary = read_summary(where)
+  except SummaryDamaged as error:
+    raise ConfigError(f'{error}, or leave that run out') from None
+  if summary is not None:
+    row = _trained_row(typed, summary)
   else:
     row = _unfinished_row(typed, identity, where)
   row['vocab_fingerprint'] = identity.get('vocab_fingerprint')
