@@ -283,3 +283,20 @@ def test_generate_help_says_what_a_sentence_is(tmp_path):
   done = nplm('generate', '--help', cwd=tmp_path)
   assert done.returncode == 0
   assert "a sentence ends at '.', '!' or '?'" in ' '.join(done.stdout.split())
+
+
+def test_the_start_up_line_names_the_tokens_and_the_progress_line_the_run_left(
+    tiny_corpus, tmp_path, caplog):
+  from nplm.training.loop import token_kind
+  from tests.test_train import tiny_config
+  text = dict(dataset='text:corpus', workdir='w')
+  assert token_kind(Config(**text, tokenizer='bpe', subword_vocab_size=2000)) == (
+      'bpe subwords, 2,000')
+  assert token_kind(Config(**text, tokenizer='nltk', lowercase=True)) == 'NLTK words, lowercased'
+  assert token_kind(Config(**text, tokens='chars')) == 'characters'
+  assert token_kind(Config(**text)) == 'words'
+  with caplog.at_level('INFO', logger='nplm'):
+    run(tiny_config(tmp_path / 'run', epochs=3, log_every=2), tiny_corpus)
+  lines = [r.getMessage() for r in caplog.records if re.match(r'step \d+  epoch', r.getMessage())]
+  timed = [l for l in lines if 'left' in l]
+  assert timed and all(re.search(r'left; the run \S+ at most\)', l) for l in timed), lines
