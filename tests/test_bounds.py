@@ -5,7 +5,6 @@ the work, and word2vec on a text of one repeated line."""
 import json
 import logging
 import math
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ COUNTS = np.maximum(1, 3000 // np.arange(1, 301))  # |V| = 300
 # --- 3: the memory this process may have --------------------------------------------------
 
 _CAPPED = r'''
-import json, sys
+import json, resource, sys
 from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
 from nplm.training import memory
@@ -37,35 +36,29 @@ counts = np.maximum(1, 3000 // np.arange(1, 301))
 config = Config(workdir='unused', order=3, feature_size=8, hidden_size=int(sys.argv[1]),
                 batch_size=64, eval_batch_size=64)
 lm = build_language_model(config, counts)
+# The cap: this process's mappings (JAX loaded) + 1.5 GB, set here, where they are known.
+mapped = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status')
+              if l.startswith('VmSize:'))
+cap = mapped + 3 * 2 ** 29
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 limits = memory.host_limits()
 try:
   memory.require_fit(config, lm, counts, {'train': 1000, 'valid': 100, 'test': 100})
   message = None
 except ConfigError as error:
   message = str(error)
-print(json.dumps({'limits': limits, 'message': message}))
+print(json.dumps({'limits': limits, 'message': message, 'cap': cap}))
 '''
 
 
-def _vm_size() -> int:
-  line = next(l for l in Path('/proc/self/status').read_text().splitlines()
-              if l.startswith('VmSize:'))
-  return int(line.split()[1]) * 1024
-
-
 def test_a_request_that_fits_memavailable_but_not_ulimit_v_is_refused_naming_the_cap():
-  """A child under RLIMIT_AS = its parent's mappings (JAX loaded) + 1.5 GB asks for ~2.7 GB
+  """A child under RLIMIT_AS = its own mappings (JAX loaded) + 1.5 GB asks for ~2.7 GB
   (hidden_size 400,000: 16 bytes a parameter with Adam, 316 parameters a unit)."""
-  cap = _vm_size() + 3 * 2 ** 29
-
-  def lowered():
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
   child = subprocess.run([sys.executable, '-c', _CAPPED, '400000'], cwd=ROOT, text=True,
-                         capture_output=True, timeout=120, preexec_fn=lowered)
+                         capture_output=True, timeout=120)
   assert child.returncode == 0, child.stderr[-2000:]
   found = json.loads(child.stdout.strip().splitlines()[-1])
-  limits, message = found['limits'], found['message']
+  limits, message, cap = found['limits'], found['message'], found['cap']
   room = limits['the address-space limit (ulimit -v) leaves']
   assert room < cap and limits['this machine has'] > 4e9, limits  # Fits MemAvailable.
   assert message is not None and '\n' not in message

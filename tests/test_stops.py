@@ -26,23 +26,27 @@ from tests.test_train import ROOT
 
 SAVE_DELAY = 4.0  # Longer than the 3 s a save used to get after a signal.
 # `nplm train` with every checkpoint save slowed by argv[1] seconds once its files are
-# written into Orbax's temporary directory, before it is renamed (the planted moment).
+# written into Orbax's temporary directory, before it is renamed, and its first update by
+# argv[2] seconds, as a long compilation would (the planted moments).
 _CHILD = """
 import sys, time
 import orbax.checkpoint as ocp
-finalize = ocp.CompositeCheckpointHandler.finalize
+from nplm.training.feed import Feed
+finalize, step = ocp.CompositeCheckpointHandler.finalize, Feed.step
 def slow_finalize(self, *args, **kwargs):
   time.sleep(float(sys.argv[1]))
   return finalize(self, *args, **kwargs)
-ocp.CompositeCheckpointHandler.finalize = slow_finalize
+def slow_first_step(self, *args, **kwargs):
+  if not getattr(self, 'planted', False):
+    self.planted = True
+    time.sleep(float(sys.argv[2]))
+  return step(self, *args, **kwargs)
+ocp.CompositeCheckpointHandler.finalize, Feed.step = slow_finalize, slow_first_step
 from nplm.cli.train import run_program
-run_program(['nplm train', *sys.argv[2:]])
+run_program(['nplm train', *sys.argv[3:]])
 """
 FLAGS = ['--order=3', '--feature_size=8', '--hidden_size=16', '--batch_size=32', '--epochs=2',
          '--patience=2', '--log_every=1', '--eval_splits=valid,test']
-# A Transformer whose train step takes seconds to compile.
-SLOW_TO_COMPILE = ['--model=transformer', '--order=33', '--feature_size=64', '--hidden_size=256',
-                   '--num_heads=4', '--num_layers=4']
 KEYS = ('status', 'steps', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'best_epoch')
 
 
@@ -71,10 +75,12 @@ def train_argv(corpus, workdir: Path, *flags: str) -> list[str]:
           *flags]
 
 
-def signalled(argv: list[str], moment, signals, delay: float = SAVE_DELAY, gap: float = 0.5):
+def signalled(argv: list[str], moment, signals, delay: float = SAVE_DELAY, gap: float = 0.5,
+              compile_delay: float = 0.0):
   """(status, output, seconds from the first signal to the end) of the slowed `nplm train`,
   sent `signals` (`gap` seconds apart) once moment(output lines) is true."""
-  child = subprocess.Popen([sys.executable, '-c', _CHILD, str(delay), *argv], cwd=ROOT,
+  child = subprocess.Popen([sys.executable, '-c', _CHILD, str(delay), str(compile_delay),
+                            *argv], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   lines = []
   try:
@@ -203,13 +209,33 @@ def test_the_deadline_is_a_setting_and_its_end_is_told_truthfully(corpus, tmp_pa
   assert not temporary_directories(workdir)
 
 
+def compiling(lines) -> bool:
+  return re.search(r'\d compiling the train step$', lines[-1].rstrip()) is not None
+
+
 def test_a_stop_while_compiling_a_new_run_says_nothing_was_saved(corpus, tmp_path):
-  """Nothing to save yet: the process ends within seconds and says a rerun starts over."""
+  """A compilation longer than the 3 s a phase with nothing to save gets: the process ends
+  then, and says a rerun starts over."""
   workdir = tmp_path / 'run'
-  argv = train_argv(corpus, workdir, *SLOW_TO_COMPILE)
-  status, output, seconds = signalled(argv, lambda lines: 'compiling' in lines[-1],
-                                      [signal.SIGTERM], delay=0.0)
-  assert status == 75 and seconds < 5, (seconds, output)
+  status, output, seconds = signalled(train_argv(corpus, workdir), compiling,
+                                      [signal.SIGTERM], delay=0.0, compile_delay=8.0)
+  assert status == 75 and 2.9 < seconds < 5, (seconds, output)
   last = output.strip().splitlines()[-1]
   assert 'SIGTERM while compiling the train step' in last, output
   assert 'no checkpoint had been saved' in last, last
+  assert not (workdir / 'checkpoints').exists() or not [
+      name for name in os.listdir(workdir / 'checkpoints') if name.isdigit()]
+
+
+def test_a_stop_during_a_short_compilation_saves_its_update(corpus, tmp_path, uninterrupted):
+  """A compilation that ends within those 3 s: its first update is saved, and the rerun
+  ends as the uninterrupted run."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir)
+  status, output, _ = signalled(argv, compiling, [signal.SIGTERM], delay=0.0,
+                                compile_delay=1.0)
+  assert status == 75, output
+  assert 'Interrupted at step 1; checkpoint saved' in output, output
+  assert (workdir / 'checkpoints' / '1').is_dir()
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}

@@ -165,13 +165,12 @@ class Loop:
 
   def count_update(self, losses, examples: int) -> None:
     """The step and the clock moved on; the losses queued (a stop never waits for more than
-    IN_FLIGHT updates). The first update waits for its compilation, which a stop request
-    ends with nothing to save."""
+    IN_FLIGHT updates). The first update waits for its compilation: a stop requested during
+    it is saved with that update (run_actions), if the compilation ends in time."""
     self.step += 1
     self.interval.count(examples)
     if not self.compiled:  # Throughput counts updates, not the compilation before them.
       jax.block_until_ready(losses)
-      self.stop.check()
       self.compiled, self.stop.phase = True, TRAINING
       self.phases['compile'] = time.perf_counter() - self.compile_started
       self.interval.restart()
