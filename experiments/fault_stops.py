@@ -31,9 +31,9 @@ def saving(workdir):
 
 
 def stopped_then_finished(c, name: str, moment, signals: list, gap: float = 0.3,
-                          **flag_values) -> None:
+                          reference: dict | None = None, **flag_values) -> None:
   """Two rows: the run signalled at `moment` (a stderr pattern, or a condition), then the
-  same command rerun to its end, compared with the reference."""
+  same command rerun to its end, compared with `reference` (default: the cases')."""
   argv = c.train_argv(name, **flag_values)
   with busy_machine():
     child = Child(argv, c.checkout)
@@ -57,7 +57,7 @@ def stopped_then_finished(c, name: str, moment, signals: list, gap: float = 0.3,
   state = re.search(r'\((new|resumed at step \d+)\)$', resumed)
   c.row(f'14 … rerun to the end ({name.replace("_", " ")})', c.train_argv(name, **flag_values),
         result, f'{state.group(1) if state else "?"}; numbers '
-        f'{compare(summary_of(c.out / name), c.reference)}')
+        f'{compare(summary_of(c.out / name), reference or c.reference)}')
 
 
 def case_stops(c) -> None:
@@ -72,4 +72,21 @@ def case_stops(c) -> None:
   stopped_then_finished(c, 'while_compiling', 'compiling the train step', [signal.SIGTERM])
 
 
-CASES = (case_stops,)
+# A model whose checkpoint (120 MB with Adam's moments) takes seconds to write beside the
+# hogs: the size at which a stop before the first checkpoint lost runs.
+LARGE = dict(order=5, feature_size=500, hidden_size=5000, epochs=1, max_steps=60, log_every=5,
+             checkpoint_every=2000)
+
+
+def case_stops_large(c) -> None:
+  """14: a stop before the first checkpoint of a large model, on a busy machine."""
+  reference = c.train('large_reference', **LARGE)
+  c.row('14 large model, uninterrupted (the reference of the next rows)',
+        c.train_argv('large_reference', **LARGE), reference,
+        f'valid ppl {(summary_of(c.out / "large_reference") or {}).get("valid_ppl")}')
+  for stop in (signal.SIGTERM, signal.SIGINT):
+    stopped_then_finished(c, f'large_{signal.Signals(stop).name}', r'step 10\b', [stop],
+                          reference=summary_of(c.out / 'large_reference'), **LARGE)
+
+
+CASES = (case_stops, case_stops_large)

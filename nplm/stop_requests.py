@@ -26,6 +26,7 @@
 """
 
 import contextlib
+import functools
 import logging
 import os
 import select
@@ -266,5 +267,14 @@ def stop_requests():
     _running.remove(stop)
     if watchdog is not None:
       watchdog.leave()
+    # A program stopped by a request is ending: a second one ends it at once, not with a
+    # KeyboardInterrupt traceback from wherever its exit has got to.
+    ending = watchdog is not None and stop.is_set()
     for s, h in previous.items():
-      signal.signal(s, h)
+      signal.signal(s, functools.partial(_end_at_once, watchdog.status) if ending else h)
+
+
+def _end_at_once(status: int, signum, frame) -> None:
+  with contextlib.suppress(Exception):
+    sys.stdout.flush()
+  os._exit(status)

@@ -26,8 +26,9 @@ from tests.test_train import ROOT
 
 SAVE_DELAY = 4.0  # Longer than the 3 s a save used to get after a signal.
 # `nplm train` with every checkpoint save slowed by argv[1] seconds once its files are
-# written into Orbax's temporary directory, before it is renamed, and its first update by
-# argv[2] seconds, as a long compilation would (the planted moments).
+# written into Orbax's temporary directory, before it is renamed, and its first update and
+# its report by argv[2] seconds, as a long compilation or a busy exit would (the planted
+# moments).
 _CHILD = """
 import sys, time
 import orbax.checkpoint as ocp
@@ -42,6 +43,12 @@ def slow_first_step(self, *args, **kwargs):
     time.sleep(float(sys.argv[2]))
   return step(self, *args, **kwargs)
 ocp.CompositeCheckpointHandler.finalize, Feed.step = slow_finalize, slow_first_step
+from nplm.cli import train
+report = train.report
+def slow_report(summary):
+  time.sleep(float(sys.argv[2]))
+  return report(summary)
+train.report = slow_report
 from nplm.cli.train import run_program
 run_program(['nplm train', *sys.argv[3:]])
 """
@@ -239,3 +246,15 @@ def test_a_stop_during_a_short_compilation_saves_its_update(corpus, tmp_path, un
   assert (workdir / 'checkpoints' / '1').is_dir()
   resumed = finished(argv)
   assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def test_a_second_ctrl_c_while_the_stopped_program_ends_is_quiet(corpus, tmp_path):
+  """The run saved and returned; Ctrl-C again while it reports (planted: a 3 s report): the
+  process ends at once, 75, with no KeyboardInterrupt traceback, the checkpoint kept."""
+  workdir = tmp_path / 'run'
+  status, output, seconds = signalled(train_argv(corpus, workdir), step_line(2),
+                                      [signal.SIGINT] * 2, delay=0.0, compile_delay=3.0,
+                                      gap=2.0)
+  assert status == 75 and seconds < 4, (seconds, output)
+  assert 'Traceback' not in output and 'KeyboardInterrupt' not in output, output
+  assert [name for name in os.listdir(workdir / 'checkpoints') if name.isdigit()], output
