@@ -259,8 +259,9 @@ class Loop:
       loss = 'losses ' + ' '.join(f'{k}:{info.losses[k]:.3f}' for k in self.runs.training)
     if not info.steps_per_second:  # Only the compiled step since the last line: no rate yet.
       return f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps  {loss}'
-    left = (per_epoch - in_epoch) / info.steps_per_second
-    run_left = (self.planned_steps() - self.step) / info.steps_per_second
+    planned_left = self.planned_steps() - self.step
+    left = min(per_epoch - in_epoch, planned_left) / info.steps_per_second
+    run_left = planned_left / info.steps_per_second
     per_model = ' per model' if self.runs.count > 1 else ''
     return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
             f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left; the run '
