@@ -1,15 +1,18 @@
 """The run-file cases of experiments.fault_injection --mode=cases (issue 42): a workdir's
 summary.json deleted, cut short or edited; run.json lost, then the run resumed with other
 flags; another run's tokenizer.model; best/ deleted; subword sizes SentencePiece cannot
-learn, and a training split of one 2.4 MB line; --keep_checkpoints. Each row says what the
+learn, and a training split of one 2.4 MB line; --keep_checkpoints; a disk that fills during
+the final evaluation. Each row says what the
 tools read, so that the table of an old checkout and of a new one can be read side by side."""
 
+import contextlib
 import json
 import random
 import shutil
+import subprocess
 from pathlib import Path
 
-from experiments.fault_harness import compare, nplm, run, summary_of
+from experiments.fault_harness import Child, compare, nplm, run, summary_of
 
 # Ends between validations, its last update better than its best validated (step 400).
 REPORTS_LAST = {'max_steps': 500, 'eval_every': 200}
@@ -190,5 +193,36 @@ def case_keep_checkpoints(c) -> None:
         f'numbers {compare(summary_of(c.out / name), c.reference)}')
 
 
+def case_disk_full(c) -> None:
+  """42: the disk fills during the final evaluation (a 30 MB tmpfs, filled once the final
+  evaluation starts; mounting needs root), then the run is rerun with the space freed."""
+  disk = c.out / 'small_disk'
+  disk.mkdir()
+  mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=30M', 'tmpfs', str(disk)],
+                           capture_output=True, text=True)
+  if mounted.returncode:
+    c.row('42 disk full in the final evaluation', 'mount -t tmpfs', {'rc': mounted.returncode,
+          'stdout': '', 'stderr': mounted.stderr.splitlines()}, 'not run: no tmpfs mounted')
+    return
+  try:
+    name = 'small_disk/run'
+    argv = c.train_argv(name, eval_batch_size=4)
+    child = Child(argv, c.checkout)
+    child.wait_until(lambda: child.line('final evaluation') is not None)
+    filler = disk / 'filler'
+    with open(filler, 'wb') as out, contextlib.suppress(OSError):
+      while True:
+        out.write(bytes(2 ** 20))
+    result = child.finish()
+    c.row('42 disk full in the final evaluation', argv, result,
+          f'{sum("Traceback" in l for l in result["stderr"])} traceback lines')
+    filler.unlink()
+    result = run(argv, c.checkout)
+    c.row('42 … rerun with the space freed', argv, result,
+          f'numbers {compare(summary_of(c.out / name), c.reference)}')
+  finally:
+    subprocess.run(['umount', '-l', str(disk)], check=False)
+
+
 CASES = (case_summary_damaged, case_run_json_lost, case_tokenizer_swapped, case_best_deleted,
-         case_subword_sizes, case_keep_checkpoints)
+         case_subword_sizes, case_keep_checkpoints, case_disk_full)
