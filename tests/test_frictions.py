@@ -287,7 +287,7 @@ def test_generate_help_says_what_a_sentence_is(tmp_path):
 
 def test_the_start_up_line_names_the_tokens_and_the_progress_line_the_run_left(
     tiny_corpus, tmp_path, caplog):
-  from nplm.training.loop import token_kind
+  from nplm.data.tokenizers import token_kind
   from tests.test_train import tiny_config
   text = dict(dataset='text:corpus', workdir='w')
   assert token_kind(Config(**text, tokenizer='bpe', subword_vocab_size=2000)) == (

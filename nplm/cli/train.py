@@ -19,7 +19,7 @@ import sys
 
 from nplm import cli, flagfiles, parallel, paths, stop_requests
 from nplm.trainer import run
-from nplm.training.loop import what_is_kept
+from nplm.run_files.model_run import what_is_kept
 
 
 def reported(summary: dict) -> str:

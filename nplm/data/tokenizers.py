@@ -354,3 +354,13 @@ def config_errors(config) -> list[str]:
        f'--subword_vocab_size must be positive, got {config.subword_vocab_size}'),
   ]
   return [error for ok, error in checks if not ok]
+
+
+def token_kind(config) -> str:
+  """What the run's tokens are, as its start-up line names them."""
+  if config.tokens == 'chars':
+    return 'characters'
+  if config.tokenizer in SUBWORD_TOKENIZERS:
+    return f'{config.tokenizer} subwords, {config.subword_vocab_size:,}'
+  lowercased = ', lowercased' if config.lowercase else ''
+  return f'{"NLTK " if config.tokenizer == "nltk" else ""}words{lowercased}'

@@ -252,3 +252,18 @@ class ModelRun:
   def close(self) -> None:
     self.writer.close()
     self.lock.release()
+
+
+def what_is_kept(workdir: str) -> str:
+  """What a rerun of a run stopped before it could save starts from, read from its workdir
+  (its finished checkpoints; a save cut short is never one)."""
+  try:
+    step = Checkpoints(Path(workdir), main=False).latest_step
+  except OSError:
+    return (f'the checkpoints in {paths.shown(workdir)} are as they were. Rerun the same '
+            'command to resume')
+  if step is None:
+    return (f'no checkpoint had been saved in {paths.shown(workdir)} yet. Rerun the same '
+            'command to start from the beginning')
+  return (f'the last checkpoint in {paths.shown(workdir)} (step {step}) is kept. Rerun the '
+          'same command to resume from it')

@@ -16,7 +16,6 @@ feed's `log_probs`).
 
 import logging
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -25,11 +24,11 @@ from tqdm import tqdm
 from nplm import models, parallel, paths, stop_requests
 from nplm.config import Config
 from nplm.data.corpus import Corpus
-from nplm.data.tokenizers import SUBWORD_TOKENIZERS
+from nplm.data.tokenizers import token_kind
 from nplm.display import counted, duration
 from nplm.lm import build_language_model
 from nplm.perplexity import perplexity
-from nplm.run_files.checkpoint import Checkpoints
+from nplm.run_files.model_run import what_is_kept
 from nplm.run_files.summary import RunStatus, parameter_count
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import memory, optimizer
@@ -368,16 +367,6 @@ class Loop:
             f'{workdirs} ({state})')
 
 
-def token_kind(config: Config) -> str:
-  """What the run's tokens are, as its start-up line names them."""
-  if config.tokens == 'chars':
-    return 'characters'
-  if config.tokenizer in SUBWORD_TOKENIZERS:
-    return f'{config.tokenizer} subwords, {config.subword_vocab_size:,}'
-  lowercased = ', lowercased' if config.lowercase else ''
-  return f'{"NLTK " if config.tokenizer == "nltk" else ""}words{lowercased}'
-
-
 def train(configs: list[Config], corpus: Corpus, started: float | None = None,
           load_seconds: float | None = None) -> list[dict]:
   """Trains (or resumes) K >= 1 models (configs checked by run_checks.check_together) in one
@@ -403,17 +392,3 @@ def train(configs: list[Config], corpus: Corpus, started: float | None = None,
       raise Interrupted(f'Interrupted ({stopped}); {what_is_kept(configs[0].workdir)}.'
                         ) from None
 
-
-def what_is_kept(workdir: str) -> str:
-  """What a rerun of a run stopped before it could save starts from, read from its workdir
-  (its finished checkpoints; a save cut short is never one)."""
-  try:
-    step = Checkpoints(Path(workdir), main=False).latest_step
-  except OSError:
-    return (f'the checkpoints in {paths.shown(workdir)} are as they were. Rerun the same '
-            'command to resume')
-  if step is None:
-    return (f'no checkpoint had been saved in {paths.shown(workdir)} yet. Rerun the same '
-            'command to start from the beginning')
-  return (f'the last checkpoint in {paths.shown(workdir)} (step {step}) is kept. Rerun the '
-          'same command to resume from it')
