@@ -4,6 +4,7 @@ evaluation is never silent."""
 
 import logging
 import time
+import unicodedata
 from collections.abc import Iterable, Iterator
 
 from tqdm import tqdm
@@ -73,3 +74,21 @@ def show_progress_lines() -> None:
 
 
 _OURS = 'nplm_progress_lines'  # Marks the handler show_progress_lines added.
+
+
+# Characters that change text around them rather than show: bidirectional overrides and
+# isolates reorder what a terminal draws (controls, line and paragraph separators by category).
+_BIDI_CONTROLS = frozenset('\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e'
+                           '\u2066\u2067\u2068\u2069')
+
+
+def printable(text: str) -> str:
+  """Text as it may be shown on a terminal: each control character (ESC of an ANSI escape,
+  a carriage return, a tab, a bidirectional override) written as a Python string escapes it
+  (\\x1b, \\r, \\t, \\u202e), so that a sentence read from a file can neither restyle
+  nor rewrite the screen, and shows what it holds. Other text is shown as it is."""
+  return ''.join(repr(ch)[1:-1] if _is_control(ch) else ch for ch in text)
+
+
+def _is_control(ch: str) -> bool:
+  return unicodedata.category(ch) in ('Cc', 'Zl', 'Zp') or ch in _BIDI_CONTROLS

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm import api
+from nplm import api, display
 from nplm.cli import predict as predict_program
 from nplm.cli import rank as rank_program
 from nplm.cli import score as score_program
@@ -155,7 +155,7 @@ def test_control_characters_print_escaped_and_are_scored_as_given(runs):
   assert any(line.endswith(escaped) for line in lines[-2:])
   shown = predict_program.report([typed], [predict(model, typed, 2)])
   assert shown.splitlines()[0] == escaped and '\x1b' not in shown
-  assert score_program.printable('tab\there, bidi \u202e, NBSP\u00a0é') == \
+  assert display.printable('tab\there, bidi \u202e, NBSP\u00a0é') == \
       'tab\\there, bidi \\u202e, NBSP\u00a0é'
   done = nplm('score', f'--workdir={runs["cased"]}', typed, cwd=runs['cased'].parent)
   assert done.returncode == 0 and '\x1b' not in done.stdout, done.stderr

@@ -21,7 +21,7 @@ import sys
 from absl import flags
 
 from nplm import cli
-from nplm.cli.score import printable
+from nplm.display import printable
 from nplm.use.generation import Sampling, text_pieces
 from nplm.use.prediction import read_prompt, unknown_note
 from nplm.use.trained import load_trained

@@ -21,7 +21,7 @@ import sys
 from absl import flags
 
 from nplm import cli
-from nplm.cli.score import printable
+from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.use.neighbours import (analogy, as_read, feature_vectors, known_and_unknown,
                                  nearest, plot_words)

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
-from nplm.cli.score import define_input_flags, printable, sentences_of
+from nplm.cli.score import define_input_flags, sentences_of
+from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
 from nplm.use.trained import load_trained

@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 from absl import flags
 
 from nplm import cli
-from nplm.cli.score import define_input_flags, printable, sentences_of
+from nplm.cli.score import define_input_flags, sentences_of
+from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.use.sentences import SentenceScore, rank_sentences
 from nplm.use.trained import load_trained

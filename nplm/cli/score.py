@@ -18,12 +18,12 @@ dataset was (nplm.use.sentences).
 
 import json
 import sys
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
 from absl import flags
 
 from nplm import cli, paths
+from nplm.display import printable
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
 from nplm.use.trained import load_trained
@@ -87,24 +87,6 @@ def _lines(stream, name: str, units: str) -> Iterator[str]:
   if not found:
     raise ConfigError(f'{name} holds no {units} (blank lines are skipped): give one or more '
                       f'{units}, one per line')
-
-
-# Characters that change text around them rather than show: bidirectional overrides and
-# isolates reorder what a terminal draws (controls, line and paragraph separators by category).
-_BIDI_CONTROLS = frozenset('\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e'
-                           '\u2066\u2067\u2068\u2069')
-
-
-def printable(text: str) -> str:
-  """Text as it may be shown on a terminal: each control character (ESC of an ANSI escape,
-  a carriage return, a tab, a bidirectional override) written as a Python string escapes it
-  (\\x1b, \\r, \\t, \\u202e), so that a sentence read from a file can neither restyle
-  nor rewrite the screen, and shows what it holds. Other text is shown as it is."""
-  return ''.join(repr(ch)[1:-1] if _is_control(ch) else ch for ch in text)
-
-
-def _is_control(ch: str) -> bool:
-  return unicodedata.category(ch) in ('Cc', 'Zl', 'Zp') or ch in _BIDI_CONTROLS
 
 
 def summary_line(score: SentenceScore) -> str:
