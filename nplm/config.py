@@ -76,8 +76,9 @@ class Config:
   corpus_dir: str = _knob(DATA, '', 'Directory of the 500 Brown files ca01 … cr09 (empty: '
                           'search).', role=LOCATION)
   unk_max_count: int = _knob(DATA, -1, 'Training-split tokens seen at most this often become '
-                             "<unk> (-1: the dataset's default, 3 for brown as the paper, 0 = "
-                             'keep every training type for text: and tfds:).')
+                             "<unk> (-1: the dataset's default: 3 for brown as the paper; for text: and "
+                             "tfds: 0, every type kept, where the training text has its own <unk> "
+                             '(PTB, WikiText), else 1, so that <unk> is trained).')
   max_vocab_size: int = _knob(DATA, 0, 'Keep at most this many ids, <unk> and the special '
                               'tokens included: the most frequent (ties by the token); 0 = '
                               'no bound.')
@@ -260,7 +261,7 @@ class Config:
     neither --train_tokens nor --valid_tokens is given): what a run records and compares."""
     from nplm.data.sources import source_of  # Here, not above: it imports numpy.
     source, changes = source_of(self.dataset), {}
-    if self.unk_max_count == -1:
+    if self.unk_max_count == -1 and source.default_unk_max_count is not None:
       changes['unk_max_count'] = source.default_unk_max_count
     if not self.train_tokens and not self.valid_tokens:
       changes.update(source.default_split())

@@ -36,9 +36,9 @@ def models(tmp_path_factory):
                       feature_size=8, hidden_size=8, batch_size=8, eval_batch_size=64,
                       epochs=1, max_steps=30, eval_splits='valid', **data)
                for seed, name in enumerate(('net1', 'net2'))], corpus)
-  kn3, summary = ngram_program.results(corpus, config, 'kn', 3)
-  save_ngram_run(where['KN3'], kn3, corpus, summary)
-  delint3, _ = ngram_program.results(corpus, config, 'delint', 3)
+  kn3, spelt, summary = ngram_program.results(corpus, config, 'kn', 3)
+  save_ngram_run(where['KN3'], kn3, spelt, corpus, summary)
+  delint3, _, _ = ngram_program.results(corpus, config, 'delint', 3)
   log_probs = {name: {s: load_trained(path).split_log_probs(corpus.splits[s]) for s in SPLITS}
                for name, path in where.items()}
   log_probs['DelInt3'] = {s: delint3.log_prob_split(corpus.splits[s]) for s in SPLITS}

@@ -45,8 +45,8 @@ def fitted(tmp_path_factory):
   corpus = load_dataset(config)
   models = {}
   for name, (kind, order) in MODELS.items():
-    model, summary = ngram_program.results(corpus, config, kind, order)
-    save_ngram_run(root / name, model, corpus, summary)
+    model, spelt, summary = ngram_program.results(corpus, config, kind, order)
+    save_ngram_run(root / name, model, spelt, corpus, summary)
     models[name] = (model, root / name)
   return corpus, models
 
@@ -261,7 +261,7 @@ def test_mix_refuses_another_vocabulary_in_one_line(fitted, tmp_path):
   corpus, models = fitted
   config = json.loads((models['KN3'][1] / 'ngram.json').read_text())['config']
   other = nplm('ngram', f'--dataset={config["dataset"]}', f'--data_dir={config["data_dir"]}',
-               '--unk_max_count=1', '--order=2', f'--out={tmp_path / "kn2"}')
+               '--unk_max_count=2', '--order=2', f'--out={tmp_path / "kn2"}')
   succeeded(other)
   refused = nplm('mix', f'--workdir={models["KN3"][1]}', f'--with={tmp_path / "kn2"}')
   assert refused.returncode == 2 and 'Traceback' not in refused.stderr

@@ -79,7 +79,8 @@ def test_batched_scores_are_each_sentence_read_alone_its_end_included(runs, kind
     ids = model.vocab.encode(words)
     want = numpy_log_probs(model, ids)
     alone = model.split_log_probs(ids)  # The sentence as a split of its own.
-    got = np.array([t.log_prob for t in score.tokens])
+    # Closed: the model's own ln p of each token read (<unk> for an unknown word).
+    got = np.array([t.log_prob - t.spelling_log_prob for t in score.tokens])
     np.testing.assert_allclose(got, want, atol=2e-5)
     np.testing.assert_allclose(got, alone, atol=2e-6)
     assert [t.word for t in score.tokens] == words
@@ -88,10 +89,16 @@ def test_batched_scores_are_each_sentence_read_alone_its_end_included(runs, kind
     oovs = [w not in model.vocab.words for w in words]
     assert [t.oov for t in score.tokens] == oovs
     assert score.num_tokens == len(words) and score.num_oovs == sum(oovs)
-    assert score.log_prob == pytest.approx(math.fsum(want), abs=1e-4)
-    assert score.log10_prob == pytest.approx(math.fsum(want) / math.log(10), abs=1e-4)
-    assert score.perplexity == pytest.approx(math.exp(-math.fsum(want) / len(words)),
-                                             rel=1e-4)
+    # Open: an unknown word's spelling added, the sentence's total its tokens' sum.
+    spelt = [float(model.spelling.log_prob([w])[0]) if oov else 0.0
+             for w, oov in zip(words, oovs)]
+    np.testing.assert_allclose([t.spelling_log_prob for t in score.tokens], spelt, atol=1e-12)
+    assert score.closed_log_prob == pytest.approx(float(np.sum(alone)), abs=1e-4)
+    assert score.log_prob == pytest.approx(float(np.sum(alone)) + sum(spelt), abs=1e-4)
+    total = math.fsum(want) + sum(spelt)
+    assert score.log_prob == pytest.approx(total, abs=1e-4)
+    assert score.log10_prob == pytest.approx(total / math.log(10), abs=1e-4)
+    assert score.perplexity == pytest.approx(math.exp(-total / len(words)), rel=1e-4)
   one_batch = score_sentences(model, SENTENCES)
   np.testing.assert_allclose([s.log_prob for s in one_batch], [s.log_prob for s in scores],
                              atol=1e-5)
@@ -116,7 +123,10 @@ def test_an_ngram_model_scores_each_sentence_as_its_explicit_windows(runs):
 def test_rank_orders_by_the_independently_computed_log_probs(runs):
   model = runs['lstm']
   candidates = ['the jury said', 'said jury the', 'the zebra said', 'jury the said the']
+  # Open: an unknown word (zebra) pays for its spelling too.
   want = [math.fsum(numpy_log_probs(model, model.vocab.encode([*c.split(), END_OF_SENTENCE])))
+          + math.fsum(model.spelling.log_prob([w]).sum() for w in c.split()
+                      if w not in model.vocab.words)
           for c in candidates]
   ranked = rank_sentences(model, candidates)
   assert [s.text for s in ranked] == [candidates[i] for i in np.argsort(want)[::-1]]
@@ -184,13 +194,15 @@ def test_rank_prints_the_most_probable_first_with_the_difference(runs, tmp_path)
   assert result.returncode == 0, result.stderr.decode()
   lines = result.stdout.decode().splitlines()
   want = rank_sentences(model, candidates)
-  assert [line.split(maxsplit=7)[-1] for line in lines] == [s.text for s in want]
+  assert [line.split(maxsplit=9)[-1] for line in lines] == [s.text for s in want]
   assert [float(line.split()[4]) for line in lines] == pytest.approx(
       [s.log_prob - want[0].log_prob for s in want], abs=0.006)
   assert [int(line.split()[6]) for line in lines] == [s.num_oovs for s in want]
-  # Alternatives with different numbers of unknown words: the ranking is flagged.
+  assert [float(line.split()[8]) for line in lines] == pytest.approx(
+      [s.closed_log_prob for s in want], abs=0.006)
+  # Alternatives with unknown words: which figure is which is said.
   assert len({s.num_oovs for s in want}) == 2
-  assert 'a misspelling can rank above the right word' in result.stderr.decode()
+  assert 'ranked by ln, the open vocabulary' in result.stderr.decode()
 
 
 @pytest.mark.parametrize('content, args, phrase', [

@@ -42,22 +42,35 @@ show_progress_lines = display.show_progress_lines  # Every program's start-up li
 
 
 def split_line(split: str, ppl: float, tokens: int, unk_rate: float,
-               bpc: float | None = None, word_ppl: float | None = None) -> str:
+               bpc: float | None = None, word_ppl: float | None = None,
+               open_ppl: float | None = None, spelling_share: float | None = None) -> str:
   """One split's exact perplexity (and bits per character, per-word perplexity), tokens and
-  <unk> rate."""
+  <unk> rate; the open vocabulary's perplexity where it differs, with the share of its NLL
+  that spelling unknown words costs (OPEN_LEGEND says which is which)."""
   bits = f'   {bpc:.4f} bits/char' if bpc is not None else ''
   per_word = f'   per word {word_ppl:9.2f}' if word_ppl is not None else ''
-  return (f'{split:>5}: perplexity {ppl:9.2f}{bits}{per_word}   tokens {tokens:>9,}   '
+  opened = (f'   open {open_ppl:9.2f} (spelling {100 * spelling_share:.1f}%)'
+            if open_ppl is not None and spelling_share else '')
+  return (f'{split:>5}: perplexity {ppl:9.2f}{opened}{bits}{per_word}   tokens {tokens:>9,}   '
           f'<unk> rate {100 * unk_rate:.2f}%')
+
+
+OPEN_LEGEND = ('perplexity: closed vocabulary, an unknown word scored as <unk> (the class of '
+               'every rare word); open: each unknown word also spelt, p(<unk> | h) · q(word), '
+               'so that every character is paid for; per word: open, per whitespace word')
 
 
 def summary_lines(summary: dict) -> list[str]:
   """split_line for each of train, valid and test that a summary (training's, or an
-  n-gram's) holds: a training run's final evaluation scores those --eval_splits names."""
-  return [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
-                     summary['unk_rate'][split], summary.get('bpc', {}).get(split),
-                     summary.get(f'{split}_word_ppl'))
-          for split in SPLITS if f'{split}_ppl' in summary]
+  n-gram's) holds: a training run's final evaluation scores those --eval_splits names; the
+  legend where an open perplexity differs."""
+  shares = summary.get('spelling_share', {})
+  lines = [split_line(split, summary[f'{split}_ppl'], summary['tokens'][split],
+                      summary['unk_rate'][split], summary.get('bpc', {}).get(split),
+                      summary.get(f'{split}_word_ppl'), summary.get(f'{split}_open_ppl'),
+                      shares.get(split))
+           for split in SPLITS if f'{split}_ppl' in summary]
+  return lines + ([OPEN_LEGEND] if any(shares.values()) else [])
 
 
 def start(main, argv=None) -> None:

@@ -21,6 +21,7 @@ normalized log_prob, from the start-of-split context (as training's evaluation).
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from absl import flags
@@ -41,10 +42,13 @@ def report(where: str, results: dict) -> str:
   lines = [where]
   for name, result in results.items():
     lines.append(cli.split_line(name, result['ppl'], result['tokens'], result['unk_rate'],
-                                result.get('bpc'), result.get('word_ppl')))
+                                result.get('bpc'), result.get('word_ppl'),
+                                result.get('open_ppl'), result.get('spelling_share')))
     if result['unknown_words']:
       shown = ', '.join(f'{word} ({count})' for word, count in result['unknown_words'])
       lines.append(f'       read as <unk>: {shown}')
+  if any(result.get('spelling_share') for result in results.values()):
+    lines.append(cli.OPEN_LEGEND)
   return '\n'.join(lines)
 
 
@@ -90,6 +94,8 @@ def main(argv):
     with interrupting(f'evaluating {FLAGS.workdir}'):
       trained = load_trained(FLAGS.workdir)
       trained.require_language_model()  # Before the text is read.
+      if trained.spelling_note is not None:
+        print(f'note: {trained.spelling_note}', file=sys.stderr)
       where, types, splits, words = _text_and_splits(trained)
       results = evaluate(trained, types, splits, FLAGS.top_unknown, words)
   except Interrupted as stop:

@@ -28,11 +28,11 @@ from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.data.tokenizers import Tokenization
 from nplm.display import counted
-from nplm.ngram import bounds
+from nplm.ngram import bounds, spelling
 from nplm.perplexity import perplexity
 from nplm.training.memory import host_available, size
 from nplm.stop_requests import Interrupted, interrupting
-from nplm.run_files.summary import bits_per_token, word_perplexities
+from nplm.run_files.summary import bits_per_token, open_vocabulary
 from nplm.use.ngram_run import model_name, save_ngram_run
 
 FLAGS = flags.FLAGS
@@ -101,7 +101,8 @@ def fit(corpus: Corpus, model: str, order: int, on_order=None):
 
 
 def results(corpus: Corpus, config, model: str, order: int, on_order=None):
-  """(the fitted model, its summary: every split's exact perplexity)."""
+  """(the fitted model, the spelling of its unknown words (nplm.ngram.spelling), its
+  summary: every split's exact perplexity, closed and open)."""
   started = time.perf_counter()
   fitted = fit(corpus, model, order, on_order)
   nll = {}
@@ -122,8 +123,9 @@ def results(corpus: Corpus, config, model: str, order: int, on_order=None):
   if config.tokens == 'chars':
     summary['bpc'] = {name: bits_per_token({'nll': nll[name], 'tokens': tokens[name]})
                       for name in nll}
-  summary |= word_perplexities(config, corpus, {name: {'nll': nll[name]} for name in nll})
-  return fitted, summary
+  spelt = spelling.of_corpus(corpus)
+  summary |= open_vocabulary(config, corpus, nll, spelling.split_costs(spelt, corpus))
+  return fitted, spelt, summary
 
 
 def report(summary: dict) -> str:
@@ -145,8 +147,8 @@ def main(argv):
       corpus = load_dataset(config)
       out = Path(FLAGS.out)
       checks = Bounds(corpus, FLAGS.order, out) if FLAGS.model == 'kn' else None
-      fitted, summary = results(corpus, config, FLAGS.model, FLAGS.order, checks)
-      summary = save_ngram_run(out, fitted, corpus, summary)
+      fitted, spelt, summary = results(corpus, config, FLAGS.model, FLAGS.order, checks)
+      summary = save_ngram_run(out, fitted, spelt, corpus, summary)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:

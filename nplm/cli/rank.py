@@ -27,21 +27,29 @@ from nplm.stop_requests import Interrupted, interrupting
 
 
 def report_lines(ranked: Sequence[SentenceScore], as_json: bool = False) -> Iterator[str]:
-  """A line per sentence, the best first: its rank, ln p, the difference to the best."""
+  """A line per sentence, the best first: its rank, ln p (open vocabulary), the difference
+  to the best; the closed ln p beside it where some sentence holds an unknown word."""
   best = ranked[0].log_prob
+  closed = any(score.closed_log_prob != score.log_prob for score in ranked)
   for rank, score in enumerate(ranked, 1):
     if as_json:
       yield json.dumps({'rank': rank, **score.as_dict(tokens=False),
                         'difference': score.log_prob - best}, ensure_ascii=False)
     else:
+      beside = f'  closed {score.closed_log_prob:9.2f}' if closed else ''
       yield (f'{rank:3d}  ln {score.log_prob:9.2f}  diff {score.log_prob - best:8.2f}  '
-             f'oov {score.num_oovs:2d}  {printable(score.text)}')
+             f'oov {score.num_oovs:2d}{beside}  {printable(score.text)}')
 
 
-def unknown_words_note(ranked: Sequence[SentenceScore]) -> str | None:
-  """A warning when the alternatives hold different numbers of <unk> tokens: an <unk> is
-  the probability of every rare word at once, so the ranking favours the unknown spelling."""
-  if len({score.num_oovs for score in ranked}) < 2:
+def unknown_words_note(ranked: Sequence[SentenceScore], spelt: bool) -> str | None:
+  """What the figures mean where a sentence holds words outside the vocabulary: with a
+  spelling model (`spelt`), which figure is which; without one (an older run whose data is
+  gone), a warning where the alternatives hold different numbers of them, since <unk> alone
+  is the probability of every rare word at once and favours the unknown spelling."""
+  if spelt and any(score.num_oovs for score in ranked):
+    return ('note: ranked by ln, the open vocabulary: a word outside the vocabulary (oov) '
+            'costs ln p(<unk> | before) + ln q(its spelling); closed charges <unk> alone')
+  if spelt or len({score.num_oovs for score in ranked}) < 2:
     return None
   return ('note: the sentences hold different numbers of words outside the vocabulary (oov); '
           'each is scored as <unk>, the class of every rare word, so a misspelling can rank '
@@ -56,13 +64,15 @@ def main(argv):
     if len(sentences) < 2:
       raise ConfigError('give two or more alternative sentences to rank')
     with interrupting(f'ranking with {options.workdir}'):
-      ranked = rank_sentences(load_trained(options.workdir), sentences)
+      model = load_trained(options.workdir)
+      ranked = rank_sentences(model, sentences)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  if (note := unknown_words_note(ranked)) is not None:
-    print(note, file=sys.stderr)
+  for note in (model.spelling_note, unknown_words_note(ranked, model.spelling is not None)):
+    if note is not None:
+      print(note if note.startswith('note: ') else f'note: {note}', file=sys.stderr)
   for line in report_lines(ranked, options.json):
     print(line)
 
@@ -70,8 +80,8 @@ def main(argv):
 def run_program(argv=None) -> None:
   define_input_flags()
   flags.DEFINE_bool('json', False, 'Print one JSON object per sentence (JSON Lines), the best '
-                    'first: rank, text, log_prob, log10_prob, num_tokens, num_oovs, '
-                    'perplexity, difference.')
+                    'first: rank, text, log_prob (open vocabulary), log10_prob, '
+                    'closed_log_prob, num_tokens, num_oovs, perplexity, difference.')
   cli.start(main, argv)
 
 

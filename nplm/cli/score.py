@@ -9,7 +9,9 @@ stdin (`-` as the only argument, or no argument while stdin is not a terminal); 
 is read and scored a batch at a time. Per sentence: ln p and log10 p of the whole sentence
 (its end too where the dataset ends sentences with a token, `<eos>`), its tokens, how many
 of them fell outside the vocabulary (read as `<unk>`), and the per-token perplexity
-exp(-ln p / tokens). --details adds each token's ln p; --json prints one JSON object per
+exp(-ln p / tokens). The figures are the open vocabulary's: a word outside the vocabulary
+costs ln p(<unk> | the words before) + ln q(its spelling) (nplm.ngram.spelling); a line that
+holds one shows the closed ln p too, which charges <unk> alone. --details adds each token's ln p; --json prints one JSON object per
 sentence (JSON Lines). Control characters in the text (an ANSI escape's ESC, a carriage
 return, a tab) print escaped as in a Python string (\x1b, \r, \t): what is scored is the
 text as given. Each sentence starts as a split does and is tokenized as the model's
@@ -90,10 +92,13 @@ def _lines(stream, name: str, units: str) -> Iterator[str]:
 
 
 def summary_line(score: SentenceScore) -> str:
-  """A sentence's numbers in fixed-width columns, then the sentence."""
+  """A sentence's numbers in fixed-width columns, then the sentence; where it holds a word
+  outside the vocabulary, the closed ln p (<unk> alone) before it."""
+  closed = (f'closed {score.closed_log_prob:.2f}  '
+            if score.closed_log_prob != score.log_prob else '')
   return (f'ln {score.log_prob:9.2f}  log10 {score.log10_prob:8.2f}  '
           f'tokens {score.num_tokens:4d}  oov {score.num_oovs:3d}  '
-          f'ppl {score.perplexity:10.1f}  {printable(score.text)}')
+          f'ppl {score.perplexity:10.1f}  {closed}{printable(score.text)}')
 
 
 def _label(token: TokenScore) -> str:
@@ -107,7 +112,9 @@ def token_lines(score: SentenceScore) -> list[str]:
   """Each token's ln p, one line each, indented under its sentence."""
   tokens = score.tokens
   width = max(12, *(len(_label(t)) for t in tokens))
-  return [f'    {_label(t):{width}} {t.log_prob:9.4f}' for t in tokens]
+  return [f'    {_label(t):{width}} {t.log_prob:9.4f}' + (
+      f'   (<unk> {t.log_prob - t.spelling_log_prob:.4f}, spelling {t.spelling_log_prob:.4f})'
+      if t.spelling_log_prob else '') for t in tokens]
 
 
 def report_lines(scores: Iterable[SentenceScore], details: bool = False,
@@ -130,6 +137,8 @@ def main(argv):
     sentences = sentences_of(argv[1:], options.file)
     with interrupting(f'scoring with {options.workdir}'):
       model = load_trained(options.workdir)
+      if model.spelling_note is not None:
+        print(f'note: {model.spelling_note}', file=sys.stderr)
       for line in report_lines(scored(model, sentences), options.details, options.json):
         print(line)
   except Interrupted as stop:
@@ -143,9 +152,11 @@ def main(argv):
 def run_program(argv=None) -> None:
   define_input_flags()
   flags.DEFINE_bool('details', False, "Print each token's ln p under its sentence (with "
-                    '--json: a `tokens` list: word as typed, token read, log_prob, oov).')
+                    '--json: a `tokens` list: word as typed, token read, log_prob, oov, '
+                    'spelling_log_prob).')
   flags.DEFINE_bool('json', False, 'Print one JSON object per sentence (JSON Lines): text, '
-                    'log_prob (ln), log10_prob, num_tokens, num_oovs, perplexity.')
+                    'log_prob (ln, open vocabulary), log10_prob, closed_log_prob (an unknown word '
+                    'charged <unk> alone), num_tokens, num_oovs, perplexity.')
   cli.start(main, argv)
 
 

@@ -9,6 +9,7 @@ split's whitespace words (for per-word perplexity) and its learned tokenizer's m
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nplm.data.vocab import Vocabulary
+from nplm.data.vocab import UNK, Vocabulary
 
 if TYPE_CHECKING:  # Its module imports TFDS, which only reading a prepared source needs.
   from nplm.data.prepared import PreparedTokens
@@ -37,6 +38,10 @@ class Corpus:
   # A learned tokenizer's serialized model (SentencePiece), None for the others: a run keeps
   # it in its workdir (nplm.data.tokenizers.TOKENIZER_FILE).
   tokenizer_model: bytes | None = None
+  # Per split, the words it holds that fell to <unk> and how often (a literal <unk> in the
+  # text not among them): what the open vocabulary spells (nplm.ngram.spelling); train's
+  # are the words merged into <unk>.
+  unknown_words: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
   @functools.cached_property
   def fingerprint(self) -> str:
@@ -58,10 +63,14 @@ def data_fingerprint(vocab: Vocabulary, splits: Mapping[str, np.ndarray]) -> str
 def corpus_from_tokens(token_splits: Mapping[str, Sequence[str]], unk_max_count: int,
                        max_vocab_size: int, reserved: Sequence[str], boundary: str) -> Corpus:
   """Each split's tokens under a vocabulary of the training split's."""
-  vocab = Vocabulary.build(token_splits['train'], unk_max_count, max_vocab_size,
-                           reserved=reserved)
+  counts = collections.Counter(token_splits['train'])
+  vocab = Vocabulary.from_counts(list(counts), np.fromiter(counts.values(), np.int64, len(counts)),
+                                 unk_max_count, max_vocab_size, reserved)
   splits = {name: vocab.encode(token_splits[name]) for name in SPLITS}
-  return _corpus(vocab, splits, len(set(token_splits['train'])), boundary)
+  unknown = {name: dict(collections.Counter(
+      t for t, i in zip(token_splits[name], splits[name].tolist())
+      if i == vocab.unk_id and t != UNK)) for name in SPLITS}
+  return _corpus(vocab, splits, len(counts), boundary, unknown_words=unknown)
 
 
 def corpus_from_prepared(prepared: PreparedTokens, unk_max_count: int, max_vocab_size: int,
@@ -75,9 +84,13 @@ def corpus_from_prepared(prepared: PreparedTokens, unk_max_count: int, max_vocab
   vocab = Vocabulary.from_counts(prepared.types, prepared.train_counts, unk_max_count,
                                  max_vocab_size, reserved)
   remap = vocab.encode(prepared.types)
-  return _corpus(vocab, {name: prepared.read(name, remap) for name in SPLITS},
-                 int(np.count_nonzero(prepared.train_counts)), boundary, prepared.words,
-                 prepared.tokenizer_model)
+  unknown_types = (remap == vocab.unk_id) & (np.asarray(prepared.types, object) != UNK)
+  splits, unknown = {}, {}
+  for name in SPLITS:
+    splits[name], counts = prepared.read_counting(name, remap, unknown_types)
+    unknown[name] = {prepared.types[i]: int(counts[i]) for i in np.flatnonzero(counts).tolist()}
+  return _corpus(vocab, splits, int(np.count_nonzero(prepared.train_counts)), boundary,
+                 prepared.words, prepared.tokenizer_model, unknown)
 
 
 def index_types(token_splits: Mapping[str, Sequence[str]]
@@ -93,7 +106,8 @@ def index_types(token_splits: Mapping[str, Sequence[str]]
 
 def _corpus(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: int,
             boundary: str, words: Mapping[str, int] | None = None,
-            tokenizer_model: bytes | None = None) -> Corpus:
+            tokenizer_model: bytes | None = None,
+            unknown_words: dict[str, dict[str, int]] | None = None) -> Corpus:
   stats = {}
   for name, ids in splits.items():
     ids.setflags(write=False)  # Shared by every feed and evaluation: never changed.
@@ -101,4 +115,4 @@ def _corpus(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: in
     if words is not None:
       stats[name]['words'] = int(words[name])
   return Corpus(vocab, dict(splits), stats, train_types, vocab.id_of(boundary),
-                tokenizer_model)
+                tokenizer_model, unknown_words or {})

@@ -72,7 +72,22 @@ class PreparedTokens:
     ids.setflags(write=False)
     return ids
 
-  def _read(self, split: str, remap: np.ndarray | None) -> np.ndarray:
+  def read_counting(self, split: str, remap: np.ndarray, counted: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(read(split, remap), how often the split holds each type where `counted` [types]
+    is true (0 elsewhere)), in the one pass over its chunks."""
+    counts = np.zeros(len(self.types), np.int64)
+
+    def count(chunk):
+      picked = chunk[counted[chunk]]
+      counts[:] += np.bincount(picked, minlength=len(counts))
+
+    with tfds_dirs.damage_reported(self.builder.data_dir):
+      ids = self._read(split, remap, count)
+    ids.setflags(write=False)
+    return ids, counts
+
+  def _read(self, split: str, remap: np.ndarray | None, on_chunk=None) -> np.ndarray:
     metadata = self.builder.info.metadata
     source = self.builder.as_data_source(split=split)
     ids, filled, digest = np.empty(metadata['tokens'][split], np.int32), 0, hashlib.sha256()
@@ -82,6 +97,8 @@ class PreparedTokens:
       if filled + len(chunk) > len(ids) or int(chunk.max(initial=0)) >= len(self.types):
         raise ValueError(f'{split} holds other tokens than recorded')
       ids[filled:filled + len(chunk)] = chunk if remap is None else remap[chunk]
+      if on_chunk is not None:
+        on_chunk(chunk)
       filled += len(chunk)
     if filled != len(ids) or digest.hexdigest() != metadata['sha256'][split]:
       raise ValueError(f'{split} does not match its recorded token count and SHA-256')

@@ -44,9 +44,10 @@ class Source:
   usage = ''  # How --dataset names it, for messages.
   boundary_token = END_OF_SENTENCE  # What precedes a split's first token: a line ended.
   reserved_tokens = (UNK, END_OF_SENTENCE)  # Keep an id whatever their training count.
-  # Keep every training type, as published PTB and WikiText results do (those corpora ship
-  # with their vocabulary already cut).
-  default_unk_max_count = 0
+  # None: the training counts decide (nplm.data.vocab.trained_unk_max_count): every type
+  # kept where the text ships its own <unk> (PTB, WikiText: their published counts), else
+  # the words seen once merged, so that <unk> is trained.
+  default_unk_max_count = None
   cuts_by_tokens = False  # Whether --train_tokens and --valid_tokens cut it into splits.
   # The token that ends a sentence (a line), scored as a sentence's last: None where the
   # source has no sentence end (Brown's paragraphs and texts end, its sentences do not).

@@ -29,6 +29,15 @@ SPECIAL_TOKENS = (UNK, PARAGRAPH_END, TEXT_END)  # Brown's.
 _HEADER_PREFIX = '#nplm-vocabulary unk_max_count='
 
 
+def trained_unk_max_count(types: Sequence[str], counts: np.ndarray) -> int:
+  """0 (keep every training type) where the training text has its own <unk> (PTB and
+  WikiText ship their vocabulary cut: their counts are the published ones), else 1: the
+  words seen once become <unk>, so that <unk> is trained on what the unseen resemble (Good-
+  Turing: the rate of the unseen is that of the words seen once)."""
+  has_own = any(t == UNK and n > 0 for t, n in zip(types, np.asarray(counts).tolist()))
+  return 0 if has_own else 1
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Vocabulary:
   """Immutable word <-> id mapping with the training count of every id."""
@@ -62,8 +71,11 @@ class Vocabulary:
                   max_size: int = 0, reserved: Sequence[str] = ()) -> Vocabulary:
     """Types seen more than unk_max_count times keep an id, at most max_size ids in all
     (0: no bound; the most frequent kept, ties by the word); the others merge into <unk>.
-    `reserved` tokens always keep an id (with a count of 0 if training never saw them)."""
+    `reserved` tokens always keep an id (with a count of 0 if training never saw them).
+    unk_max_count -1: trained_unk_max_count's choice."""
     counts = np.asarray(counts, np.int64)
+    if unk_max_count == -1:
+      unk_max_count = trained_unk_max_count(types, counts)
     # <unk> already in the tokens (a decoded or exported stream, a corpus that ships its own
     # unknown token) stays <unk>: rebuilding from such a stream gives the same vocabulary.
     reserved = {t: 0 for t in reserved if t != UNK}

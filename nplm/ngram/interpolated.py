@@ -59,7 +59,7 @@ class InterpolatedTrigram:
     model = cls(table, boundary_id, num_bins, unfitted)
     windows = stream_windows(valid_ids, 3, boundary_id)
     fitted = mixture.fit_weights(model.component_log_probs(windows), model.bins(windows),
-                                 num_bins, max_iterations=max_iterations)
+                                 num_bins, max_iterations=max_iterations, support=0)
     return dataclasses.replace(model, fitted=fitted)
 
   def bins(self, windows: np.ndarray) -> np.ndarray:

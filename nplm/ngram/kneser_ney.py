@@ -82,18 +82,21 @@ class KneserNey:
 
   @classmethod
   def fit(cls, train_ids: np.ndarray, order: int, vocab_size: int,
-          boundary_id: int, on_order=None) -> KneserNey:
-    """`on_order(k, grams)`: NgramTable.build's, after each order is counted."""
+          boundary_id: int, on_order=None, events: np.ndarray | None = None,
+          warn: bool = True) -> KneserNey:
+    """`on_order(k, grams)`, `events`: NgramTable.build's; `warn`: log the orders whose
+    discounts fall back (a baseline's reader wants to know; they are in fallback_orders)."""
     if order < 1:
       raise ValueError(f'a Kneser-Ney model needs order >= 1, not {order}')
-    table = NgramTable.build(train_ids, order, vocab_size, boundary_id, on_order)
+    table = NgramTable.build(train_ids, order, vocab_size, boundary_id, on_order, events)
     adjusted = adjusted_counts(table)
     discounts, fallbacks = [], []
     for k, counts in enumerate(adjusted, start=1):
       estimated = modified_discounts(counts)
-      if estimated is None:
+      if estimated is None and warn:
         log.warning('Order %d: the count-of-counts give no valid modified-KN discounts; '
                     'using %s (KenLM --discount_fallback).', k, FALLBACK_DISCOUNTS)
+      if estimated is None:
         fallbacks.append(k)
       discounts.append(estimated or FALLBACK_DISCOUNTS)
     return cls._with_sums(table, boundary_id, adjusted, discounts, fallbacks)

@@ -50,9 +50,13 @@ class FittedWeights:
 
 def fit_weights(component_log_probs: np.ndarray, bins: np.ndarray | None = None,
                 num_bins: int = 1, initial: np.ndarray | None = None,
-                max_iterations: int = 500, tolerance: float = 1e-7) -> FittedWeights:
+                max_iterations: int = 500, tolerance: float = 1e-7,
+                support: int | None = None) -> FittedWeights:
   """EM for the weights of each bin, from uniform (or `initial`) until the mean log-likelihood
-  per token gains less than `tolerance` nats, or after `max_iterations` updates."""
+  per token gains less than `tolerance` nats, or after `max_iterations` updates. `support`:
+  the one component that never gives a token zero probability (DelInt3's uniform), where
+  the others can: no bin's weight for it is set to zero, or a token unseen by the others
+  would get none."""
   log_probs = np.asarray(component_log_probs, np.float64)
   tokens, num_components = log_probs.shape
   bins = np.zeros(tokens, np.int64) if bins is None else np.asarray(bins, np.int64)
@@ -79,21 +83,23 @@ def fit_weights(component_log_probs: np.ndarray, bins: np.ndarray | None = None,
     occupied = tokens_per_bin > 0
     weights = weights.copy()
     weights[occupied] = summed[occupied] / tokens_per_bin[occupied, None]  # M step.
-  weights, final = _best_of_em_and_single_components(log_probs, bins, weights, log_mixture)
+  weights, final = _best_of_em_and_single_components(log_probs, bins, weights, log_mixture,
+                                                     support)
   if final > history[-1]:
     history.append(final)
   return FittedWeights(weights, tuple(history), tokens_per_bin)
 
 
-def _best_of_em_and_single_components(log_probs, bins, weights, log_mixture):
+def _best_of_em_and_single_components(log_probs, bins, weights, log_mixture, support=None):
   """EM only creeps towards an optimum on the boundary (a component worthless in a bin), so a
   bin keeps one component alone where that fits its tokens better than the EM weights: the
-  fit is then never worse than the better component, as the concave optimum would be."""
+  fit is then never worse than the better component, as the concave optimum would be; with
+  a `support` component, only it may stand alone."""
   num_bins, num_components = weights.shape
   per_bin = np.bincount(bins, log_mixture, minlength=num_bins)
   occupied = np.bincount(bins, minlength=num_bins) > 0
   weights = weights.copy()
-  for k in range(num_components):
+  for k in range(num_components) if support is None else [support]:
     alone = np.bincount(bins, log_probs[:, k], minlength=num_bins)
     better = occupied & (alone > per_bin)
     weights[better] = np.eye(num_components)[k]

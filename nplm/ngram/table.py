@@ -44,9 +44,11 @@ class NgramTable:
 
   @classmethod
   def build(cls, ids: np.ndarray, order: int, vocab_size: int, boundary_id: int,
-            on_order=None) -> NgramTable:
+            on_order=None, events: np.ndarray | None = None) -> NgramTable:
     """`on_order(k, grams)`, if given, after each order is counted: how many distinct
-    k-grams there are (it may stop the count by raising, before the next order's work)."""
+    k-grams there are (it may stop the count by raising, before the next order's work).
+    `events` (bool, one per id; default all): the tokens the model predicts; the others
+    are context only, as the boundary padding is (a spelling model's marks between words)."""
     ids = np.asarray(ids, np.int64)
     if ids.size == 0:
       raise ValueError('cannot count n-grams of an empty training split')
@@ -54,6 +56,8 @@ class NgramTable:
       raise ValueError(f'token ids must lie in [0, {vocab_size}) (the vocabulary size)')
     padded = batching.pad_split(ids, order, boundary_id).astype(np.int64)
     real = np.arange(len(padded)) >= order - 1
+    if events is not None:
+      real[order - 1:] &= np.asarray(events, bool)
     keys, counts = [], []
     gram_ids = np.full(len(padded), UNSEEN, np.int64)  # The (k-1)-gram ending at each position.
     for k in range(1, order + 1):

@@ -44,24 +44,33 @@ def bits_per_token(result: dict) -> float:
   return result['nll'] / result['tokens'] / math.log(2)
 
 
-def word_perplexities(config: Config, corpus: Corpus, results: dict) -> dict:
-  """{'<split>_word_ppl': exp(Σ NLL / words)} for a model whose tokens are not whitespace
-  words (subwords, NLTK's words, characters), where the corpus knows its words (a prepared
-  text or TFDS dataset); else {}. `words` counts each line's whitespace-separated words plus
-  one for its end: the tokens a whitespace word model counts (its `<eos>` included), so a
-  word model's perplexity, a subword model's and a character model's word_ppl on the same
-  text divide the same total NLL of the text by the same count and compare."""
-  if (Tokenization.of(config).whitespace_words
-      or any('words' not in corpus.stats[name] for name in results)):
-    return {}
-  stats = corpus.stats
-  return {f'{name}_word_ppl': perplexity(results[name]['nll'], stats[name]['words'])['ppl']
-          for name in results}
+def open_vocabulary(config: Config, corpus: Corpus, nll: dict[str, float],
+                    spelling_nll: dict[str, float]) -> dict:
+  """The open-vocabulary figures of each split's closed Σ -log p (`nll`) and the cost of
+  spelling its unknown words (`spelling_nll`, nplm.ngram.spelling): `<split>_open_ppl`
+  (every unknown word charged p(<unk> | h) · q(w), not p(<unk> | h) alone),
+  `spelling_share` (the part of the open NLL that spelling unknown words costs), and, for a
+  model whose tokens are not whitespace words, `<split>_word_ppl`, exp(open Σ NLL / words),
+  where the corpus knows its words (a prepared text or TFDS dataset). `words` counts each
+  line's whitespace-separated words plus one for its end: the tokens a whitespace word
+  model counts (its `<eos>` included), so a word model's open perplexity, a subword model's
+  and a character model's word_ppl on the same text divide the same text's total NLL, every
+  character of it paid for, by the same count, and compare."""
+  stats, figures, shares = corpus.stats, {}, {}
+  for name, closed in nll.items():
+    total = closed + spelling_nll.get(name, 0.0)
+    figures[f'{name}_open_ppl'] = perplexity(total, stats[name]['tokens'])['ppl']
+    shares[name] = spelling_nll.get(name, 0.0) / total if total else 0.0
+    if not Tokenization.of(config).whitespace_words and 'words' in stats[name]:
+      figures[f'{name}_word_ppl'] = perplexity(total, stats[name]['words'])['ppl']
+  return {**figures, 'spelling_nll': {name: spelling_nll.get(name, 0.0) for name in nll},
+          'spelling_share': shares}
 
 
 def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progress: dict,
                 steps: int, params, results: dict, wall_seconds: float,
-                periodic_validation: dict, phase_seconds: dict) -> dict:
+                periodic_validation: dict, phase_seconds: dict,
+                spelling_nll: dict[str, float]) -> dict:
   """summary.json of a run: its exact perplexities (`results`, per evaluated split, each
   over the whole split: `evaluated` says so), how it went, and on what.
 
@@ -72,7 +81,8 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
   'compile' (the first train step, its compilation included; 0 if no step ran), 'train'
   (the updates after it), 'checkpoints' (saving them), 'validation' (the epoch-end
   validations), 'evaluation' ({split: the final evaluation's seconds}). wall_seconds and
-  train_seconds count every invocation.
+  train_seconds count every invocation. `spelling_nll`: per split, what spelling its unknown
+  words costs (open_vocabulary).
   """
   stats, train_seconds = corpus.stats, progress['train_seconds']
   return {
@@ -88,8 +98,9 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
       **{f'{name}_ppl': results[name]['ppl'] for name in results},
       **({'bpc': {name: bits_per_token(results[name]) for name in results}}
          if config.tokens == 'chars' else {}),
-      **word_perplexities(config, corpus, results),
       'nll': {name: results[name]['nll'] for name in results},
+      **open_vocabulary(config, corpus, {name: results[name]['nll'] for name in results},
+                        spelling_nll),
       'epochs': progress['epochs_done'],
       'best_epoch': progress['best_epoch'],
       'best_step': progress['best_step'],

@@ -14,6 +14,7 @@ import numpy as np
 from nplm import stop_requests
 from nplm.config import Config
 from nplm.data.corpus import Corpus
+from nplm.ngram import spelling
 from nplm.perplexity import exploded, perplexity
 from nplm.run_files import plots
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
@@ -38,6 +39,12 @@ class Runs:
       for k, config in enumerate(configs):
         name = f'[{k}] ' if self.count > 1 else ''
         self.all.append(ModelRun(config, corpus, main, name, started))
+      # The open vocabulary's spelling of unknown words: one per corpus, in every workdir.
+      spelt = spelling.of_corpus(corpus)
+      self.spelling_nll = spelling.split_costs(spelt, corpus)
+      if main:
+        for run in self.all:
+          spelling.save(spelt, run.workdir)
     except BaseException:
       self.close()
       raise
@@ -235,7 +242,8 @@ class Runs:
     steps = run.saved_step if run.saved_step is not None else step
     summary = run_summary(run.status(status), run.config, self.corpus, mesh, run.progress,
                           steps, params, results, run.wall_seconds(),
-                          periodic_validation=self.validation, phase_seconds=phases)
+                          periodic_validation=self.validation, phase_seconds=phases,
+                          spelling_nll=self.spelling_nll)
     summary['reported'] = run.reported
     if self.count > 1:
       summary['trained_together'] = self.count

@@ -28,6 +28,7 @@ from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import UNK, Vocabulary
 from nplm.perplexity import perplexity
 from nplm.use.ngram_run import NgramRun
+from nplm.use.open_vocabulary import unknown_counts
 from nplm.use.trained import TrainedModel
 from nplm.run_files.summary import bits_per_token
 
@@ -107,9 +108,12 @@ def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> l
 def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: int = 10,
              words: dict[str, int] | None = None) -> dict[str, dict]:
   """Per split: tokens, exact perplexity (bits per token for a character model), <unk> rate
-  and the most frequent words that fell to <unk>; the perplexity per word too for a split
-  whose `words` (file_words) are given, where the model's tokens are not whitespace words
-  and its text's lines end with a sentence end (not Brown's paragraphs and texts)."""
+  and the most frequent words that fell to <unk>; the open vocabulary's perplexity
+  (`open_ppl`, each unknown word spelt: nplm.ngram.spelling) and the share of its NLL that
+  spelling costs (`spelling_share`) where the model has a spelling model; the perplexity per
+  word too (open) for a split whose `words` (file_words) are given, where the model's tokens
+  are not whitespace words and its text's lines end with a sentence end (not Brown's
+  paragraphs and texts)."""
   per_word = (words or {}) if (trained.sentence_end is not None and
                                not Tokenization.of(trained.config).whitespace_words) else {}
   remap = trained.vocab.encode(types)
@@ -122,9 +126,16 @@ def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: 
     result = {**perplexity(nll, len(ids)),
               'unk_rate': float(np.mean(ids == trained.vocab.unk_id)),
               'unknown_words': unknown_words(types, type_ids, trained.vocab, top_unknown)}
+    open_nll = nll
+    if trained.spelling is not None:
+      spelling_nll = trained.spelling.cost(unknown_counts(types, type_ids, trained.vocab))
+      open_nll = nll + spelling_nll
+      result |= {'open_ppl': perplexity(open_nll, len(ids))['ppl'],
+                 'spelling_nll': spelling_nll,
+                 'spelling_share': spelling_nll / open_nll if open_nll else 0.0}
     if trained.config.tokens == 'chars':
       result['bpc'] = bits_per_token(result)
     if name in per_word:
-      result['word_ppl'] = perplexity(nll, per_word[name])['ppl']
+      result['word_ppl'] = perplexity(open_nll, per_word[name])['ppl']
     results[name] = result
   return results

@@ -24,7 +24,9 @@ from nplm.data.tokenizers import TOKENIZER_FILE
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.files import write_bytes_atomically, write_json_atomically
-from nplm.ngram import InterpolatedTrigram, KneserNey, arpa, saved
+from nplm.ngram import InterpolatedTrigram, KneserNey, arpa, saved, spelling
+from nplm.ngram.spelling import Spelling
+from nplm.use.open_vocabulary import read_spelling
 
 MODEL_FILE, ARPA_FILE = 'model.npz', 'model.arpa'
 
@@ -43,6 +45,8 @@ class NgramRun:
   vocab: Vocabulary
   model: KneserNey | InterpolatedTrigram
   data_fingerprint: str | None
+  spelling: Spelling | None = None  # As TrainedModel's.
+  spelling_note: str | None = None
 
   @property
   def name(self) -> str:
@@ -98,11 +102,12 @@ class NgramNextWords:
     return words[:, words.shape[1] - (self.model.order - 1):]
 
 
-def save_ngram_run(out: Path, model, corpus: Corpus, summary: dict) -> dict:
-  """Writes DIR's files for a fitted model and its summary (ngram.json last); returns the
-  summary as written, with what was saved."""
+def save_ngram_run(out: Path, model, spelt: Spelling, corpus: Corpus, summary: dict) -> dict:
+  """Writes DIR's files for a fitted model, the spelling of its unknown words and its
+  summary (ngram.json last); returns the summary as written, with what was saved."""
   out.mkdir(parents=True, exist_ok=True)
   sha256 = saved.save(model, out / MODEL_FILE)
+  spelling.save(spelt, out)
   corpus.vocab.save(out / 'vocab.txt')
   if corpus.tokenizer_model is not None:  # A learned tokenizer, as a training run saves it.
     write_bytes_atomically(out / TOKENIZER_FILE, corpus.tokenizer_model)
@@ -143,4 +148,5 @@ def load_ngram_run(where: Path) -> NgramRun:
     raise ConfigError(f'{paths.shown(where / "vocab.txt")} does not match the vocabulary '
                       f'recorded in ngram.json; {rerun}')
   config = Config.from_saved({**config, 'workdir': str(where)}).absolute_paths()
-  return NgramRun(config, vocab, model, summary.get('data_fingerprint'))
+  spelt, note = read_spelling(where, config, vocab, summary.get('data_fingerprint'))
+  return NgramRun(config, vocab, model, summary.get('data_fingerprint'), spelt, note)

@@ -5,7 +5,10 @@ Each sentence is read alone, as the start of a split: a model with a finite cont
 tokens (feed-forward, Transformer, n-gram) reads c boundary tokens first, a recurrent model
 starts from h_0 = 0 with the boundary token as its first input. A sentence is tokenized as
 the model's dataset was (its tokenizer: Brown's punctuation is a token of its own, "said." is
-"said ."); a token outside the vocabulary is scored as `<unk>`, the class it was trained as.
+"said ."); a token outside the vocabulary is scored as `<unk>`, the class it was trained as,
+times the model's probability of its spelling among the strings outside the vocabulary
+(the open vocabulary, nplm.ngram.spelling): log_prob is the open figure, closed_log_prob the
+one that charges an unknown word p(<unk> | h) alone.
 Where the dataset ends its sentences with a token (`<eos>` after every line of a text
 dataset), that token is scored too, as KenLM's query scores </s>; Brown's sentences have none.
 
@@ -30,6 +33,7 @@ import numpy as np
 
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
+from nplm.use.open_vocabulary import spelling_log_probs
 
 BATCH_TOKENS = 1 << 16  # Tokens (with a finite context's boundary tokens) scored together.
 _SMALLEST_BUCKET = 8  # The shortest piece (or row) length compiled.
@@ -39,20 +43,25 @@ _SMALLEST_BUCKET = 8  # The shortest piece (or row) length compiled.
 class TokenScore:
   word: str  # As typed (after tokenization); the end mark where a sentence end is scored.
   token: str  # The vocabulary's token the model read: `word`, or <unk> outside the vocabulary.
-  log_prob: float  # Natural log p(token | the earlier tokens of the sentence).
+  # Natural log p(word | the earlier tokens of the sentence), open: ln p(<unk> | ...) + ln q(word)
+  # for a word read as <unk>.
+  log_prob: float
   oov: bool  # The model read it as <unk>.
+  spelling_log_prob: float  # ln q(word) of an unknown word, 0 for the others.
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SentenceScore:
   """A sentence's score; its per-token details are built only when asked for (`tokens`)."""
   text: str
-  log_prob: float  # ln p(w_1 … w_n [end]) = Σ_t ln p(w_t | w_1 … w_{t-1}) (chain rule).
+  log_prob: float  # ln p(w_1 … w_n [end]) = Σ_t ln p(w_t | w_1 … w_{t-1}) (chain rule), open.
   num_tokens: int  # Tokens scored, the end mark included.
   num_oovs: int  # Tokens read as <unk>.
+  closed_log_prob: float  # log_prob with each unknown word charged p(<unk> | h) alone.
   words: Sequence[str] = dataclasses.field(repr=False)
   ids: np.ndarray = dataclasses.field(repr=False)
-  token_log_probs: np.ndarray = dataclasses.field(repr=False)
+  token_log_probs: np.ndarray = dataclasses.field(repr=False)  # Open, per token.
+  spelling_log_probs: np.ndarray = dataclasses.field(repr=False)  # ln q(word), or 0.
   vocab: Vocabulary = dataclasses.field(repr=False)
 
   @property
@@ -67,15 +76,16 @@ class SentenceScore:
   @property
   def tokens(self) -> tuple[TokenScore, ...]:
     unk_id = self.vocab.unk_id
-    return tuple(TokenScore(word, token, float(log_prob), int(i) == unk_id)
-                 for word, token, i, log_prob in zip(self.words, self.vocab.decode(self.ids),
-                                                     self.ids, self.token_log_probs))
+    return tuple(TokenScore(word, token, float(log_prob), int(i) == unk_id, float(spelt))
+                 for word, token, i, log_prob, spelt
+                 in zip(self.words, self.vocab.decode(self.ids), self.ids,
+                        self.token_log_probs, self.spelling_log_probs))
 
   def as_dict(self, tokens: bool = True) -> dict:
     """The numbers for JSON; with `tokens`, each token's word, token read, ln p and oov."""
     numbers = {'text': self.text, 'log_prob': self.log_prob, 'log10_prob': self.log10_prob,
-               'num_tokens': self.num_tokens, 'num_oovs': self.num_oovs,
-               'perplexity': self.perplexity}
+               'closed_log_prob': self.closed_log_prob, 'num_tokens': self.num_tokens,
+               'num_oovs': self.num_oovs, 'perplexity': self.perplexity}
     if tokens:
       numbers['tokens'] = [dataclasses.asdict(t) for t in self.tokens]
     return numbers
@@ -145,15 +155,19 @@ def _encoded(vocab, end, texts, words):
 
 
 def _scored_batch(model, texts, words, ids, lengths) -> list[SentenceScore]:
-  log_probs = (_stream_log_probs(model, ids, lengths) if model.context_length is not None
-               else _row_log_probs(model, ids, lengths))
+  closed = (_stream_log_probs(model, ids, lengths) if model.context_length is not None
+            else _row_log_probs(model, ids, lengths))
+  spelt = spelling_log_probs(model, [token for sentence in words for token in sentence], ids)
+  log_probs = closed + spelt
   starts = _starts(lengths)
-  totals = np.add.reduceat(log_probs, starts)
+  totals, closed_totals = np.add.reduceat(log_probs, starts), np.add.reduceat(closed, starts)
   oovs = np.add.reduceat((ids == model.vocab.unk_id).astype(np.int64), starts)
-  return [SentenceScore(text, float(total), int(length), int(oov), sentence_words,
-                        ids[start:start + length], log_probs[start:start + length], model.vocab)
-          for text, total, length, oov, sentence_words, start
-          in zip(texts, totals, lengths, oovs, words, starts)]
+  return [SentenceScore(text, float(total), int(length), int(oov), float(closed_total),
+                        sentence_words, ids[start:start + length],
+                        log_probs[start:start + length], spelt[start:start + length],
+                        model.vocab)
+          for text, total, length, oov, closed_total, sentence_words, start
+          in zip(texts, totals, lengths, oovs, closed_totals, words, starts)]
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:

@@ -29,7 +29,9 @@ from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.lm import LanguageModel, build_language_model
 from nplm.use.next_words import NextWords
+from nplm.ngram.spelling import Spelling
 from nplm.use.ngram_run import NgramRun, is_ngram_dir, load_ngram_run
+from nplm.use.open_vocabulary import read_spelling
 
 
 class NoTrainedModelError(FileNotFoundError):
@@ -48,6 +50,10 @@ class TrainedModel:
   # The SHA-256 of its learned tokenizer's model (tokenizer.model) that its run recorded;
   # None without one, or for runs recorded before it existed.
   tokenizer_sha256: str | None = None
+  # How its unknown words are spelt (nplm.ngram.spelling; None: scored as <unk> alone), and
+  # a note for the user about it (an older workdir's), or None.
+  spelling: Spelling | None = None
+  spelling_note: str | None = None
   # Its feed for scoring, by eval batch size: each compiles its steps once.
   _scorers: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -154,8 +160,11 @@ def load_trained(workdir: str | os.PathLike) -> TrainedModel | NgramRun:
   params = parallel.unpadded_output_rows(params, vocab.size)
   lm = _model_of(config, vocab, params, where / 'run.json')
   memory.require_fit(config, lm, vocab.counts, training=False)  # Before any evaluation.
-  return TrainedModel(config, vocab, lm, params, identity.get('data_fingerprint'),
-                      identity.get('tokenizer_sha256'))
+  data_fingerprint = identity.get('data_fingerprint')
+  spelt, note = (read_spelling(where, config, vocab, data_fingerprint)
+                 if lm.model.language_model else (None, None))
+  return TrainedModel(config, vocab, lm, params, data_fingerprint,
+                      identity.get('tokenizer_sha256'), spelt, note)
 
 
 def _recorded(identity, where: Path) -> tuple[Config, str]:
