@@ -7,6 +7,7 @@
   model.score('The jury said it did not know .').log_prob   # A list of sentences: a list.
   model.rank(['about 15 minutes from', 'about 15 minuets from'])[0].text
   model.predict('the jury said', k=5)
+  model.complete('the jury said', k=5, max_words=2)[0].text
 
 Every method is the function the command of the same name calls (nplm.cli), so the
 numbers are the commands' numbers: one path from Python and from the shell.
@@ -25,7 +26,7 @@ from pathlib import Path
 from nplm import display, flagfiles
 from nplm.config import Config, ConfigError
 from nplm.data.text_sources import read_lines
-from nplm.use import embeddings, evaluation, generation, prediction, sentences
+from nplm.use import completion, embeddings, evaluation, generation, prediction, sentences
 from nplm.use.trained import load_trained
 
 __all__ = ['Config', 'Model', 'load', 'train']
@@ -155,6 +156,17 @@ class Model:
     if isinstance(prefix, str):
       return prediction.predict(self.read, prefix, k)
     return [prediction.predict(self.read, one, k) for one in _listed(prefix)]
+
+  def complete(self, prefix: str | Sequence[str] = '', k: int = 10,
+               max_words: int = completion.DEFAULT_MAX_WORDS
+               ) -> list[completion.Completion] | list[list[completion.Completion]]:
+    """The k most probable continuations of `prefix`, of up to max_words words each, with
+    exact probabilities (`nplm complete`): a list of Completions for one prefix (a string),
+    a list of such lists for a list of prefixes."""
+    completer = completion.Completer(self.read)
+    if isinstance(prefix, str):
+      return completer.complete(prefix, k, max_words)
+    return [completer.complete(one, k, max_words) for one in _listed(prefix)]
 
   def generate(self, prompt: str = '', seed: int = 0, **sampling) -> str | list[str]:
     """Text continuing `prompt` (`nplm generate`); `sampling`: the fields of

@@ -14,6 +14,7 @@ COMMANDS = {
     'score': 'Log-probabilities of sentences (arguments, a file or stdin), one line each.',
     'rank': 'Alternative sentences ordered by their probability under a trained model.',
     'predict': 'The most probable next tokens after a prefix, with their probabilities.',
+    'complete': 'Completions of a prefix as a search box offers them, with their probabilities.',
     'generate': 'Text sampled from a trained model.',
     'neighbours': 'Nearest words by their learned feature vectors.',
     'embeddings': 'Feature vectors in word2vec format, scored on similarity and analogies.',

@@ -1,0 +1,86 @@
+r"""The most probable continuations of a typed prefix, a few words each, as a search box offers.
+
+  nplm complete --workdir=runs/mlp9 "what is the"
+  nplm complete --workdir=runs/lstm --k=5 --max_words=2 --json "The jury said" "It was"
+  printf 'the cat\nof the\n' | nplm complete --workdir=runs/kn5
+
+Per prefix (each argument, or each line of --file or stdin): the --k most probable
+continuations, one per line, written after the prefix as nplm generate writes text, with p,
+ln p and how each ended: at a sentence end (the dataset's end mark, or '.', '!', '?' for word
+tokenizations) or at --max_words words, its last word whole. The probabilities are the
+model's own, exact (nplm.use.completion): the product of each token's, found by beam search.
+The prefix is read as nplm predict reads it; tokens outside the vocabulary are read as
+<unk> (named on stderr), and <unk> is never proposed. --json prints one JSON object per
+prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
+"""
+
+import json
+import sys
+from collections.abc import Sequence
+
+from absl import flags
+
+from nplm import cli
+from nplm.cli.score import define_input_flags, sentences_of
+from nplm.display import printable
+from nplm.stop_requests import Interrupted, interrupting
+from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
+                                 Completer, Completion, check_bounds)
+from nplm.use.prediction import read_prompt, unknown_note
+from nplm.use.trained import load_trained
+
+FLAGS = flags.FLAGS
+
+
+def report(prefix: str, completions: Sequence[Completion]) -> str:
+  """A prefix's block: a line per continuation (with the prefix), p, ln p and how it
+  ended."""
+  width = max([16, *(len(printable(c.text)) for c in completions)])
+  lines = [printable(prefix) if prefix else '(the start of a text)']
+  lines += [f'  {printable(c.text):{width}} {c.probability:9.2e} {c.log_prob:9.4f}  '
+            f'{"sentence end" if c.ended == SENTENCE_END else "max words"}'
+            for c in completions]
+  return '\n'.join(lines)
+
+
+def main(argv):
+  cli.show_progress_lines()
+  try:
+    check_bounds(FLAGS.k, FLAGS.max_words)
+    prefixes = sentences_of(argv[1:], FLAGS.file, units='prefixes')
+    with interrupting(f'completing with {FLAGS.workdir}'):
+      completer = Completer(load_trained(FLAGS.workdir))
+      for number, prefix in enumerate(prefixes):
+        note = unknown_note(read_prompt(completer.model, prefix))
+        if note:
+          print(f'warning: {printable(note)}', file=sys.stderr)
+        completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)
+        if FLAGS.json:
+          print(json.dumps({'prefix': prefix, 'completions': [c.as_dict() for c in completions]},
+                           ensure_ascii=False), flush=True)
+        else:
+          print(('\n' if number else '') + report(prefix, completions), flush=True)
+  except Interrupted as stop:
+    cli.stop_interrupted(str(stop))
+  except BrokenPipeError:
+    raise  # A reader that stopped reading (`| head`): the dispatcher exits quietly.
+  except (*cli.USER_ERRORS, OSError) as error:
+    cli.fail(error)
+
+
+def run_program(argv=None) -> None:
+  define_input_flags()
+  flags.DEFINE_integer('k', 10, f'How many of the most probable continuations to list (1 to '
+                       f'{MOST_K:,}).')
+  flags.DEFINE_integer('max_words', DEFAULT_MAX_WORDS,
+                       f'The most words a continuation has (1 to {MOST_WORDS}). '
+                       f'{DEFAULT_MAX_WORDS}: a search box suggests a few words; each word '
+                       'more lowers every probability, and the best longer ones differ '
+                       'mostly in their last words.')
+  flags.DEFINE_bool('json', False, 'Print one JSON object per prefix (JSON Lines): prefix, '
+                    'completions (text, tokens, log_prob, probability, words, ended).')
+  cli.start(main, argv)
+
+
+if __name__ == '__main__':
+  run_program()

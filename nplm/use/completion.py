@@ -1,0 +1,223 @@
+"""The k most probable continuations of a typed prefix, of a few words at most: completion as
+a search box offers it, by beam search over the model's exact probabilities.
+
+The prefix is read as `nplm predict` reads it (nplm.use.prediction.read_prompt: the model's
+tokenizer, after the start-of-split context), and continuations through the `next_words()`
+protocol alone (nplm.use.next_words; NgramNextWords for n-gram runs), so that every family
+of model completes alike.
+
+A continuation is a sequence of tokens after the prefix, one word at least. Its log p
+(natural log, summed in float64) is the sum of the model's exact log p of each of its tokens
+given the prefix and the tokens before it. It is finished:
+  at a sentence end: an end mark of the dataset (`<eos>`; Brown's `</p>` and `</text>`:
+    nplm.use.generation.end_ids), its last token and counted in its probability; for word
+    tokenizations also a token that ends a sentence by generation's rule ('.', '!', '?',
+    closing quotes and brackets after them; "3.5" none: generation.SentenceEnds). Words are
+    spaced, so the sentence ends at that token unless a closing quote follows, which is not
+    proposed;
+  at max_words words, counted as a reader counts them: for word tokenizations each token
+    (punctuation included) is one word; for characters and subwords they are the
+    whitespace-separated words of the continuation's text (the rest of a word the prefix
+    began counts as one). Its last word is whole: for characters and subwords its log p adds
+    log p(the next token does not go on with that word: a space, an end mark, a token that
+    starts a word); where each token is a word, that p is 1.
+`<unk>` is never proposed: it stands for every rare word at once, none of which one types.
+Its text is the prefix and the continuation as nplm generate writes them.
+
+The beam search keeps `beam_width` live continuations, all of the same length: each step
+reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
+beam_width most probable of all their extensions. The protocol cannot copy a state to
+several extensions, so each step reads the live ones afresh from their tokens (`start`):
+a window or n-gram model's last n-1 tokens; a recurrent model reads each from its start. The
+search stops when no live continuation is more probable than the k-th best finished one (a
+token added only lowers a probability), or after MAX_TOKENS_PER_WORD tokens a word. The
+result is exact where the beam held each continuation that could reach the top k: a wide
+beam_width holds them all.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+
+import numpy as np
+
+from nplm.data.tokenizers import Tokenization
+from nplm.errors import ConfigError
+from nplm.use.generation import SentenceEnds, as_text, end_ids
+from nplm.use.prediction import Prompt, read_prompt
+
+# A search box suggests a few words: each word more lowers every continuation's probability,
+# so the best of longer ones differ mostly in their last words.
+DEFAULT_MAX_WORDS = 3
+MOST_K, MOST_WORDS = 1000, 50
+MAX_TOKENS_PER_WORD = 30  # The search's cap, per word (characters; words need one each).
+SENTENCE_END, MAX_WORDS = 'sentence_end', 'max_words'  # How a continuation ended.
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+  text: str  # The prefix and the continuation, as generate writes them (no end mark).
+  tokens: list[str]  # The continuation's tokens, an end mark last where it ends at one.
+  log_prob: float  # Natural log.
+  probability: float
+  words: int
+  ended: str  # SENTENCE_END or MAX_WORDS.
+
+  def as_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Continuation:
+  ids: tuple[int, ...]
+  log_prob: float
+  words: int
+  ended: str | None = None  # None while it is live.
+
+
+def check_bounds(k: int, max_words: int) -> None:
+  if not 1 <= k <= MOST_K:
+    raise ConfigError(f'--k must be from 1 to {MOST_K:,}, not {k:,}')
+  if not 1 <= max_words <= MOST_WORDS:
+    raise ConfigError(f'--max_words must be from 1 to {MOST_WORDS}, not {max_words:,}')
+
+
+def default_beam_width(k: int) -> int:
+  """Twice k, room for continuations that overtake the k best on their later tokens; 16 at
+  least (a beam of 2 is nearly greedy), 128 at most unless k is more (each live continuation
+  is a row of every step's batch)."""
+  return min(max(2 * k, 16), max(k, 128))
+
+
+def complete(model, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
+             beam_width: int | None = None) -> list[Completion]:
+  """The k most probable continuations of `prefix`, the most probable first."""
+  return Completer(model).complete(prefix, k, max_words, beam_width)
+
+
+class Completer:
+  """A model's completions, with what each vocabulary token does to a continuation, read
+  once for any number of prefixes."""
+
+  def __init__(self, model):
+    model.require_language_model()
+    self.model, self.tokenizer, vocab = model, model.tokenizer, model.vocab
+    tokenization = Tokenization.of(model.config)
+    self.each_token_a_word = tokenization.tokens == 'words' and not tokenization.learned
+    self.end_marks = np.zeros(vocab.size, bool)
+    self.end_marks[end_ids(model)] = True
+    if self.each_token_a_word:
+      self.ends, self.continues_word = self.end_marks | _sentence_marks(model), None
+    else:
+      self.ends = self.end_marks
+      special = self.end_marks | (np.arange(vocab.size) == vocab.unk_id)
+      self.continues_word = _continuing(self.tokenizer, vocab.words, special) & ~self.ends
+
+  def complete(self, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
+               beam_width: int | None = None) -> list[Completion]:
+    check_bounds(k, max_words)
+    width = beam_width or default_beam_width(k)
+    prompt, reader = read_prompt(self.model, prefix), self.model.next_words()
+    live, finished = [_Continuation((), 0.0, 0)], []
+    for _ in range(max_words * MAX_TOKENS_PER_WORD):
+      log_probs = _next_log_probs(reader, prompt, live, width)
+      extended, newly_finished = self._step(live, log_probs, max_words, width, k)
+      finished = _best([*finished, *newly_finished], k)
+      live = [c for c in extended if len(finished) < k or c.log_prob > finished[-1].log_prob]
+      if not live:
+        break
+    return [self._completion(prompt, c) for c in finished]
+
+  def _step(self, live: list[_Continuation], log_probs: np.ndarray, max_words: int,
+            width: int, k: int) -> tuple[list[_Continuation], list[_Continuation]]:
+    """(the `width` most probable extensions that go on, the finished ones: the `k` most
+    probable extensions that end, and each continuation at max_words with its last word
+    whole, for characters and subwords)."""
+    scores = np.array([c.log_prob for c in live])[:, None] + log_probs
+    scores[:, self.model.vocab.unk_id] = -np.inf
+    # One word at least: the prefix's own end is no completion.
+    scores[np.ix_([c.words == 0 for c in live], self.end_marks)] = -np.inf
+    finished = []
+    for row in np.flatnonzero([c.words == max_words for c in live]):
+      # Characters and subwords: what goes on with its last word is all that may follow.
+      whole_word = np.logaddexp.reduce(log_probs[row, ~self.continues_word])
+      finished.append(dataclasses.replace(
+          live[row], log_prob=float(live[row].log_prob + whole_word), ended=MAX_WORDS))
+      scores[row, ~self.continues_word] = -np.inf
+    ending = np.repeat(self.ends[None], len(live), axis=0)
+    if self.each_token_a_word:
+      ending[[c.words + 1 == max_words for c in live]] = True
+    finished += [self._extension(live[row], token, scores[row, token],
+                                 SENTENCE_END if self.ends[token] else MAX_WORDS)
+                 for row, token in _top(np.where(ending, scores, -np.inf), k)]
+    extended = [self._extension(live[row], token, scores[row, token])
+                for row, token in _top(np.where(ending, -np.inf, scores), width)]
+    return extended, finished
+
+  def _extension(self, parent: _Continuation, token: int, log_prob: float,
+                 ended: str | None = None) -> _Continuation:
+    ids = (*parent.ids, token)
+    if self.end_marks[token]:
+      words = parent.words
+    elif self.each_token_a_word:
+      words = parent.words + 1
+    else:
+      words = len(self.tokenizer.detokenize(self.model.vocab.decode(ids)).split())
+    return _Continuation(ids, float(log_prob), words, ended)
+
+  def _completion(self, prompt: Prompt, continuation: _Continuation) -> Completion:
+    tokens = self.model.vocab.decode(continuation.ids)
+    return Completion(as_text(self.model, [*prompt.tokens, *tokens]), tokens,
+                      continuation.log_prob, math.exp(continuation.log_prob),
+                      continuation.words, continuation.ended)
+
+
+def _next_log_probs(reader, prompt: Prompt, live: list[_Continuation],
+                    width: int) -> np.ndarray:
+  """log p(· | prefix, continuation) of each live continuation, float64 [len(live), |V|]:
+  one `next` of `width` rows, the first repeated as padding."""
+  rows = np.array([[*prompt.ids, *c.ids] for c in live], np.int32).reshape(len(live), -1)
+  padded = np.concatenate([rows, np.repeat(rows[:1], width - len(live), axis=0)])
+  log_probs, _ = reader.next(reader.start(padded))
+  return np.asarray(log_probs[:len(live)], np.float64)
+
+
+def _top(scores: np.ndarray, m: int) -> list[tuple[int, int]]:
+  """(row, token) of the m highest finite scores, the highest first (ties: the lowest)."""
+  flat = scores.ravel()
+  best = np.argpartition(-flat, m - 1)[:m] if m < flat.size else np.arange(flat.size)
+  best = best[np.isfinite(flat[best])]
+  return [divmod(int(i), scores.shape[1]) for i in best[np.lexsort((best, -flat[best]))]]
+
+
+def _best(continuations: list[_Continuation], k: int) -> list[_Continuation]:
+  return sorted(continuations, key=lambda c: (-c.log_prob, c.ids))[:k]
+
+
+def _sentence_marks(model) -> np.ndarray:
+  """Which tokens end a sentence where a word follows them, by generation's rule: a fresh
+  SentenceEnds reading each token alone is left marked by those only."""
+  fresh = SentenceEnds(model, previous='')
+
+  def marks(token: str) -> bool:
+    reader = copy.copy(fresh)
+    reader.read(token)
+    return reader.marked
+
+  return np.array([marks(token) for token in model.vocab.words])
+
+
+def _continuing(tokenizer, tokens, special: np.ndarray) -> np.ndarray:
+  """Which tokens, written after a word, go on with it: its text then one word still, with
+  no space at its end. Characters and subwords tell by themselves (a space; '▁' before a
+  subword), so any word written before them shows it."""
+  anchor = next(token for token, skipped in zip(tokens, special) if not skipped
+                and tokenizer.detokenize([token]).split() == [tokenizer.detokenize([token])])
+
+  def continues(token: str) -> bool:
+    text = tokenizer.detokenize([anchor, token])
+    return len(text.split()) == 1 and not text[-1:].isspace()
+
+  return np.array([continues(token) for token in tokens])

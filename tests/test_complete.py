@@ -1,0 +1,199 @@
+"""nplm complete: a wide beam gives the brute-force top k of every continuation, for a window,
+a recurrent and an n-gram model; ends, whole last words of characters and subwords, refusals,
+the Python call and the program."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nplm
+from nplm.data.vocab import UNK
+from nplm.errors import ConfigError
+from nplm.trainer import run
+from nplm.use.completion import MAX_WORDS, SENTENCE_END, complete
+from nplm.use.prediction import read_prompt
+from nplm.use.trained import load_trained
+from tests.conftest import write_text_corpus
+from tests.test_prediction import QUICK
+from tests.test_rnn import rnn_config
+from tests.test_train import tiny_config
+from tests.test_word2vec import tiny_run_config
+
+END_MARKS = ('<eos>', '</p>', '</text>')
+SENTENCE_MARKS = ('.', '!', '?')
+NGRAMS = {'kn3': [], 'kn3_chars': ['--tokens=chars'],
+          'kn3_bpe': ['--tokenizer=bpe', '--subword_vocab_size=80']}
+
+
+def nplm_program(*args: str, cwd: Path) -> subprocess.Popen:
+  return subprocess.Popen([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, text=True,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+
+
+def finished(child: subprocess.Popen) -> tuple[int, str, str]:
+  stdout, stderr = child.communicate(timeout=300)
+  return child.returncode, stdout, stderr
+
+
+@pytest.fixture(scope='module')
+def models(tiny_corpus, tmp_path_factory):
+  """A window and a recurrent model on the tiny Brown corpus (|V| = 51), and KN3 runs of its
+  text as text:DIR (words, characters, subwords) written by `nplm ngram --out`, as the
+  tools read them."""
+  root = tmp_path_factory.mktemp('complete')
+  text = write_text_corpus(root / 'text')
+  fits = [nplm_program('ngram', f'--dataset=text:{text}', f'--data_dir={root / "tfds"}',
+                       f'--out={root / name}', '--order=3', *flags, cwd=root)
+          for name, flags in NGRAMS.items()]  # Fitted while the networks train.
+  configs = {'nnlm': tiny_config(root / 'nnlm', **QUICK),
+             'lstm': rnn_config(root / 'lstm', **QUICK),
+             'word2vec': tiny_run_config(root / 'word2vec', epochs=1)}
+  for config in configs.values():
+    run(config, tiny_corpus)
+  for fit in fits:
+    status, _, stderr = finished(fit)
+    assert status == 0, stderr
+  return {name: load_trained(root / name) for name in [*configs, *NGRAMS]}
+
+
+def brute_force(model, prefix: str, max_words: int) -> dict[tuple[int, ...], float]:
+  """Every continuation of a word-level model, to max_words words or a sentence's end (an
+  end mark, '.', '!', '?'), <unk> never, an end mark never first: ln p by next_words, one
+  batch per length."""
+  vocab, reader = model.vocab, model.next_words()
+  prompt = list(read_prompt(model, prefix).ids)
+  ends = {vocab.id_of(w) for w in END_MARKS + SENTENCE_MARKS if w in vocab.words}
+  live, done = {(): 0.0}, {}
+  for length in range(max_words):
+    sequences = list(live)
+    rows = np.array([prompt + list(s) for s in sequences]).reshape(len(sequences), -1)
+    log_probs = reader.next(reader.start(rows))[0].astype(np.float64)
+    following = {}
+    for sequence, row in zip(sequences, log_probs):
+      for token in range(vocab.size):
+        if token == vocab.unk_id or (not sequence and vocab.words[token] in END_MARKS):
+          continue
+        extended = (*sequence, token)
+        ending = token in ends or length + 1 == max_words
+        (done if ending else following)[extended] = live[sequence] + row[token]
+    live = following
+  return done
+
+
+def best(scored: dict[tuple[int, ...], float], k: int) -> list[tuple[tuple[int, ...], float]]:
+  return sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+@pytest.mark.parametrize('name,prefix', [('nnlm', 'The jury said'), ('nnlm', ''),
+                                         ('lstm', 'the election'), ('kn3', 'The jury said')])
+def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones(
+    models, name, prefix):
+  model, k, max_words = models[name], 10, 3
+  every = brute_force(model, prefix, max_words)
+  wide = complete(model, prefix, k, max_words, beam_width=model.vocab.size ** 2)
+  want = best(every, k)
+  assert [model.vocab.decode(ids) for ids, _ in want] == [c.tokens for c in wide]
+  np.testing.assert_allclose([c.log_prob for c in wide], [p for _, p in want], atol=1e-5)
+  for c in complete(model, prefix, k, max_words):  # A narrower beam: exact where it reaches.
+    assert c.log_prob == pytest.approx(every[tuple(model.vocab.encode(c.tokens))], abs=1e-5)
+  for c in wide:
+    ended_at_end = c.tokens[-1] in END_MARKS + SENTENCE_MARKS
+    assert c.ended == (SENTENCE_END if ended_at_end else MAX_WORDS), c
+    shown = [token for token in c.tokens if token not in END_MARKS]
+    assert c.words == len(shown) <= max_words and c.text == ' '.join([*prefix.split(), *shown])
+    assert c.probability == pytest.approx(math.exp(c.log_prob))
+
+
+def test_a_text_dataset_ends_continuations_at_eos(models):
+  for name, prefix in [('kn3', 'the'), ('kn3_chars', 'The jury said')]:
+    completions = complete(models[name], prefix, k=50, max_words=2)
+    at_eos = [c for c in completions if c.tokens[-1] == '<eos>']
+    assert at_eos and all(c.ended == SENTENCE_END for c in at_eos), name
+    assert all('<eos>' not in c.text for c in completions)
+
+
+def next_log_probs(model, prefix: str, tokens: list[str]) -> np.ndarray:
+  reader = model.next_words()
+  ids = [*read_prompt(model, prefix).ids, *model.vocab.encode(tokens)]
+  return reader.next(reader.start(np.array([ids]).reshape(1, -1)))[0][0].astype(np.float64)
+
+
+@pytest.mark.parametrize('name,word_goes_on', [
+    ('kn3_chars', lambda token: token not in (' ', '<eos>')),
+    ('kn3_bpe', lambda token: not token.startswith('▁') and token not in ('<eos>', UNK))])
+def test_characters_and_subwords_end_on_a_whole_word(models, name, word_goes_on):
+  """A continuation's ln p is its tokens' and, at max_words, the next token's not going on
+  with its last word; words are whitespace words; a wider beam finds no worse."""
+  model, prefix, max_words = models[name], 'the j', 2
+  completions = complete(model, prefix, k=8, max_words=max_words)
+  assert completions and [c.log_prob for c in completions] == sorted(
+      (c.log_prob for c in completions), reverse=True)
+  for c in completions:
+    shown = [token for token in c.tokens if token != '<eos>']
+    assert UNK not in c.tokens
+    assert len(model.tokenizer.detokenize(shown).split()) == c.words <= max_words
+    assert c.text == model.tokenizer.detokenize([*model.tokenizer.tokens(prefix), *shown])
+    assert c.ended == (SENTENCE_END if c.tokens[-1] == '<eos>' else MAX_WORDS)
+    want = sum(next_log_probs(model, prefix, c.tokens[:i])[model.vocab.id_of(token)]
+               for i, token in enumerate(c.tokens))
+    if c.ended == MAX_WORDS:
+      assert c.words == max_words
+      after = next_log_probs(model, prefix, c.tokens)
+      want += np.logaddexp.reduce([p for p, token in zip(after, model.vocab.words)
+                                   if not word_goes_on(token)])
+    assert c.log_prob == pytest.approx(want, abs=1e-5)
+  wider = complete(model, prefix, k=8, max_words=max_words, beam_width=64)
+  assert all(w.log_prob >= c.log_prob - 1e-9 for w, c in zip(wider, completions))
+
+
+def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2vec(models):
+  workdir = models['nnlm'].config.workdir
+  model = nplm.load(workdir)
+  one = model.complete('The jury said', k=3, max_words=2)
+  assert [c.as_dict() for c in one] == [
+      c.as_dict() for c in complete(models['nnlm'], 'The jury said', 3, 2)]
+  assert [len(each) for each in model.complete(['The jury said', 'the'], k=2)] == [2, 2]
+  for settings, phrase in [(dict(k=0), '--k must be from 1 to 1,000, not 0'),
+                           (dict(k=1001), 'not 1,001'),
+                           (dict(max_words=51), '--max_words must be from 1 to 50, not 51')]:
+    with pytest.raises(ConfigError, match=phrase):
+      model.complete('the', **settings)
+  with pytest.raises(ConfigError, match='is a word2vec model'):
+    nplm.load(models['word2vec'].config.workdir).complete('the')
+
+
+def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_path):
+  model = models['kn3']
+  workdir = os.path.relpath(model.config.workdir, tmp_path)
+  prefixes = ['The jury zebra', 'the']  # 'zebra' is not in the vocabulary.
+  children = [nplm_program('complete', f'--workdir={workdir}', '--k=4', '--max_words=2',
+                           *json_flag, *prefixes, cwd=tmp_path) for json_flag in ([], ['--json'])]
+  (printed, stdout, stderr), (as_json, json_lines, _) = map(finished, children)
+  assert printed == as_json == 0 and 'zebra' in stderr and UNK in stderr, stderr
+  blocks = [block.splitlines() for block in stdout.rstrip('\n').split('\n\n')]
+  lines = [json.loads(line) for line in json_lines.splitlines()]
+  for prefix, block, line in zip(prefixes, blocks, lines, strict=True):
+    want = complete(model, prefix, k=4, max_words=2)
+    assert block[0] == prefix == line['prefix']
+    rows = [row.rsplit(None, 4) for row in block[1:]]
+    assert [row[0].strip() for row in rows] == [c.text for c in want]
+    assert [float(row[2]) for row in rows] == pytest.approx([c.log_prob for c in want],
+                                                            abs=1e-4)
+    assert line['completions'] == [c.as_dict() for c in want]
+
+
+@pytest.mark.parametrize('args,phrase', [(('--k=0', 'the'), '--k must be from 1 to 1,000'),
+                                         (('--max_words=51', 'the'), '--max_words must be')])
+def test_the_program_refuses_bad_input_in_one_line(models, tmp_path, args, phrase):
+  workdir = os.path.relpath(models['kn3'].config.workdir, tmp_path)
+  status, _, stderr = finished(nplm_program('complete', f'--workdir={workdir}', *args,
+                                            cwd=tmp_path))
+  assert status == 2 and stderr.startswith('error: ') and phrase in stderr, stderr
+  assert len(stderr.strip().splitlines()) == 1, stderr
