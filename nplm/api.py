@@ -110,17 +110,20 @@ class Model:
   def vocab(self):
     return self.read.vocab
 
-  def perplexity(self, text_or_path: str | os.PathLike | Sequence[str | os.PathLike]
-                 ) -> float | list[float]:
+  def perplexity(self, text_or_path: str | os.PathLike | Sequence[str | os.PathLike],
+                 open_vocabulary: bool = False) -> float | list[float]:
     """The exact perplexity of a text (a string: one sentence per line) or of a text file
     (a Path, or a string naming an existing file), tokenized as the model's dataset was,
     every token once (`nplm evaluate --text_file`). One text or file gives one number; a
-    list of them, a list of numbers, each text's own."""
+    list of them, a list of numbers, each text's own. Closed: an unknown word costs
+    p(<unk> | h), the figure summaries report; `open_vocabulary`: p(<unk> | h) · q(word),
+    its spelling paid for too (nplm.ngram.spelling; the closed figure where the model has
+    no spelling model)."""
     if isinstance(text_or_path, (list, tuple)):  # Not a str, nor a Path.
-      return [self._perplexity(one) for one in text_or_path]
-    return self._perplexity(text_or_path)
+      return [self._perplexity(one, open_vocabulary) for one in text_or_path]
+    return self._perplexity(text_or_path, open_vocabulary)
 
-  def _perplexity(self, text_or_path: str | os.PathLike) -> float:
+  def _perplexity(self, text_or_path: str | os.PathLike, open_vocabulary: bool) -> float:
     if not isinstance(text_or_path, (str, os.PathLike)):
       raise ConfigError('perplexity takes a text, a path, or a list of them, not '
                         f'{type(text_or_path).__name__}')
@@ -131,7 +134,8 @@ class Model:
     types, splits = evaluation.file_types(lines, self.read)
     if not len(splits['file']):
       raise ConfigError(f'{path or "the text"} is empty: no text to score')
-    return evaluation.evaluate(self.read, types, splits)['file']['ppl']
+    result = evaluation.evaluate(self.read, types, splits)['file']
+    return result.get('open_ppl', result['ppl']) if open_vocabulary else result['ppl']
 
   def score(self, sentences_: str | Sequence[str]
             ) -> sentences.SentenceScore | list[sentences.SentenceScore]:

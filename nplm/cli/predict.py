@@ -22,6 +22,7 @@ from nplm import cli
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.errors import ConfigError
+from nplm.data.vocab import UNK
 from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
@@ -30,6 +31,8 @@ FLAGS = flags.FLAGS
 
 
 def _label(token: str) -> str:
+  if token == UNK:  # Not a word: the mass every word outside the vocabulary shares.
+    return f'{UNK} (every unknown word)'
   return '␣' if token == ' ' else printable(token)  # A character model's space, visible.
 
 

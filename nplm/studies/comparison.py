@@ -98,6 +98,7 @@ def _trained_row(typed: str, summary: dict) -> dict:
           'vocab_size': summary.get('vocab_size'), 'model': config.get('model'),
           'head': config.get('head'), 'parameters': summary.get('parameters'),
           'ppl': _split_values(summary, 'ppl'), 'word_ppl': _split_values(summary, 'word_ppl'),
+          'open_ppl': _split_values(summary, 'open_ppl'),
           'bpc': _split_values(summary, 'bpc'), 'wall_seconds': summary.get('wall_seconds'),
           'examples_per_second': summary.get('train_examples_per_second'),
           'data_fingerprint': summary.get('data_fingerprint'), 'status': summary.get('status'),
@@ -114,7 +115,8 @@ def _unfinished_row(typed: str, identity: dict, where: Path) -> dict:
           'dataset': config.get('dataset'), 'tokens': config.get('tokens'),
           'vocab_size': Vocabulary.load(where / 'vocab.txt').size,
           'model': config.get('model'), 'head': config.get('head'), 'parameters': None,
-          'ppl': nothing, 'word_ppl': nothing, 'bpc': nothing, 'wall_seconds': None,
+          'ppl': nothing, 'word_ppl': nothing, 'open_ppl': nothing, 'bpc': nothing,
+          'wall_seconds': None,
           'examples_per_second': None, 'data_fingerprint': identity.get('data_fingerprint'),
           'status': 'unfinished', 'steps': None, 'epochs': None, 'best_epoch': None,
           'reported_parameters': None}
@@ -127,6 +129,7 @@ def _ngram_row(typed: str, summary: dict) -> dict:
           'vocab_size': summary.get('vocab_size'), 'model': name, 'head': None,
           'parameters': None, 'ppl': _split_values(summary, 'ppl'),
           'word_ppl': _split_values(summary, 'word_ppl'), 'bpc': _split_values(summary, 'bpc'),
+          'open_ppl': _split_values(summary, 'open_ppl'),
           'wall_seconds': summary.get('wall_seconds'), 'examples_per_second': None,
           'data_fingerprint': summary.get('data_fingerprint'),
           'vocab_fingerprint': summary.get('vocab_fingerprint'), 'valid_curve': [],
@@ -226,8 +229,9 @@ def _ended_otherwise(rows: list[dict]) -> bool:
 
 
 def table(rows: list[dict]) -> list[str]:
-  """The rows as aligned text lines: a header, a rule, a line per run; per-word perplexity
-  and bits per character only where some run has them, the vocabulary where they differ."""
+  """The rows as aligned text lines: a header, a rule, a line per run; the open
+  vocabulary's perplexity (unknown words spelt), per-word perplexity and bits per character
+  only where some run has them, the vocabulary where they differ."""
   columns = [('workdir', lambda r: r['workdir']),
              ('dataset', lambda r: paths.shown_dataset(r['dataset'] or '-')),
              ('|V|', lambda r: _count(r['vocab_size'])), ('model', lambda r: r['model'] or '-'),
@@ -235,7 +239,8 @@ def table(rows: list[dict]) -> list[str]:
              ('valid ppl', lambda r: _number(r['ppl']['valid']) if r['finished']
               else 'unfinished'),
              ('test ppl', lambda r: _number(r['ppl']['test']))]
-  for name, label, digits in (('word_ppl', 'word ppl', 2), ('bpc', 'bpc', 4)):
+  for name, label, digits in (('open_ppl', 'open ppl', 2), ('word_ppl', 'word ppl', 2),
+                              ('bpc', 'bpc', 4)):
     if any(r[name][split] is not None for r in rows for split in ('valid', 'test')):
       columns += [(f'{split} {label}', lambda r, s=split, n=name, d=digits: _number(r[n][s], d))
                   for split in ('valid', 'test')]

@@ -35,7 +35,7 @@ from nplm.training import memory, optimizer
 from nplm.training.actions import Interval, Periodic, StepInfo
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
-from nplm.training.run_checks import check_corpus
+from nplm.training.run_checks import check_corpus, warn_untrained_unk
 from nplm.training.runs import Runs, diverged_summary
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ class Loop:
     memory.require_fit(self.config, self.lm, corpus.vocab.counts, split_sizes, self.mesh,
                        len(configs))
     check_corpus(self.config, self.lm, split_sizes)
+    warn_untrained_unk(corpus)
     self.evaluated = self.config.evaluated_splits(split_sizes)
     validation = periodic_validation(self.config, split_sizes['valid'])
     whole = validation['tokens'] == validation['of']

@@ -59,6 +59,20 @@ def check_corpus(config: Config, lm, split_sizes: dict) -> None:
                 100 * (held - examples) / held, f'{largest:,}')
 
 
+def warn_untrained_unk(corpus) -> None:
+  """A warning where <unk> never occurs in training (--unk_max_count=0 on text without its
+  own <unk>) while valid or test hold unknown words: each then costs whatever the model
+  learned for a token it never saw."""
+  if corpus.vocab.counts[corpus.vocab.unk_id]:
+    return
+  unknown = {name: sum(corpus.unknown_words.get(name, {}).values()) for name in ('valid', 'test')}
+  if any(unknown.values()):
+    log.warning('<unk> never occurs in training (every training type kept), yet valid and test '
+                'hold %s and %s unknown tokens: each costs what the model learned for a token '
+                'it never saw; leave --unk_max_count out to train <unk> on the words seen once',
+                f'{unknown["valid"]:,}', f'{unknown["test"]:,}')
+
+
 def epoch_examples(config: Config, lm, train: int) -> tuple[str, int, int, str, int] | None:
   """(the batch as said, what it holds, what an epoch holds, of what, the largest useful
   --batch_size), in what --batch_size counts in the model's family (Config's help): n-gram
