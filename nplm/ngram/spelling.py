@@ -5,10 +5,10 @@ A word-level model gives a word w outside its vocabulary V
     p(w | h) = p(<unk> | h) · q(w),    q(w) = q_c(w) / Z,    Z = 1 - q_c('') - Σ_{v ∈ V} q_c(v)
 
 so that the probabilities of all strings sum to 1 and a misspelling is charged for its
-letters instead of passing for the whole class of rare words (Brown et al. 1992 spell unknown
-words with a character model the same way; Chen & Goodman 1998 for the smoothing). q_c is
-an interpolated modified Kneser-Ney character n-gram (nplm.ngram.kneser_ney) of the training
-tokens that fell to <unk>, each spelt after order-1 start marks and closed by an end mark: the
+letters instead of passing for the whole class of rare words. q_c is an interpolated
+modified Kneser-Ney character n-gram (Chen & Goodman 1998; nplm.ngram.kneser_ney) of the
+training tokens that fell to <unk>, each spelt after order-1 start marks and closed by an end
+mark: the
 words a text's unknown words resemble (Good-Turing: the unseen look like the rare). Z takes
 the spellings of the vocabulary and the empty string out, exactly, by scoring every one.
 
@@ -35,7 +35,9 @@ from nplm.ngram import saved
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.ngram.table import stream_windows
 
-ORDER = 5  # Characters of context, with the word's own start.
+# Characters of context (with the word's start): on Brown's valid unknown words, 16.19 nats a
+# word at 5, 15.24 at 7, 15.18 at 8 (the spelling model trained on train's).
+ORDER = 7
 END, UNSEEN = 0, 1  # Character ids: the word's end (and start mark); any unseen character.
 CODE_POINTS = 0x110000 - 0x800  # Unicode scalar values: every code point but the surrogates.
 MIN_TRAINING_TOKENS = 1000  # Fewer unknown training tokens: the rarest words help.
