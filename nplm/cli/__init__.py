@@ -46,7 +46,7 @@ def split_line(split: str, ppl: float, tokens: int, unk_rate: float,
                open_ppl: float | None = None, spelling_share: float | None = None) -> str:
   """One split's exact perplexity (and bits per character, per-word perplexity), tokens and
   <unk> rate; the open vocabulary's perplexity where it differs, with the share of its NLL
-  that spelling unknown words costs (OPEN_LEGEND says which is which)."""
+  that spelling unknown words costs (open_legend says which is which)."""
   bits = f'   {bpc:.4f} bits/char' if bpc is not None else ''
   per_word = f'   per word {word_ppl:9.2f}' if word_ppl is not None else ''
   opened = (f'   open {open_ppl:9.2f} (spelling {100 * spelling_share:.1f}%)'
@@ -55,9 +55,12 @@ def split_line(split: str, ppl: float, tokens: int, unk_rate: float,
           f'<unk> rate {100 * unk_rate:.2f}%')
 
 
-OPEN_LEGEND = ('perplexity: closed vocabulary, an unknown word scored as <unk> (the class of '
-               'every rare word); open: each unknown word also spelt, p(<unk> | h) · q(word), '
-               'so that every character is paid for; per word: open, per whitespace word')
+def open_legend(per_word: bool) -> str:
+  """What the perplexities of split_line's are, where an open one differs."""
+  return ('perplexity: closed vocabulary, an unknown word scored as <unk> (the class of every '
+          'rare word); open: each unknown word also spelt, p(<unk> | h) · q(word), so that '
+          'every character is paid for' + ('; per word: open, per whitespace word'
+                                           if per_word else ''))
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -70,7 +73,8 @@ def summary_lines(summary: dict) -> list[str]:
                       summary.get(f'{split}_word_ppl'), summary.get(f'{split}_open_ppl'),
                       shares.get(split))
            for split in SPLITS if f'{split}_ppl' in summary]
-  return lines + ([OPEN_LEGEND] if any(shares.values()) else [])
+  per_word = any(f'{split}_word_ppl' in summary for split in SPLITS)
+  return lines + ([open_legend(per_word)] if any(shares.values()) else [])
 
 
 def start(main, argv=None) -> None:

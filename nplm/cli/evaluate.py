@@ -48,7 +48,7 @@ def report(where: str, results: dict) -> str:
       shown = ', '.join(f'{word} ({count})' for word, count in result['unknown_words'])
       lines.append(f'       read as <unk>: {shown}')
   if any(result.get('spelling_share') for result in results.values()):
-    lines.append(cli.OPEN_LEGEND)
+    lines.append(cli.open_legend(any('word_ppl' in result for result in results.values())))
   return '\n'.join(lines)
 
 
