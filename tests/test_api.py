@@ -115,7 +115,7 @@ def test_load_gives_the_numbers_the_commands_print(trained):
             nplm('score', '--workdir=runs/shown', '--json', *sentences, cwd=home).splitlines()]
   assert got['score'] == scored
   ranked = nplm('rank', '--workdir=runs/shown', *sentences, cwd=home).splitlines()
-  assert got['rank'] == [line.split(maxsplit=7)[-1] for line in ranked]
+  assert got['rank'] == [line.split('  ')[-1] for line in ranked]
   (predicted,) = json.loads(nplm('predict', '--workdir=runs/shown', '--k=4', '--json',
                                  'the jury', cwd=home))
   assert got['predict'] == predicted['predictions']

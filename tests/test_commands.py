@@ -18,7 +18,7 @@ from nplm.config import Config
 from nplm.data import datasets, tokenizers
 from nplm.data.brown_source import brown_words
 from nplm.data.tokenize import file_tokens, words_of
-from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK
+from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
 from nplm.use.evaluation import file_types
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
@@ -58,7 +58,9 @@ def test_training_on_text_reports_eos_counted_tokens(text_run):
     text = (corpus_dir / f'{split}.txt').read_text()
     assert summary['tokens'][split] == len(expected_tokens(text))
   assert summary['dataset'] == f'text:{corpus_dir}'
-  assert json.loads((workdir / 'run.json').read_text())['config']['unk_max_count'] == 0
+  assert json.loads((workdir / 'run.json').read_text())['config']['unk_max_count'] == -1
+  # The text has its own <unk> (as PTB): every training type kept, as published counts do.
+  assert Vocabulary.load(workdir / 'vocab.txt').unk_max_count == 0
 
 
 def test_evaluate_on_its_own_dataset_gives_trainings_exact_numbers(text_run):

@@ -25,7 +25,7 @@ TINY = dict(dataset='text:data/toy', data_dir='tfds', order=3, feature_size=8, h
 
 @pytest.fixture(scope='module')
 def base(tmp_path_factory):
-  """runs/a, runs/b (one vocabulary), runs/c (another: words seen once are <unk>), runs/kn3
+  """runs/a, runs/b (one vocabulary), runs/c (another: words seen twice are <unk>), runs/kn3
   (an n-gram directory on a's data) and runs/cut (a run without its summary), trained from
   one directory with relative paths."""
   base = tmp_path_factory.mktemp('compare')
@@ -33,7 +33,7 @@ def base(tmp_path_factory):
   with contextlib.chdir(base):
     trainer.run(Config(workdir='runs/a', epochs=2, **TINY).resolved())
     trainer.run(Config(workdir='runs/b', epochs=3, learning_rate=0.02, **TINY).resolved())
-    trainer.run(Config(workdir='runs/c', epochs=2, unk_max_count=1, **TINY).resolved())
+    trainer.run(Config(workdir='runs/c', epochs=2, unk_max_count=2, **TINY).resolved())
   subprocess.run([sys.executable, '-m', 'nplm.cli', 'ngram', '--dataset=text:data/toy',
                   '--data_dir=tfds', '--order=3', '--out=runs/kn3'], cwd=base, check=True,
                  capture_output=True, timeout=300)

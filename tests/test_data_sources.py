@@ -80,7 +80,7 @@ def test_the_built_in_sources_keep_their_markers_and_defaults():
       TEXT_END, SPECIAL_TOKENS, 3)
   assert brown.default_split() == {'train_tokens': 800_000, 'valid_tokens': 200_000}
   assert (text.boundary_token, text.reserved_tokens, text.default_unk_max_count) == (
-      END_OF_SENTENCE, (UNK, END_OF_SENTENCE), 0)
+      END_OF_SENTENCE, (UNK, END_OF_SENTENCE), None)
   assert text.default_split() == {} == sources.source_of('tfds:lm1b').default_split()
 
 

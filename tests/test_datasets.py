@@ -319,7 +319,8 @@ def test_brown_defaults_resolve_to_the_papers_settings():
   brown = Config(workdir='w').resolved()
   assert (brown.unk_max_count, brown.train_tokens, brown.valid_tokens) == (3, 800_000, 200_000)
   text = Config(workdir='w', dataset='text:x').resolved()
-  assert (text.unk_max_count, text.train_tokens) == (0, 0)
+  # Text's --unk_max_count is the training counts' to decide (vocab.trained_unk_max_count).
+  assert (text.unk_max_count, text.train_tokens) == (-1, 0)
   # A run recorded before --dataset existed is the same run as today's Brown default.
   old = {**Config(workdir='w').to_dict(), 'unk_max_count': 3, 'train_tokens': 800_000,
          'valid_tokens': 200_000}

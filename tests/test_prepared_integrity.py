@@ -39,7 +39,9 @@ def write_dir(directory, texts=TEXT):
 
 
 def load(data_dir, path, **fields):
-  config = Config(workdir='unused', dataset=f'text:{path}', data_dir=str(data_dir), **fields)
+  """Every training type kept (--unk_max_count=0): the words read back are the words written."""
+  config = Config(workdir='unused', dataset=f'text:{path}', data_dir=str(data_dir),
+                  **{'unk_max_count': 0, **fields})
   return datasets.load_dataset(config.resolved().validate())
 
 
@@ -396,7 +398,8 @@ def test_a_stop_request_whose_exception_python_dropped_still_stops_the_preparati
 def test_a_reader_can_tell_whether_it_loaded_the_data_a_model_trained_on(tmp_path):
   directory = write_dir(tmp_path / 'corpus')
   trained_on = load(tmp_path / 'tfds', directory)
-  config = Config(workdir='unused', dataset=f'text:{directory}', data_dir=str(tmp_path / 'tfds'))
+  config = Config(workdir='unused', dataset=f'text:{directory}', data_dir=str(tmp_path / 'tfds'),
+                  unk_max_count=0)
   prepared_tokens = datasets.load_prepared(config.resolved())
 
   def fingerprint_through(vocab, tokens):

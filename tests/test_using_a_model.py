@@ -73,14 +73,17 @@ def test_feed_forward_scores_are_the_log_probs_of_explicit_windows(runs):
   assert UNK in [t.token for t in score.tokens] and 'jury' in vocab.words
   padded = [vocab.id_of(TEXT_END)] * (n - 1) + ids.tolist()
   context = np.array([[padded[t + n - 2 - j] for j in range(n - 1)] for t in range(len(ids))])
-  got = np.array([t.log_prob for t in score.tokens])
+  got = np.array([t.log_prob - t.spelling_log_prob for t in score.tokens])  # Closed.
   np.testing.assert_allclose(got, lm.apply(lm.variables_of(trained.params), context, ids,
                                            method=lm.log_prob), rtol=1e-6)
   eq1 = numpy_eq1(numpy_params(trained), context, trained.config.hidden_size,
                   trained.config.direct)
   np.testing.assert_allclose(got, eq1[np.arange(len(ids)), ids], rtol=1e-5)
-  assert score.log_prob == pytest.approx(got.sum())
-  assert score.perplexity == pytest.approx(math.exp(-got.mean()))
+  # Open: the unknown word's spelling, ln q(zebra), added to its <unk>.
+  spelt = [float(trained.spelling.log_prob([t.word])[0]) if t.oov else 0.0 for t in score.tokens]
+  assert score.closed_log_prob == pytest.approx(got.sum())
+  assert score.log_prob == pytest.approx(got.sum() + sum(spelt))
+  assert score.perplexity == pytest.approx(math.exp(-(got.sum() + sum(spelt)) / len(ids)))
 
 
 def test_recurrent_scores_follow_the_numpy_recurrence_and_each_sentence_starts_afresh(runs):
@@ -88,12 +91,16 @@ def test_recurrent_scores_follow_the_numpy_recurrence_and_each_sentence_starts_a
   scores = score_sentences(trained, ['the jury', SENTENCE])
   ids = trained.vocab.encode(SENTENCE.split())
   want = numpy_split_log_probs(trained.lm, trained.params, ids, trained.vocab.id_of(TEXT_END))
-  np.testing.assert_allclose([t.log_prob for t in scores[1].tokens], want, atol=2e-5)
+  closed = [t.log_prob - t.spelling_log_prob for t in scores[1].tokens]
+  np.testing.assert_allclose(closed, want, atol=2e-5)
   assert trained.sentence_end is None  # Brown's sentences end with no token to score.
   document = json.loads(json.dumps(scores[1].as_dict()))
-  assert document['log_prob'] == pytest.approx(want.sum(), abs=1e-4)
+  zebra = float(trained.spelling.log_prob(['zebra'])[0])
+  assert document['closed_log_prob'] == pytest.approx(want.sum(), abs=1e-4)
+  assert document['log_prob'] == pytest.approx(want.sum() + zebra, abs=1e-4)
   assert document['tokens'][3] == {'word': 'zebra', 'token': UNK, 'oov': True,
-                                   'log_prob': pytest.approx(want[3], abs=2e-5)}
+                                   'log_prob': pytest.approx(want[3] + zebra, abs=2e-5),
+                                   'spelling_log_prob': pytest.approx(zebra, abs=1e-12)}
   with pytest.raises(ConfigError, match='sentence 2 has no words'):
     score_sentences(trained, ['the', '  '])
 
