@@ -370,11 +370,13 @@ class Config:
     """The fields, other than RESUMABLE_FIELDS (but --valid_tokens_per_eval and --eval_every),
     where `saved` differs from this config (both with their dataset-dependent defaults resolved, their
     paths absolute: a relative path recorded by an older nplm is read from the current
-    directory)."""
+    directory). --unk_max_count is left to the caller's comparison of the vocabularies it
+    gives (a text run recorded with 0 is today's default -1 on a text that has its own
+    <unk>: the same vocabulary)."""
     saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
     problems = [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
                 for name, value in self.resolved().absolute_paths().to_dict().items()
-                if name not in RESUMABLE_FIELDS and saved[name] != value]
+                if name not in (*RESUMABLE_FIELDS, 'unk_max_count') and saved[name] != value]
     for name in ('valid_tokens_per_eval', 'eval_every'):  # Early stopping compares them.
       if saved[name] != getattr(self, name):
         problems.append(f'{name}: checkpoint has {saved[name]!r}, this run has '

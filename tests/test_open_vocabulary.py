@@ -17,6 +17,7 @@ from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.errors import ConfigError
 from nplm.ngram import KneserNey, spelling
+from nplm.run_files.checkpoint import IncompatibleCheckpointError
 from nplm.trainer import run
 from nplm.use.sentences import rank_sentences
 from nplm.use.trained import load_trained
@@ -266,3 +267,23 @@ def test_a_runs_summary_gives_the_open_perplexity_beside_the_closed(minutes, tmp
         cost / (summary['nll'][split] + cost), rel=1e-9)
   recorded = json.loads((tmp_path / 'run' / spelling.RECORD_FILE).read_text())
   assert recorded['trained_on']['what'].startswith('the training tokens that fell to <unk>')
+
+
+def test_a_text_run_recorded_with_every_type_kept_resumes_where_its_vocabulary_is_kept(
+    minutes, tmp_path):
+  shipped = tmp_path / 'shipped'
+  shutil.copytree(minutes / 'text', shipped)
+  (shipped / 'train.txt').write_text('the <unk> said\n' + (shipped / 'train.txt').read_text())
+  tiny = dict(data_dir=str(tmp_path / 'tfds'), order=3, feature_size=8, hidden_size=8,
+              batch_size=16, eval_batch_size=32, log_every=100, checkpoint_every=1000)
+  # As nplm recorded text runs before: --unk_max_count resolved to 0 in run.json.
+  run(Config(workdir=str(tmp_path / 'ptb'), dataset=f'text:{shipped}', epochs=1,
+             unk_max_count=0, **tiny))
+  resumed = run(Config(workdir=str(tmp_path / 'ptb'), dataset=f'text:{shipped}', epochs=2,
+                       **tiny))
+  assert resumed['epochs'] == 2  # Its own <unk>: every type kept today too.
+  run(Config(workdir=str(tmp_path / 'raw'), dataset=f'text:{minutes / "text"}', epochs=1,
+             unk_max_count=0, **tiny))
+  with pytest.raises(IncompatibleCheckpointError, match='gives a different vocabulary'):
+    run(Config(workdir=str(tmp_path / 'raw'), dataset=f'text:{minutes / "text"}', epochs=2,
+               **tiny))
