@@ -11,8 +11,8 @@ is read and scored a batch at a time. Per sentence: ln p and log10 p of the whol
 of them fell outside the vocabulary (read as `<unk>`), and the per-token perplexity
 exp(-ln p / tokens). The figures are the open vocabulary's: a word outside the vocabulary
 costs ln p(<unk> | the words before) + ln q(its spelling) (nplm.ngram.spelling); a line that
-holds one shows the closed ln p too, which charges <unk> alone. --details adds each token's ln p; --json prints one JSON object per
-sentence (JSON Lines). Control characters in the text (an ANSI escape's ESC, a carriage
+holds one shows the closed ln p too, which charges <unk> alone. --details adds each token's
+ln p; --json prints one JSON object per sentence (JSON Lines). Control characters in the text (an ANSI escape's ESC, a carriage
 return, a tab) print escaped as in a Python string (\x1b, \r, \t): what is scored is the
 text as given. Each sentence starts as a split does and is tokenized as the model's
 dataset was (nplm.use.sentences).
