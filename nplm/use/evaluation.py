@@ -25,7 +25,7 @@ from nplm.data.sources import source_of
 from nplm.data.text_sources import words_of_line
 from nplm.data.tokenizers import Tokenization
 from nplm.data.tokenize import file_tokens
-from nplm.data.vocab import UNK, Vocabulary
+from nplm.data.vocab import Vocabulary
 from nplm.perplexity import perplexity
 from nplm.use.ngram_run import NgramRun
 from nplm.use.open_vocabulary import unknown_counts
@@ -97,12 +97,9 @@ def file_words(lines: Iterable[str]) -> int:
   return sum(map(words_of_line, lines))
 
 
-def unknown_words(types, type_ids: np.ndarray, vocab: Vocabulary, top: int) -> list:
-  """The `top` most frequent (type, count) of a split that the vocabulary reads as <unk>."""
-  counts = np.bincount(type_ids, minlength=len(types))
-  unknown = [(types[i], int(counts[i])) for i in np.flatnonzero(counts).tolist()
-             if types[i] != UNK and vocab.id_of(types[i]) == vocab.unk_id]
-  return sorted(unknown, key=lambda item: (-item[1], item[0]))[:top]
+def unknown_words(counts: dict[str, int], top: int) -> list:
+  """The `top` most frequent (word, count) of unknown_counts'."""
+  return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
 
 
 def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: int = 10,
@@ -123,12 +120,13 @@ def evaluate(trained: Model, types, splits: dict[str, np.ndarray], top_unknown: 
       raise ConfigError(f'{name}: holds no tokens, nothing to score')
     ids = remap[type_ids]
     nll = -math.fsum(trained.split_log_probs(ids).tolist())
+    unknown = unknown_counts(types, type_ids, trained.vocab)
     result = {**perplexity(nll, len(ids)),
               'unk_rate': float(np.mean(ids == trained.vocab.unk_id)),
-              'unknown_words': unknown_words(types, type_ids, trained.vocab, top_unknown)}
+              'unknown_words': unknown_words(unknown, top_unknown)}
     open_nll = nll
     if trained.spelling is not None:
-      spelling_nll = trained.spelling.cost(unknown_counts(types, type_ids, trained.vocab))
+      spelling_nll = trained.spelling.cost(unknown)
       open_nll = nll + spelling_nll
       result |= {'open_ppl': perplexity(open_nll, len(ids))['ppl'],
                  'spelling_nll': spelling_nll,

@@ -60,9 +60,8 @@ def spelling_log_probs(model, tokens, ids: np.ndarray) -> np.ndarray:
   out = np.zeros(len(ids), np.float64)
   if model.spelling is None:
     return out
-  unknown = np.flatnonzero(np.asarray(ids) == model.vocab.unk_id)
-  words = [tokens[i] for i in unknown.tolist()]
-  spelt = [i for i, word in zip(unknown.tolist(), words) if word != UNK]
+  spelt = [i for i in np.flatnonzero(np.asarray(ids) == model.vocab.unk_id).tolist()
+           if tokens[i] != UNK]
   out[spelt] = model.spelling.log_prob([tokens[i] for i in spelt])
   return out
 
