@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from nplm.data.vocab import END_OF_SENTENCE, SPECIAL_TOKENS
+from nplm import paths
 from nplm.files import write_json_atomically
 from nplm.ngram import saved
 from nplm.ngram.kneser_ney import KneserNey
@@ -179,7 +180,8 @@ def load(workdir: str | os.PathLike) -> Spelling | None:
     return Spelling(chars, record['alphabet'], float(record['log_z']), record['trained_on'])
   except (OSError, ValueError, KeyError, TypeError) as error:
     raise DamagedSpellingError(
-        f'{where / RECORD_FILE}: the spelling model of unknown words is damaged ({error}); '
+        f'{paths.shown(where / RECORD_FILE)}: the spelling model of unknown words is damaged '
+        f'({error}); '
         f'delete {RECORD_FILE} and {MODEL_FILE} and it is rebuilt from the data') from None
 
 
