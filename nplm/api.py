@@ -25,7 +25,7 @@ from pathlib import Path
 
 from nplm import display, flagfiles
 from nplm.config import Config, ConfigError
-from nplm.data.text_sources import read_lines
+from nplm.data.lines import read_lines
 from nplm.use import completion, embeddings, evaluation, generation, prediction, sentences
 from nplm.use.trained import load_trained
 

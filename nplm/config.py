@@ -292,80 +292,6 @@ class Config:
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
 
-  def validate(self) -> 'Config':
-    """Returns self, or raises ConfigError naming the first value that cannot work. The
-    chosen model and head check their own knobs (nplm.models, nplm.heads); a knob that
-    neither reads must keep its default."""
-    from nplm import lm, parallel  # Here, not above: `import nplm.config` loads no Flax.
-    from nplm.data.config_checks import data_checks
-    from nplm.training import optimizer
-    errors = (models.config_errors(self) + heads.config_errors(self)
-              + _unread_knob_errors(self) + optimizer.config_errors(self))
-    checks = [
-        *[(False, error) for error in errors],
-        (self.dtype in lm.COMPUTE_DTYPES,
-         f'unknown --dtype={self.dtype!r}; known: {", ".join(sorted(lm.COMPUTE_DTYPES))}'),
-        *data_checks(self),
-        (self.batch_size >= 1, f'--batch_size must be positive, got {self.batch_size}'),
-        (self.eval_batch_size >= 1,
-         f'--eval_batch_size must be positive, got {self.eval_batch_size}'),
-        (self.data_seed >= -1, f'--data_seed must be -1 (--seed) or more, got {self.data_seed}'),
-        *self._run_checks(),
-    ]
-    parallel.parse_mesh(self.mesh)  # Raises ConfigError on a malformed --mesh.
-    for ok, message in checks:
-      if not ok:
-        raise ConfigError(message)
-    return self
-
-  def _run_checks(self) -> list[tuple[bool, str]]:
-    """The run bounds, what it records and where, and the processes it runs in."""
-    from nplm.data.corpus import SPLITS  # Here, not above: it imports numpy.
-    return [
-        (self.epochs >= 1, f'--epochs must be positive, got {self.epochs}'),
-        (self.patience >= 0, f'--patience must be 0 (no early stop) or more, got '
-         f'{self.patience}'),
-        (self.max_steps >= 0, f'--max_steps must be 0 or more, got {self.max_steps}'),
-        (self.log_every >= 1, f'--log_every must be positive, got {self.log_every}'),
-        (self.eval_every >= 0, f'--eval_every must be 0 (each epoch) or more, got '
-         f'{self.eval_every}'),
-        (self.valid_tokens_per_eval >= 0, '--valid_tokens_per_eval must be 0 (the whole valid '
-         f'split) or more, got {self.valid_tokens_per_eval}'),
-        (self.eval_splits == 'auto' or set(self.eval_splits.split(',')) <= set(SPLITS),
-         f'unknown --eval_splits={self.eval_splits!r}; known: {", ".join(SPLITS)} '
-         '(comma-separated) or auto'),
-        (self.checkpoint_every >= 1,
-         f'--checkpoint_every must be positive, got {self.checkpoint_every}'),
-        (self.keep_checkpoints >= 1,
-         f'--keep_checkpoints must be at least 1 (the run resumes from one), got '
-         f'{self.keep_checkpoints}'),
-        (self.stop_seconds > 0, f'--stop_seconds must be positive, got {self.stop_seconds}'),
-        (bool(self.workdir), '--workdir is required: it receives checkpoints and the summary'),
-        (not self.workdir or not paths.too_wide_for_a_workdir(self.workdir),
-         f'--workdir={self.workdir} {paths.too_wide_for_a_workdir(self.workdir or ".")}: a run '
-         'writes its files and checkpoints into its workdir; give a directory of its own, '
-         'e.g. --workdir=runs/NAME'),
-        (not self.workdir or not paths.broken_link(self.workdir),
-         f'--workdir={self.workdir} is a symbolic link that leads nowhere (a loop, or its '
-         'target is missing): give a directory path'),
-        (self.num_processes >= 1, f'--num_processes must be positive, got {self.num_processes}'),
-        (self.num_processes == 1 or bool(self.coordinator_address),
-         '--num_processes above 1 needs --coordinator_address=host:port (of process 0)'),
-        (0 <= self.process_id < self.num_processes,
-         f'--process_id must be within [0, {self.num_processes}), got {self.process_id}'),
-        (not (self.distributed and self.num_processes > 1),
-         '--distributed finds the processes itself: leave out --num_processes'),
-    ]
-
-  def validate_data(self) -> 'Config':
-    """Returns self, or raises ConfigError naming the first data setting that cannot work
-    (for the programs that read a dataset without training)."""
-    from nplm.data.config_checks import data_checks  # Here, not above: it imports numpy.
-    for ok, message in data_checks(self):
-      if not ok:
-        raise ConfigError(message)
-    return self
-
   def incompatibilities(self, saved: dict[str, Any]) -> list[str]:
     """The fields, other than RESUMABLE_FIELDS (but --valid_tokens_per_eval and --eval_every),
     where `saved` differs from this config (both with their dataset-dependent defaults resolved, their
@@ -407,7 +333,7 @@ def _fields(groups=GROUPS, role=None) -> tuple[str, ...]:
 _PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
 
 
-def _default(name: str) -> Any:
+def default_of(name: str) -> Any:
   return Config.__dataclass_fields__[name].default
 
 
@@ -419,24 +345,6 @@ def group_of(name: str) -> str:
 # recurrent models'.
 COMPONENT_KNOBS = tuple(name for name in _fields([MODEL, HEAD])
                         if name not in ('model', 'head')) + ('bptt_length',)
-
-
-def _unread_knob_errors(config: Config) -> list[str]:
-  """A component knob set away from its default that neither the chosen model nor the
-  chosen head reads would change nothing: refused, naming those that read it."""
-  read = (*models.model_class(config.model).knobs, *heads.head_class(config.head).knobs)
-  errors = []
-  for name in COMPONENT_KNOBS:
-    if name in read or getattr(config, name) == _default(name):
-      continue
-    if model_readers := models.readers(name):
-      readers, chosen = f'--model={", ".join(model_readers)}', f'--model={config.model}'
-    else:
-      readers, chosen = f'--head={", ".join(heads.readers(name))}', f'--head={config.head}'
-    errors.append(f'--{name} is read by {readers}, not {chosen}: leave it out')
-  return errors
-
-
 # Which corpus a run reads (nplm.data.datasets.load_dataset).
 DATA_FIELDS = _fields([DATA])
 # Where another dataset lies and how it is cut (the model's tokens and vocabulary stay).

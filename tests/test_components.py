@@ -11,6 +11,7 @@ import pytest
 from nplm import heads, models
 from nplm.config import COMPONENT_KNOBS, Config, ConfigError
 from nplm.models.nnlm import NNLM
+from nplm.training.config_checks import validated
 
 ROOT = Path(__file__).parent.parent
 
@@ -75,14 +76,14 @@ def test_a_knob_away_from_its_default_is_refused_unless_the_model_or_head_reads_
     word2vec = MODEL_READS[model] is WORD2VEC
     for head in WORD2VEC_TRAINS['heads'] if word2vec else HEAD_READS:
       trained = {'optimizer': WORD2VEC_TRAINS['optimizer']} if word2vec else {}
-      Config(workdir='unused', model=model, head=head, **trained, **{knob: default}).validate()
+      validated(Config(workdir='unused', model=model, head=head, **trained, **{knob: default}))
       config = Config(workdir='unused', model=model, head=head, **trained,
                       **{knob: OTHER_VALUES[knob]})
       if knob in MODEL_READS[model] | HEAD_READS[head]:
-        config.validate()
+        validated(config)
       else:
         with pytest.raises(ConfigError) as refused:
-          config.validate()
+          validated(config)
         assert str(refused.value) == expected_refusal(knob, model, head)
 
 
@@ -102,11 +103,11 @@ def test_importing_the_config_loads_neither_flax_nor_tfds():
 
 def test_a_model_of_the_users_own_is_named_by_its_import_path():
   path = 'tests.test_components:WiderNNLM'
-  config = Config(workdir='unused', model=path, order=3).validate()
+  config = validated(Config(workdir='unused', model=path, order=3))
   assert isinstance(models.build_model(config, vocab_size=10), WiderNNLM)
   with pytest.raises(ConfigError, match=f'--num_heads is read by --model=transformer, not '
                                         f'--model={path}: leave it out'):
-    config.replace(num_heads=2).validate()
+    validated(config.replace(num_heads=2))
 
 
 @pytest.mark.parametrize('changes, message', [
@@ -121,5 +122,5 @@ def test_a_model_of_the_users_own_is_named_by_its_import_path():
 ])
 def test_unknown_names_and_bad_import_paths_are_one_line_errors(changes, message):
   with pytest.raises(ConfigError) as refused:
-    Config(workdir='unused', **changes).validate()
+    validated(Config(workdir='unused', **changes))
   assert str(refused.value).startswith(message) and '\n' not in str(refused.value)

@@ -15,6 +15,7 @@ from nplm.data import brown, brown_source, datasets, prepared, text_sources, tfd
 from nplm.data.acquire import CorpusError, CorruptCorpusError
 from nplm.errors import ConfigError
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, write_text_corpus
+from nplm.training.config_checks import validated
 
 FIXTURE = dict(expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES)
 
@@ -30,7 +31,7 @@ def copy_fixture(destination, old=b'', new=b''):
 
 def load_text(data_dir, path, **fields):
   config = Config(workdir='unused', dataset=f'text:{path}', data_dir=str(data_dir), **fields)
-  return datasets.load_dataset(config.resolved().validate())
+  return datasets.load_dataset(validated(config.resolved()))
 
 
 def quoted(path) -> str:

@@ -11,6 +11,7 @@ from nplm.data import datasets, sources, tokenize
 from nplm.data.vocab import END_OF_SENTENCE, SPECIAL_TOKENS, TEXT_END, UNK
 from nplm.trainer import run
 from nplm.use.trained import load_trained
+from nplm.training.config_checks import validated
 
 SENTENCE_END = '</s>'
 TOY = 'tests.test_data_sources:ToySource'
@@ -44,7 +45,7 @@ class ToySource(sources.Source):
 
 
 def test_a_source_of_ones_own_declares_its_markers_and_split():
-  config = Config(workdir='w', dataset=f'{TOY}:60').resolved().validate()
+  config = validated(Config(workdir='w', dataset=f'{TOY}:60').resolved())
   assert (config.train_tokens, config.valid_tokens, config.unk_max_count) == (120, 40, 1)
   corpus = datasets.load_dataset(config)
   assert corpus.vocab.words[corpus.boundary_id] == SENTENCE_END
@@ -93,4 +94,4 @@ def test_a_dataset_that_names_no_source_is_one_line():
       ('tests.test_data_sources:Nothing', "has no 'Nothing'"),
       ('tests.test_data_sources:SENTENCE_END', 'is not a source')]:
     with pytest.raises(ConfigError, match=message):
-      Config(workdir='w', dataset=dataset).resolved().validate()
+      validated(Config(workdir='w', dataset=dataset).resolved())

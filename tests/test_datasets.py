@@ -20,6 +20,7 @@ from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.vocab import END_OF_SENTENCE, UNK, Vocabulary
 from nplm.trainer import run
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS, TINY_SPLIT
+from nplm.training.config_checks import validated
 
 SPLITS = ('train', 'valid', 'test')
 TEXT = {
@@ -56,7 +57,7 @@ def seen_as(tokens, vocab):
 
 def load(tmp_path, dataset, **fields):
   config = Config(workdir='unused', dataset=dataset, data_dir=str(tmp_path / 'tfds'), **fields)
-  return datasets.load_dataset(config.resolved().validate())
+  return datasets.load_dataset(validated(config.resolved()))
 
 
 # --- text:DIR ---------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def test_bad_dataset_settings_are_named():
                            'comes split'),
                           ({'max_vocab_size': -1}, '--max_vocab_size')]:
     with pytest.raises(ConfigError, match=message):
-      Config(workdir='w', **fields).resolved().validate()
+      validated(Config(workdir='w', **fields).resolved())
 
 
 def test_brown_defaults_resolve_to_the_papers_settings():

@@ -13,6 +13,7 @@ from nplm.config import Config
 from nplm.lm import build_language_model
 from nplm.training import optimizer
 from nplm.training.families import feed_of
+from nplm.training.config_checks import validated
 
 COUNTS = np.arange(40, 0, -1)
 
@@ -51,8 +52,8 @@ def flat(tree) -> dict:
 @pytest.mark.parametrize('decay_embeddings', [True, False])
 def test_the_mask_names_the_weights_and_the_chosen_embeddings(name, decay_embeddings):
   changes, weights, embeddings = TREES[name]
-  config = Config(workdir='unused', weight_decay=0.1, decay_embeddings=decay_embeddings,
-                  **changes).validate()
+  config = validated(Config(workdir='unused', weight_decay=0.1, decay_embeddings=decay_embeddings,
+                  **changes))
   mask = flat(optimizer.decay_mask(config)(params_of(config)))
   want = weights | (embeddings if decay_embeddings else set())
   assert {path for path, decayed in mask.items() if decayed} == want
@@ -62,8 +63,8 @@ def test_the_mask_names_the_weights_and_the_chosen_embeddings(name, decay_embedd
 @pytest.mark.parametrize('decay_embeddings', [True, False])
 def test_adamw_with_zero_gradients_shrinks_exactly_the_masked_parameters(decay_embeddings):
   changes, weights, embeddings = TREES['transformer']
-  config = Config(workdir='unused', optimizer='adamw', learning_rate=0.1, weight_decay=0.5,
-                  decay_embeddings=decay_embeddings, **changes).validate()
+  config = validated(Config(workdir='unused', optimizer='adamw', learning_rate=0.1, weight_decay=0.5,
+                  decay_embeddings=decay_embeddings, **changes))
   params = params_of(config)
   tx = optimizer.make_optimizer(config)
   updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
@@ -78,8 +79,8 @@ def test_adamw_with_zero_gradients_shrinks_exactly_the_masked_parameters(decay_e
 def test_row_sparse_sgd_decays_C_only_when_embeddings_are_decayed(decay_embeddings):
   """Three updates with zero gradients, reading two rows of C: the dense SGD shrinks every
   row by (1 - ελ) per update when C is decayed, and leaves it when it is not."""
-  config = Config(workdir='unused', optimizer='sgd', learning_rate=0.1, weight_decay=0.2,
-                  decay_embeddings=decay_embeddings).validate()
+  config = validated(Config(workdir='unused', optimizer='sgd', learning_rate=0.1, weight_decay=0.2,
+                  decay_embeddings=decay_embeddings))
   rng = np.random.default_rng(0)
   params = {'model': {'C': {'embedding': jnp.asarray(rng.normal(size=(6, 3)), jnp.float32)},
                       'H': {'kernel': jnp.asarray(rng.normal(size=(3, 2)), jnp.float32),

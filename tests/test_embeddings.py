@@ -22,6 +22,7 @@ from nplm.data.datasets import load_dataset
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.trainer import run
+from nplm.training.config_checks import validated
 
 ROOT = Path(__file__).parent.parent
 FAMILY = ('man woman king queen boy girl father mother brother sister son daughter husband '
@@ -225,7 +226,7 @@ def family_run(tmp_path_factory):
   config = Config(workdir=str(root / 'run'), dataset=f'text:{root / "text"}',
                   data_dir=str(root / 'tfds'), order=3, feature_size=6, hidden_size=8,
                   batch_size=16, eval_batch_size=16, epochs=1, log_every=100).resolved()
-  run(config.validate(), load_dataset(config))
+  run(validated(config), load_dataset(config))
   return root / 'run'
 
 

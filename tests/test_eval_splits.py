@@ -25,6 +25,7 @@ from nplm.training.feed import prefix_name
 from nplm.training.loop import periodic_validation
 from tests.conftest import TINY_SPLIT, write_text_corpus
 from tests.test_model import numpy_eq1
+from nplm.training.config_checks import validated
 
 PHASES = {'load', 'build', 'compile', 'train', 'checkpoints', 'validation', 'evaluation'}
 
@@ -72,12 +73,12 @@ def test_auto_takes_train_up_to_the_threshold_and_refuses_unknown_names(monkeypa
   assert config.replace(eval_splits='test,train').evaluated_splits(sizes) == ['train', 'test']
   for value in ('vlaid', 'auto,train', '', 'valid,'):
     with pytest.raises(ConfigError) as refused:
-      config.replace(eval_splits=value).validate()
+      validated(config.replace(eval_splits=value))
     assert str(refused.value) == (f'unknown --eval_splits={value!r}; known: train, valid, '
                                   'test (comma-separated) or auto')
   with pytest.raises(ConfigError, match=r'^--valid_tokens_per_eval must be 0 \(the whole '
                      r'valid split\) or more, got -5$'):
-    config.replace(valid_tokens_per_eval=-5).validate()
+    validated(config.replace(valid_tokens_per_eval=-5))
 
 
 def test_more_valid_tokens_than_the_split_holds_validate_the_whole_split(caplog):

@@ -18,6 +18,7 @@ from nplm.use.ngram_run import save_ngram_run
 from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
 from tests.test_ngram_models import context_bins_by_hand
+from nplm.data.config_checks import validated_data
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ('valid', 'test')
@@ -29,7 +30,7 @@ def models(tmp_path_factory):
   few steps, KN3 saved as `nplm ngram` saves it, and DelInt3's log-probs, on one corpus."""
   root = tmp_path_factory.mktemp('mix_many')
   data = dict(dataset=f'text:{write_text_corpus(root / "toy")}', data_dir=str(root / 'tfds'))
-  config = Config(workdir='', **data).resolved().validate_data()
+  config = validated_data(Config(workdir='', **data).resolved())
   corpus = load_dataset(config)
   where = {'net1': root / 'net1', 'net2': root / 'net2', 'KN3': root / 'KN3'}
   trainer.run([Config(workdir=str(where[name]), seed=seed, data_seed=0, order=3,

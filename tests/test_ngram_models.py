@@ -20,6 +20,7 @@ from nplm.data.datasets import load_dataset
 from nplm.use.ngram_run import NgramRun, save_ngram_run
 from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
+from nplm.data.config_checks import validated_data
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {'KN3': ('kn', 3), 'KN5': ('kn', 5), 'DelInt3': ('delint', 3)}
@@ -40,8 +41,8 @@ def fitted(tmp_path_factory):
   """(corpus, {name: (the fitted model, its DIR)}): each model fitted on a text:DIR corpus
   and saved as `nplm ngram` saves it."""
   root = tmp_path_factory.mktemp('ngram_models')
-  config = Config(workdir='', dataset=f'text:{write_text_corpus(root / "toy")}',
-                  data_dir=str(root / 'tfds')).resolved().validate_data()
+  config = validated_data(Config(workdir='', dataset=f'text:{write_text_corpus(root / "toy")}',
+                  data_dir=str(root / 'tfds')).resolved())
   corpus = load_dataset(config)
   models = {}
   for name, (kind, order) in MODELS.items():

@@ -17,6 +17,7 @@ from nplm.trainer import run
 from tests.test_heads import (D, SMALL_D, SMALL_V, V, initial_valid_perplexity, make_head,
                               random_hidden, random_params, unit_scores, zipf_counts)
 from tests.test_train import brute_force_perplexity, tiny_config
+from nplm.training.config_checks import validated
 
 
 def expected_noise_loss(params, hidden, counts, k, power, negative_sampling):
@@ -63,7 +64,7 @@ def test_noise_per_example_is_drawn_apart_and_matches_the_expected_loss(head_nam
 def test_noise_per_example_is_refused_for_other_heads_and_vocabulary_parallel_rows():
   with pytest.raises(ConfigError, match='--noise_per_example is read by --head=nce, '
                      'negative_sampling, not --head=is'):
-    Config(workdir='unused', head='is', noise_per_example=True).validate()
+    validated(Config(workdir='unused', head='is', noise_per_example=True))
   two_row_shards = types.SimpleNamespace(shape={'data': 1, 'model': 2})  # All it reads.
   with pytest.raises(ConfigError, match='vocabulary-parallel'):
     build_head(Config(workdir='unused', head='nce', noise_per_example=True), zipf_counts(V),

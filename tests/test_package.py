@@ -83,9 +83,10 @@ LAYERS = (
     ('studies',),
     ('cli',),
 )
-# Config.validate asks the registries for their names and the components for their checks:
-# the one place a lower layer reaches up, lazily, inside a function.
-ASKED_BY_CONFIG = {'models', 'heads', 'data', 'lm', 'training'}
+# The config names the registries' entries in its help (nplm.models, nplm.heads: names and
+# import paths, no component imported) and asks the dataset's source for its defaults
+# (Config.resolved, lazily): the one place a lower layer reaches up.
+ASKED_BY_CONFIG = {'models', 'heads', 'data'}
 
 
 def _layer(module: str) -> int:
@@ -100,13 +101,55 @@ def _imported(path: Path, module: str):
   import ast
   for node in ast.walk(ast.parse(path.read_text())):
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      names = ([f'{node.module}.{alias.name}' for alias in node.names]
-               if node.module == 'nplm' else [node.module])
+      # 'from nplm.data import corpus' imports nplm.data.corpus; 'from nplm.data.corpus
+      # import SPLITS' is owned by nplm.data.corpus (test_no_import_circle's owner()).
+      names = [f'{node.module}.{alias.name}' for alias in node.names]
     elif isinstance(node, ast.Import):
       names = [alias.name for alias in node.names]
     else:
       continue
     yield from ((node.lineno, name) for name in names if name.startswith('nplm.'))
+
+
+def _module_name(path: Path, package: Path) -> str:
+  parts = path.relative_to(package.parent).with_suffix('').parts
+  return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+def test_no_import_circle():
+  """No module reaches itself through imports at any depth (a circle: each of its modules
+  can be read only with all the others). Tarjan's strongly connected components."""
+  package = Path(nplm.__file__).parent
+  modules = {_module_name(path, package): path for path in package.rglob('*.py')}
+
+  def owner(name: str) -> str:  # 'nplm.data.corpus.SPLITS' -> 'nplm.data.corpus'
+    while name not in modules:
+      name = name.rpartition('.')[0]
+    return name
+
+  graph = {module: {owner(name) for _, name in _imported(path, module)} - {module, 'nplm'}
+           for module, path in modules.items()}
+  index, low, stack, circles = {}, {}, [], []
+
+  def visit(module: str) -> None:
+    index[module] = low[module] = len(index)
+    stack.append(module)
+    for other in graph[module]:
+      if other not in index:
+        visit(other)
+        low[module] = min(low[module], low[other])
+      elif other in stack:
+        low[module] = min(low[module], index[other])
+    if low[module] == index[module]:
+      component = stack[stack.index(module):]
+      del stack[stack.index(module):]
+      if len(component) > 1:
+        circles.append(sorted(component))
+
+  for module in sorted(graph):
+    if module not in index:
+      visit(module)
+  assert circles == []
 
 
 def test_no_module_imports_from_a_higher_layer():

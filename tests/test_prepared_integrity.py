@@ -20,11 +20,12 @@ from tensorflow_datasets.core import file_adapters
 
 from nplm import paths
 from nplm.config import Config
-from nplm.data import datasets, prepared, text_sources
+from nplm.data import datasets, lines, prepared
 from nplm.data import corpus as corpus_lib
 from nplm.data.acquire import CorpusError, CorruptCorpusError
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.stop_requests import Interrupted
+from nplm.training.config_checks import validated
 
 SPLITS = ('train', 'valid', 'test')
 TEXT = {'train': 'the cat sat on the mat\n\nthe dog sat on a log\n',
@@ -42,7 +43,7 @@ def load(data_dir, path, **fields):
   """Every training type kept (--unk_max_count=0): the words read back are the words written."""
   config = Config(workdir='unused', dataset=f'text:{path}', data_dir=str(data_dir),
                   **{'unk_max_count': 0, **fields})
-  return datasets.load_dataset(config.resolved().validate())
+  return datasets.load_dataset(validated(config.resolved()))
 
 
 def shown(path) -> str:
@@ -68,12 +69,12 @@ def test_reading_a_file_hashes_exactly_the_bytes_it_holds(tmp_path):
   path.write_bytes(data)
   for stop in (None, 0, 2, 10**6):  # Past `stop` the rest is read, for the digest only.
     digests = []
-    lines = list(text_sources.read_lines(path, stop, on_end=digests.append))
+    read = list(lines.read_lines(path, stop, on_end=digests.append))
     everything = data.decode().replace('\r\n', '\n').replace('\r', '\n').split('\n')
-    assert lines == everything[:stop]
+    assert read == everything[:stop]
     assert digests == [hashlib.sha256(data).hexdigest()]
   digests = []
-  next(text_sources.read_lines(path, on_end=digests.append))  # A read left unfinished.
+  next(lines.read_lines(path, on_end=digests.append))  # A read left unfinished.
   assert digests == []
 
 

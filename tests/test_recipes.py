@@ -13,6 +13,7 @@ import pytest
 from nplm.flagfiles import config_from_flagfile
 from nplm.training.schedules import learning_rate_at, plateau_decays
 from tests.conftest import write_text_corpus
+from nplm.training.config_checks import validated
 
 ROOT = Path(__file__).parent.parent
 
@@ -46,7 +47,7 @@ def zaremba_rates(paper: dict, kept: int | None = None) -> list[float]:
 @pytest.mark.parametrize('name', sorted(ZAREMBA))
 def test_zaremba_recipes_hold_the_papers_settings(name):
   paper, config = ZAREMBA[name], config_from_flagfile(name)
-  config.validate()
+  validated(config)
   assert (config.model, config.optimizer, config.tie_embeddings) == ('lstm', 'sgd', False)
   assert (config.num_layers, config.hidden_size, config.feature_size) == (
       paper['layers'], paper['units'], paper['units'])
@@ -71,7 +72,7 @@ def test_zaremba_recipes_decay_as_the_paper_each_epoch(name):
 @pytest.mark.parametrize('name, tied', [('pytorch_lstm', False), ('pytorch_lstm_tied', True)])
 def test_pytorch_recipes_hold_main_pys_defaults(name, tied):
   config = config_from_flagfile(name)
-  config.validate()
+  validated(config)
   assert (config.model, config.optimizer, config.tie_embeddings) == ('lstm', 'sgd', tied)
   assert (config.num_layers, config.hidden_size, config.feature_size) == (
       PYTORCH['layers'], PYTORCH['units'], PYTORCH['units'])

@@ -20,6 +20,7 @@ from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_op
 from nplm.use.trained import load_trained
 from nplm.trainer import run
 from tests.conftest import TINY_SPLIT
+from nplm.training.config_checks import validated
 
 CELLS = ('rnn', 'lstm', 'gru')
 
@@ -29,7 +30,7 @@ def rnn_config(workdir='unused', **changes) -> Config:
                   batch_size=3, bptt_length=5, epochs=2, patience=2, eval_batch_size=9,
                   log_every=4, checkpoint_every=4, learning_rate=1e-2, clip_norm=1.0,
                   unk_max_count=1, **TINY_SPLIT)
-  return config.replace(**changes).validate()
+  return validated(config.replace(**changes))
 
 
 # --- a numpy reading of the seeds' equations -------------------------------------------

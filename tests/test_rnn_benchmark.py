@@ -12,10 +12,11 @@ from nplm.data.vocab import TEXT_END
 from nplm.lm import build_language_model
 from nplm.training.stream_feed import StreamFeed
 from tests.benchmark_clock import BenchmarkClock
+from nplm.training.config_checks import validated
 
-TINY_LSTM = Config(workdir='unused', model='lstm', feature_size=8, hidden_size=8,
+TINY_LSTM = validated(Config(workdir='unused', model='lstm', feature_size=8, hidden_size=8,
                    tie_embeddings=True, dropout=0.3, batch_size=2, bptt_length=5,
-                   clip_norm=1.0, learning_rate=2e-3, lr_decay=2e-4).validate()
+                   clip_norm=1.0, learning_rate=2e-3, lr_decay=2e-4))
 
 
 def _feed(corpus, config) -> StreamFeed:

@@ -15,6 +15,7 @@ from nplm.training import loop as loop_module
 from nplm.training import optimizer
 from nplm.training.schedules import plateau_decays
 from tests.test_train import tiny_config
+from nplm.training.config_checks import validated
 
 T, S = 40, 8  # The updates planned, the updates per epoch (5 epochs).
 E0 = 0.1
@@ -48,8 +49,8 @@ KNOBS = {
 
 
 def schedule_config(name: str, **changes) -> Config:
-  return Config(workdir='unused', epochs=T // S, learning_rate=E0, lr_schedule=name,
-                **KNOBS[name], **changes).validate()
+  return validated(Config(workdir='unused', epochs=T // S, learning_rate=E0, lr_schedule=name,
+                **KNOBS[name], **changes))
 
 
 def test_the_hand_rates_pass_through_their_landmarks():
@@ -74,8 +75,8 @@ def test_each_schedule_gives_the_hand_computed_rates_on_the_host_and_traced(name
 
 
 def test_plateau_multiplies_the_rate_after_each_validation_that_does_not_improve_enough():
-  config = Config(workdir='unused', lr_schedule='plateau', lr_factor=0.25,
-                  plateau_threshold=0.01).validate()
+  config = validated(Config(workdir='unused', lr_schedule='plateau', lr_factor=0.25,
+                  plateau_threshold=0.01))
   planted = [100.0, 90.0, 95.0, 89.5, 89.0, 80.0]
   # 90 < 99: kept; 95 >= 89.1: decayed; 89.5 is a best but not 1% better than 90: decayed;
   # 89.0 >= 88.605: decayed; 80 < 88.11: kept.
@@ -157,7 +158,7 @@ def test_step_schedule_in_a_run_logs_the_hand_rates_and_resumes_exactly(tiny_cor
 ])
 def test_knobs_a_schedule_does_not_read_are_refused_in_one_line(changes, message):
   with pytest.raises(ConfigError, match=message):
-    Config(workdir='unused', **changes).validate()
+    validated(Config(workdir='unused', **changes))
 
 
 def test_a_resume_that_changes_the_planned_run_or_the_validations_is_refused():

@@ -17,6 +17,7 @@ from nplm.lm import build_language_model
 from nplm.training.optimizer import (apply_gradients, hyperparameters_of, learning_rate_at,
                             make_optimizer, pay_decay_debts)
 from nplm.training.window_feed import WindowFeed, batch_loss
+from nplm.training.config_checks import validated
 
 VOCAB = 40
 COUNTS = np.arange(VOCAB, 0, -1)
@@ -166,4 +167,4 @@ def test_compensated_sum_keeps_tiny_decays():
 
 def test_lazy_adam_with_tied_embeddings_is_refused():
   with pytest.raises(ConfigError, match='--optimizer=lazy_adam.*--tie_embeddings'):
-    window_config(optimizer='lazy_adam', tie_embeddings=True, hidden_size=6).validate()
+    validated(window_config(optimizer='lazy_adam', tie_embeddings=True, hidden_size=6))

@@ -21,6 +21,7 @@ from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.trainer import run
 from nplm.use import evaluation
 from nplm.use.trained import load_trained
+from nplm.training.config_checks import validated
 
 SPLITS = ('train', 'valid', 'test')
 NOUNS = ('cat', 'dog', 'river', 'hill', 'bird', 'garden', 'house', 'tree')
@@ -75,8 +76,8 @@ def bpe_run(corpus_dir, tmp_path_factory):
 
 
 def test_nltk_lowercase_preparation_and_typed_text_agree(corpus_dir, tmp_path):
-  config = tiny_config(corpus_dir, tmp_path / 'tfds', tokenizer='nltk',
-                       lowercase=True).resolved().validate()
+  config = validated(tiny_config(corpus_dir, tmp_path / 'tfds', tokenizer='nltk',
+                       lowercase=True).resolved())
   corpus = datasets.load_dataset(config)
   tokenizer = source_of(config.dataset).tokenizer(config)
   assert tokenizer.name == 'nltk-lower'
@@ -97,7 +98,7 @@ def test_nltk_lowercase_preparation_and_typed_text_agree(corpus_dir, tmp_path):
 
 def test_lowercased_characters_are_their_own_dataset(corpus_dir, tmp_path):
   config = tiny_config(corpus_dir, tmp_path / 'tfds', tokens='chars', lowercase=True)
-  corpus = datasets.load_dataset(config.resolved().validate())
+  corpus = datasets.load_dataset(validated(config.resolved()))
   text = (corpus_dir / 'valid.txt').read_text().lower()
   want = [END_OF_SENTENCE if char == '\n' else char for char in text]
   assert corpus.vocab.decode(corpus.splits['valid']) == [
@@ -108,7 +109,7 @@ def test_lowercased_subwords_are_learned_and_cut_from_lowercased_text(corpus_dir
   import sentencepiece
   config = tiny_config(corpus_dir, tmp_path / 'tfds', tokenizer='unigram', lowercase=True,
                        subword_vocab_size=60)
-  corpus = datasets.load_dataset(config.resolved().validate())
+  corpus = datasets.load_dataset(validated(config.resolved()))
   pieces = sentencepiece.SentencePieceProcessor(model_proto=corpus.tokenizer_model)
   want = [token for line in lines_of(corpus_dir / 'train.txt')
           for token in [*pieces.encode(line.lower(), out_type=str), END_OF_SENTENCE]]
@@ -225,7 +226,7 @@ def test_a_missing_or_damaged_tokenizer_model_is_one_line(bpe_run, tmp_path):
 
 
 def test_a_dataset_prepared_before_word_counts_still_reads(corpus_dir, tmp_path):
-  config = tiny_config(corpus_dir, tmp_path / 'tfds').resolved().validate()
+  config = validated(tiny_config(corpus_dir, tmp_path / 'tfds').resolved())
   before = datasets.load_dataset(config)
   (metadata_file,) = (tmp_path / 'tfds' / 'nplm_tokens').glob('*/*/metadata.json')
   metadata = json.loads(metadata_file.read_text())
@@ -246,7 +247,7 @@ def test_too_few_subwords_for_the_text_is_one_line_and_leaves_nothing(corpus_dir
   characters = len(set((corpus_dir / 'train.txt').read_text()) - {'\n'})
   with pytest.raises(ConfigError, match=f'^--tokenizer=unigram cannot learn '
                      f'--subword_vocab_size=10 subwords .* at least {characters + 3} '):
-    datasets.load_dataset(config.resolved().validate())
+    datasets.load_dataset(validated(config.resolved()))
   assert not [path for path in (tmp_path / 'tfds').glob('nplm_tokens/*/*') if path.is_dir()]
 
 
@@ -266,7 +267,7 @@ def test_too_few_subwords_for_the_text_is_one_line_and_leaves_nothing(corpus_dir
 ])
 def test_knobs_that_cannot_work_together_are_refused_in_one_line(fields, message):
   with pytest.raises(ConfigError, match='^[^\n]+$') as error:
-    Config(workdir='w', **fields).validate()
+    validated(Config(workdir='w', **fields))
   assert message in str(error.value)
 
 

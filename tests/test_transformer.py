@@ -22,6 +22,7 @@ from nplm.trainer import run
 from nplm.training.window_feed import WindowFeed
 from tests.test_heads import TRAINED_HEADS
 from tests.test_train import tiny_config
+from nplm.training.config_checks import validated
 
 ORDER, D, HEADS = 5, 8, 2  # A window of 4 words; two heads of width 4.
 
@@ -29,7 +30,7 @@ ORDER, D, HEADS = 5, 8, 2  # A window of 4 words; two heads of width 4.
 def transformer_config(workdir='unused', **changes):
   config = tiny_config(workdir, model='transformer', order=ORDER, feature_size=D,
                        hidden_size=12, direct=False, num_layers=2, num_heads=HEADS)
-  return config.replace(**changes).validate()
+  return validated(config.replace(**changes))
 
 
 # --- the model written out in numpy ------------------------------------------------------
@@ -365,4 +366,4 @@ def test_a_model_trained_together_equals_it_trained_alone(tiny_corpus, tmp_path)
 def test_bad_combinations_are_refused_in_one_line(changes, message):
   config = transformer_config().replace(**changes)
   with pytest.raises(ConfigError, match=re.escape(message)):
-    config.validate()
+    validated(config)

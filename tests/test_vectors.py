@@ -19,6 +19,7 @@ from nplm.run_files.checkpoint import saved_params
 from nplm.trainer import run
 from nplm.use import embeddings, neighbours
 from nplm.use.trained import load_trained
+from nplm.training.config_checks import validated
 
 ROOT = Path(__file__).parent.parent
 WORDS = ('man woman king queen boy girl father mother brother sister son daughter he she the '
@@ -38,7 +39,7 @@ def trained(tmp_path_factory):
   config = Config(workdir=str(root / 'run'), dataset=f'text:{root / "text"}',
                   data_dir=str(root / 'tfds'), order=3, feature_size=6, hidden_size=8,
                   batch_size=16, eval_batch_size=16, epochs=1, log_every=100).resolved()
-  run(config.validate(), load_dataset(config))
+  run(validated(config), load_dataset(config))
   return load_trained(root / 'run')
 
 

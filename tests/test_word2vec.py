@@ -27,6 +27,7 @@ from nplm.trainer import run
 from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
                                          keep_probabilities, padded_stream, window_radii)
 from tests.conftest import TINY_SPLIT
+from nplm.training.config_checks import validated
 
 ROOT = Path(__file__).parent.parent
 ABSENT = -1
@@ -322,13 +323,13 @@ TRAINABLE = dict(head='tree', optimizer='sgd')  # What word2vec's update trains.
 ])
 def test_bad_word2vec_settings_are_refused_by_name(changes, message):
   with pytest.raises(ConfigError, match=message.replace('(', r'\(')):
-    Config(workdir='unused', **changes).validate()
+    validated(Config(workdir='unused', **changes))
 
 
 @pytest.mark.parametrize('name', ['cbow_ns', 'cbow_hs', 'skipgram_ns', 'skipgram_hs'])
 def test_the_flagfiles_set_word2vecs_defaults(name):
   config = config_from_flagfile(name)  # The recipe nplm/recipes/<name>.flags.
-  config.resolved().validate()
+  validated(config.resolved())
   model, head = name.split('_')
   assert config.model == model and config.head == {'ns': 'negative_sampling',
                                                     'hs': 'tree'}[head]

@@ -14,6 +14,7 @@ from nplm import recipes
 from nplm.data.datasets import load_dataset
 from tests.benchmark_clock import BenchmarkClock
 from tests.conftest import TINY_SPLIT
+from nplm.training.config_checks import validated
 
 TINY_CBOW = dict(model='cbow', feature_size=8, window=2, subsample=1e-2,
                  head='negative_sampling', num_samples=3, proposal_power=0.75, optimizer='sgd',
@@ -30,13 +31,13 @@ def recipe_flags(name: str) -> dict:
 
 
 def test_the_settings_are_the_configs_field_by_field():
-  config = Config(workdir='unused', **TINY_CBOW).validate()
+  config = validated(Config(workdir='unused', **TINY_CBOW))
   assert benchmark.gensim_settings(config, workers=3) == {
       'sg': 0, 'hs': 0, 'negative': 3, 'ns_exponent': 0.75, 'vector_size': 8, 'window': 2,
       'sample': 1e-2, 'epochs': 2, 'alpha': 0.05, 'min_alpha': 1e-3, 'min_count': 1,
       'cbow_mean': 1, 'workers': 3, 'seed': 0}
-  tree = config.replace(model='skipgram', head='tree', tree='huffman', num_samples=100,
-                        proposal_power=1.0, seed=7).validate()  # The tree reads neither.
+  tree = validated(config.replace(model='skipgram', head='tree', tree='huffman', num_samples=100,
+                        proposal_power=1.0, seed=7))  # The tree reads neither.
   settings = benchmark.gensim_settings(tree, workers=1)
   assert (settings['sg'], settings['hs'], settings['negative'], settings['seed']) == (1, 1, 0, 7)
   assert (settings['alpha'], settings['min_alpha']) == (0.05, 1e-3)  # Per pair: as it stands.
@@ -54,7 +55,7 @@ def test_the_settings_are_the_configs_field_by_field():
                           ({'lr_schedule': 'inverse', 'min_learning_rate': 0.0},
                            '--lr_schedule=linear')]:
     with pytest.raises(ConfigError, match=phrase):
-      benchmark.gensim_settings(tree.replace(**changes).validate(), workers=1)
+      benchmark.gensim_settings(validated(tree.replace(**changes)), workers=1)
 
 
 def entry(wordsim, simlex, analogies, words_per_second) -> dict:
@@ -100,7 +101,7 @@ def expected_over_seeds(runs: list[dict], figure: str):
 def test_each_seed_trains_both_and_the_report_aggregates_them(tiny_corpus, tmp_path,
                                                               monkeypatch):
   BenchmarkClock(tick=0.5).install(monkeypatch, benchmark)  # gensim's train() takes 0.5 s.
-  config = Config(workdir=str(tmp_path / 'runs' / 'cbow_ns'), **TINY_CBOW).validate()
+  config = validated(Config(workdir=str(tmp_path / 'runs' / 'cbow_ns'), **TINY_CBOW))
   result = benchmark.measure({'cbow_ns': config}, tiny_corpus, seeds=(0, 1), workers=2)
 
   train = tiny_corpus.vocab.decode(tiny_corpus.splits['train'])

@@ -33,6 +33,7 @@ from nplm.cli import refuse_arguments
 from nplm.heads.output_layer import chunk_rows
 from nplm.lm import build_language_model
 from nplm.training.window_feed import WindowFeed
+from nplm.training.config_checks import validated
 
 LARGEST_ONLY = ('tree', 'adaptive')
 # One matmul is short and a shared machine noisy: its median over many calls, cheaply.
@@ -94,7 +95,7 @@ def softmax_row(config, vocab_size: int, settings: dict) -> dict:
 def structured_row(config, head: str, vocab_size: int, settings: dict) -> dict:
   """One |V| under a head whose exact log p reads part of the vocabulary: tokens/s."""
   ids, counts = zipf_split(vocab_size, settings['tokens'])
-  timed = time_pass(config.replace(head=head).validate(), counts, ids, settings['repeats'])
+  timed = time_pass(validated(config.replace(head=head)), counts, ids, settings['repeats'])
   return {'head': head, 'vocab_size': vocab_size, **timed}
 
 

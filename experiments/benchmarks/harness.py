@@ -26,6 +26,7 @@ from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.training.optimizer import hyperparameters_of
 from nplm.training.window_feed import WindowFeed
+from nplm.training.config_checks import validated
 
 # Table 1 rows of Bengio et al. (2003), as in the recipes mlp1 and mlp9 (nplm/recipes).
 SHAPES = {
@@ -55,7 +56,7 @@ def load_training_ids(data_dir: str):
 
 
 def shape_config(shape: dict, batch_size: int) -> Config:
-  return Config(workdir='unused', batch_size=batch_size, **shape).validate()
+  return validated(Config(workdir='unused', batch_size=batch_size, **shape))
 
 
 def benchmark_batches(num_examples: int, batch_size: int, steps: int, seed: int = 0):

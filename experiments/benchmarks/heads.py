@@ -36,6 +36,7 @@ from nplm.files import write_json_atomically, write_text_atomically
 from nplm.config import HEAD, group_of
 from nplm.heads import HEADS, head_class
 from nplm.lm import build_language_model
+from nplm.training.config_checks import validated
 
 SHAPES = {'mlp9': TABLE1_SHAPES['MLP9'], 'mlp1': TABLE1_SHAPES['MLP1']}
 NOT_A_LM = {'negative_sampling'}  # Its scores are not log-probabilities (nplm/heads/nce.py).
@@ -47,10 +48,10 @@ def head_config(shape: dict, head: str, settings: dict):
   the head knobs in the settings (k, an override such as adaptive_cutoffs), those it reads."""
   knobs = {'num_samples': settings['num_samples'], **settings['overrides']}
   read = head_class(head).knobs
-  return shape_config(shape, settings['batch_size']).replace(
+  return validated(shape_config(shape, settings['batch_size']).replace(
       head=head, optimizer=settings['optimizer'], learning_rate=settings['learning_rate'],
       **{name: value for name, value in knobs.items()
-         if name in read or group_of(name) != HEAD}).validate()
+         if name in read or group_of(name) != HEAD}))
 
 
 def output_layer_runner(config, counts, padded_split: np.ndarray):
@@ -112,7 +113,7 @@ def finished_summary(workdir: Path, config) -> dict | None:
 
 def train_head(config, corpus, epochs: int, workdir: Path) -> dict:
   """The summary of exactly `epochs` epochs (patience = epochs), reused when finished."""
-  config = config.replace(workdir=str(workdir), epochs=epochs, patience=epochs).validate()
+  config = validated(config.replace(workdir=str(workdir), epochs=epochs, patience=epochs))
   summary = finished_summary(workdir, config)
   if summary is not None:
     return {**summary, 'reused': True}

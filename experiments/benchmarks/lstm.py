@@ -30,6 +30,7 @@ from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
 from nplm.training.stream_feed import StreamFeed
+from nplm.training.config_checks import validated
 
 SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embeddings',
                 'dropout', 'batch_size', 'bptt_length', 'clip_norm', 'optimizer',
@@ -39,7 +40,7 @@ SHAPE_FIELDS = ('model', 'num_layers', 'feature_size', 'hidden_size', 'tie_embed
 def flagfile_config(name: str) -> Config:
   """The Config of the recipe `name` (or a flagfile at that path); the PyTorch baseline is
   a softmax LSTM."""
-  config = config_from_flagfile(name, workdir='unused').validate()
+  config = validated(config_from_flagfile(name, workdir='unused'))
   if config.model != 'lstm' or config.head != 'softmax':
     raise ConfigError(f'{name}.flags has --model={config.model} --head={config.head}; '
                       'the PyTorch baseline is an LSTM under a full softmax')

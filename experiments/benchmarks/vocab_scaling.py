@@ -25,6 +25,7 @@ from experiments.benchmarks.harness import (SHAPES, benchmark_batches, interleav
 from nplm.cli import refuse_arguments
 from nplm.data import batching
 from nplm.heads import HEADS, head_class
+from nplm.training.config_checks import validated
 
 BASELINE = 'softmax'
 DEFAULT_HEADS = ('softmax', 'class', 'tree', 'is', 'nce', 'adaptive')
@@ -49,8 +50,8 @@ def time_heads(vocab_size: int, optimizer: str, heads, settings: dict) -> dict:
   for head in heads:
     sampled = ({'num_samples': settings['num_samples']}
                if 'num_samples' in head_class(head).knobs else {})
-    config = shape_config(SHAPES['MLP9'], settings['batch_size']).replace(
-        head=head, optimizer=optimizer, **sampled).validate()
+    config = validated(shape_config(SHAPES['MLP9'], settings['batch_size']).replace(
+        head=head, optimizer=optimizer, **sampled))
     padded = batching.pad_split(ids, config.order, boundary_id=0)
     runners[head], _ = jax_runner(config, counts, padded)
   batches = benchmark_batches(len(ids), settings['batch_size'], settings['steps'])

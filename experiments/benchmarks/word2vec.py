@@ -58,6 +58,7 @@ from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained
 from nplm.trainer import run
+from nplm.training.config_checks import validated
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
 SENTENCE_WORDS = 10_000  # gensim's MAX_WORDS_IN_BATCH: it cuts longer sentences there.
@@ -75,7 +76,7 @@ def usable_cores() -> int:
 
 def flagfile_config(name: str, **overrides) -> Config:
   """The Config of the recipe `name` (nplm/recipes/NAME.flags), with `overrides`."""
-  return config_from_flagfile(name, **overrides).resolved().validate()
+  return validated(config_from_flagfile(name, **overrides).resolved())
 
 
 def output_settings(config: Config) -> dict:
@@ -119,7 +120,7 @@ def train_gensim(words: list[str], settings: dict) -> tuple:
 
 def timed_config(config: Config, **changes) -> Config:
   """The nplm run the benchmark times: `config` with `changes`, TIMED_RUN's knobs set."""
-  return config.replace(**TIMED_RUN, **changes).validate()
+  return validated(config.replace(**TIMED_RUN, **changes))
 
 
 def refuse_existing(configs: list[Config]) -> None:

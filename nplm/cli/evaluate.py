@@ -28,7 +28,7 @@ from absl import flags
 
 from nplm import cli, flagfiles, paths
 from nplm.config import LOCATION_AND_SPLIT_FIELDS, ConfigError
-from nplm.data.text_sources import read_lines
+from nplm.data.lines import read_lines
 from nplm.data.tokenizers import Tokenization
 from nplm.use.evaluation import (dataset_types, evaluate, file_types, file_words,
                                  own_dataset_types, same_data)

@@ -1,8 +1,10 @@
-"""The data settings' checks of a Config (Config.validate, Config.validate_data): kept here,
-beside the sources and tokenizers they ask, so that config.py holds the knobs."""
+"""The data settings' checks of a Config (nplm.training.config_checks.validated asks them;
+validated_data for the programs that read a dataset without training): kept here, beside the
+sources and tokenizers they ask, so that config.py holds the knobs."""
 
 from nplm.data import tokenizers
 from nplm.data.sources import source_of
+from nplm.errors import ConfigError
 
 
 def data_checks(config) -> list[tuple[bool, str]]:
@@ -32,3 +34,12 @@ def data_checks(config) -> list[tuple[bool, str]]:
       (len(config.tfds_splits.split(',')) == 3 and all(config.tfds_splits.split(',')),
        f'--tfds_splits names three TFDS splits (train, valid, test), got {config.tfds_splits!r}'),
   ]
+
+
+def validated_data(config):
+  """`config`, or ConfigError naming the first data setting that cannot work (for the
+  programs that read a dataset without training)."""
+  for ok, message in data_checks(config):
+    if not ok:
+      raise ConfigError(message)
+  return config

@@ -2,7 +2,7 @@
 
 Every source (nplm.data.sources) gives these three splits; a source held in memory gives
 their tokens (corpus_from_tokens), a prepared one the type indices of its lines
-(corpus_from_prepared, a remapping of ids). A source's boundary token (what precedes a
+(nplm.data.prepared.PreparedTokens.corpus, a remapping of ids). A source's boundary token (what precedes a
 split's first token) and reserved tokens are its own. A prepared source also tells each
 split's whitespace words (for per-word perplexity) and its learned tokenizer's model.
 """
@@ -14,14 +14,10 @@ import dataclasses
 import functools
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nplm.data.vocab import UNK, Vocabulary
-
-if TYPE_CHECKING:  # Its module imports TFDS, which only reading a prepared source needs.
-  from nplm.data.prepared import PreparedTokens
 
 SPLITS = ('train', 'valid', 'test')  # Every corpus's, in this order.
 
@@ -70,27 +66,7 @@ def corpus_from_tokens(token_splits: Mapping[str, Sequence[str]], unk_max_count:
   unknown = {name: dict(collections.Counter(
       t for t, i in zip(token_splits[name], splits[name].tolist())
       if i == vocab.unk_id and t != UNK)) for name in SPLITS}
-  return _corpus(vocab, splits, len(counts), boundary, unknown_words=unknown)
-
-
-def corpus_from_prepared(prepared: PreparedTokens, unk_max_count: int, max_vocab_size: int,
-                         reserved: Sequence[str], boundary: str) -> Corpus:
-  """A prepared source under a vocabulary from its training counts (a remapping of ids).
-  Cut into learned subwords, every piece of the tokenizer keeps an id, seen in training or
-  not: typed text is cut into pieces that the training split may never have used."""
-  if prepared.tokenizer_model is not None:
-    from nplm.data.tokenizers import SentencePieceSubwords  # Imports SentencePiece.
-    reserved = (*reserved, *SentencePieceSubwords(prepared.tokenizer_model, 'pieces').pieces)
-  vocab = Vocabulary.from_counts(prepared.types, prepared.train_counts, unk_max_count,
-                                 max_vocab_size, reserved)
-  remap = vocab.encode(prepared.types)
-  unknown_types = (remap == vocab.unk_id) & (np.asarray(prepared.types, object) != UNK)
-  splits, unknown = {}, {}
-  for name in SPLITS:
-    splits[name], counts = prepared.read_counting(name, remap, unknown_types)
-    unknown[name] = {prepared.types[i]: int(counts[i]) for i in np.flatnonzero(counts).tolist()}
-  return _corpus(vocab, splits, int(np.count_nonzero(prepared.train_counts)), boundary,
-                 prepared.words, prepared.tokenizer_model, unknown)
+  return corpus_of_ids(vocab, splits, len(counts), boundary, unknown_words=unknown)
 
 
 def index_types(token_splits: Mapping[str, Sequence[str]]
@@ -104,10 +80,11 @@ def index_types(token_splits: Mapping[str, Sequence[str]]
                         for name, tokens in token_splits.items()}
 
 
-def _corpus(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: int,
-            boundary: str, words: Mapping[str, int] | None = None,
-            tokenizer_model: bytes | None = None,
-            unknown_words: dict[str, dict[str, int]] | None = None) -> Corpus:
+def corpus_of_ids(vocab: Vocabulary, splits: Mapping[str, np.ndarray], train_types: int,
+                  boundary: str, words: Mapping[str, int] | None = None,
+                  tokenizer_model: bytes | None = None,
+                  unknown_words: dict[str, dict[str, int]] | None = None) -> Corpus:
+  """The corpus of these id splits under `vocab`, with each split's statistics."""
   stats = {}
   for name, ids in splits.items():
     ids.setflags(write=False)  # Shared by every feed and evaluation: never changed.

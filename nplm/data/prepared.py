@@ -34,16 +34,18 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 from tqdm import tqdm
 
-from nplm.data import text_sources, tfds_dirs
+from nplm.data import lines, tfds_dirs
 from nplm.data.acquire import CorpusError
-from nplm.data.corpus import SPLITS
-from nplm.data.text_sources import tokens_of_line, words_of_line
+from nplm.data.corpus import SPLITS, Corpus, corpus_of_ids
+from nplm.data.vocab import UNK, Vocabulary
+from nplm.data.lines import tokens_of_line, words_of_line
 from nplm.stop_requests import check_interrupted, interrupting
 
 log = logging.getLogger(__name__)
@@ -58,10 +60,29 @@ class PreparedTokens:
   types: tuple[str, ...]
   train_counts: np.ndarray  # int64 [types]: 0 for a type seen only outside training.
   builder: 'NplmTokens'
-  # Per split, whitespace words plus lines (text_sources.words_of_line); None if prepared
+  # Per split, whitespace words plus lines (lines.words_of_line); None if prepared
   # before it was recorded.
   words: dict[str, int] | None = None
   tokenizer_model: bytes | None = None  # A learned tokenizer's serialized model.
+
+  def corpus(self, unk_max_count: int, max_vocab_size: int, reserved: Sequence[str],
+             boundary: str) -> Corpus:
+    """A prepared source under a vocabulary from its training counts (a remapping of ids).
+    Cut into learned subwords, every piece of the tokenizer keeps an id, seen in training or
+    not: typed text is cut into pieces that the training split may never have used."""
+    if self.tokenizer_model is not None:
+      from nplm.data.tokenizers import SentencePieceSubwords  # Imports SentencePiece.
+      reserved = (*reserved, *SentencePieceSubwords(self.tokenizer_model, 'pieces').pieces)
+    vocab = Vocabulary.from_counts(self.types, self.train_counts, unk_max_count,
+                                   max_vocab_size, reserved)
+    remap = vocab.encode(self.types)
+    unknown_types = (remap == vocab.unk_id) & (np.asarray(self.types, object) != UNK)
+    splits, unknown = {}, {}
+    for name in SPLITS:
+      splits[name], counts = self.read_counting(name, remap, unknown_types)
+      unknown[name] = {self.types[i]: int(counts[i]) for i in np.flatnonzero(counts).tolist()}
+    return corpus_of_ids(vocab, splits, int(np.count_nonzero(self.train_counts)), boundary,
+                         self.words, self.tokenizer_model, unknown)
 
   def read(self, split: str, remap: np.ndarray | None = None) -> np.ndarray:
     """A split's type indices, or `remap` of them (a vocabulary's ids: remap[type]), read
@@ -248,7 +269,7 @@ def prepare(source, data_dir: str | os.PathLike | None = None) -> PreparedTokens
     builder = NplmTokens(source=source,  # Fingerprints the source: text files are hashed.
                          data_dir=None if data_dir is None else os.fspath(data_dir))
     if not builder.data_path.exists():
-      text_sources.check_text(source)  # Before anything is written.
+      lines.check_text(source)  # Before anything is written.
       log.info('preparing %s:%s (%s) into %s', source.kind, source.name, source.tokens,
                builder.data_dir)
     with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints what the log lines say.

@@ -143,9 +143,8 @@ class PreparedSource(Source):
     return prepared.prepare(lines, config.data_dir or None)
 
   def load(self, config) -> Corpus:
-    return corpus_lib.corpus_from_prepared(self.prepare(config), config.unk_max_count,
-                                           config.max_vocab_size, self.reserved_tokens,
-                                           self.boundary_token)
+    return self.prepare(config).corpus(config.unk_max_count, config.max_vocab_size,
+                                       self.reserved_tokens, self.boundary_token)
 
   def types_and_splits(self, config, tokenizer_model: bytes | None = None):
     prepared = self.prepare(config, tokenizer_model)

@@ -5,11 +5,9 @@ dataset: tfds_source.py), and their tokens.
                wiki.train.tokens …): the usual benchmark layout.
   text:FILE    one file, cut by lines into train, valid and test.
 
-A line's tokens are what the tokenizer makes of it (nplm.data.tokenizers: by default its
-whitespace-separated words, or its characters, the space among them) followed by `<eos>`: a
-blank line is a lone `<eos>`. Whitespace words are the tokens that PyTorch's
-word_language_model and the published Penn Treebank and WikiText perplexities count. Sources
-stream their lines: nothing here holds a split in memory. A source's `tokenization` says how
+A line's tokens are what the tokenizer makes of it followed by `<eos>` (nplm.data.lines,
+which also reads a file's lines). Sources stream their lines: nothing here holds a split in
+memory. A source's `tokenization` says how
 its lines are cut, and `tokens`, its name, is part of its fingerprint.
 
 A text source is fingerprinted from its files' bytes, and every complete read of a file
@@ -23,73 +21,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from nplm import paths
+from nplm.data import lines
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.corpus import SPLITS
 from nplm.data.sources import PreparedSource
-from nplm.data.tokenizers import Tokenization, Tokenizer, tokenization_of
-from nplm.data.vocab import END_OF_SENTENCE
+from nplm.data.tokenizers import Tokenization, tokenization_of
 from nplm.errors import ConfigError
 
 # Where text:DIR looks for each split, first match wins.
 _SPLIT_FILES = ('{split}.txt', 'ptb.{split}.txt', 'wiki.{split}.tokens')
-_READ_LINES = 1 << 22  # Characters of lines read at a time.
-
-
-def tokens_of_line(line: str, tokenizer: Tokenizer) -> list[str]:
-  """A line's tokens then <eos>; `line` has no line break."""
-  return [*tokenizer.tokens(line), END_OF_SENTENCE]
-
-
-def words_of_line(line: str) -> int:
-  """What a whitespace word model counts of a line: its words and its <eos> (the count
-  that per-word perplexity divides by, whatever the tokens)."""
-  return len(line.split()) + 1
-
-
-def blank_lines(lines: Iterable[str], tokens: str | Tokenization) -> int | None:
-  """None as soon as a line has a token besides <eos> (a word; a character); else the number
-  of lines, every one blank (0: no lines at all)."""
-  chars = tokenization_of(tokens).tokens == 'chars'
-  count = 0
-  for count, line in enumerate(lines, 1):
-    if line if chars else line.split():
-      return None
-  return count
-
-
-def _no_text(blank: int, tokens: str | Tokenization) -> str:
-  unit = f'{_unit(tokens)}s'
-  if not blank:
-    return 'is empty'
-  return f'has no {unit}, only {blank:,} blank line{"s" if blank > 1 else ""}'
-
-
-def check_text(source) -> None:
-  """Raises CorpusError unless every split of `source` has a token besides <eos>: a split
-  of blank lines only would train or score nothing but line ends. A source may say where
-  the split comes from (its `check_text()`); otherwise its splits are scanned here."""
-  own = getattr(source, 'check_text', None)
-  if own is not None:
-    return own()
-  for index, split in enumerate(SPLITS):
-    blank = blank_lines(source.lines(split), source.tokenization)
-    if blank is not None:
-      names = getattr(source, 'split_names', SPLITS)
-      raise CorpusError(
-          f'the {split} split ({names[index]}) of {source.kind}:{source.name} '
-          f'{_no_text(blank, source.tokenization)}: every split needs at least one '
-          f'{_unit(source.tokenization)}')
-
-
-def _unit(tokens: str | Tokenization) -> str:
-  return 'character' if tokenization_of(tokens).tokens == 'chars' else 'word'
 
 
 class _CheckedReads:
@@ -106,7 +52,7 @@ class _CheckedReads:
     return self.fingerprinted[path]
 
   def lines(self, path: Path, stop: int | None = None) -> Iterator[str]:
-    return read_lines(path, stop, on_end=lambda digest: self.reads.append((path, digest)))
+    return lines.read_lines(path, stop, on_end=lambda digest: self.reads.append((path, digest)))
 
   def check(self) -> None:
     """Raises CorpusError if a read had other bytes than the file had when fingerprinted."""
@@ -158,11 +104,11 @@ class TextFiles:
 
   def check_text(self) -> None:
     for split, path in self.files.items():
-      blank = blank_lines(self.lines(split), self.tokenization)
+      blank = lines.blank_lines(self.lines(split), self.tokenization)
       if blank is not None:
         raise CorpusError(
-            f'{paths.shown(path)} {_no_text(blank, self.tokenization)}: every split needs at '
-            f'least one {_unit(self.tokenization)}; put text in it (--dataset=text:'
+            f'{paths.shown(path)} {lines.no_text(blank, self.tokenization)}: every split needs at '
+            f'least one {lines.unit(self.tokenization)}; put text in it (--dataset=text:'
             f'{paths.shown(self.directory)} reads its {split} split from it)')
 
 
@@ -192,18 +138,18 @@ class TextFile:
     self._reads.check()
 
   def check_text(self) -> None:
-    blank = blank_lines(self._reads.lines(self.path), self.tokenization)
+    blank = lines.blank_lines(self._reads.lines(self.path), self.tokenization)
     if blank is not None:
-      raise CorpusError(f'{paths.shown(self.path)} {_no_text(blank, self.tokenization)}: '
-                        f'text:FILE needs at least one {_unit(self.tokenization)} in each of '
+      raise CorpusError(f'{paths.shown(self.path)} {lines.no_text(blank, self.tokenization)}: '
+                        f'text:FILE needs at least one {lines.unit(self.tokenization)} in each of '
                         'the train, valid and test splits it is cut into')
     bounds = self.bounds()
     for split, (start, stop) in bounds.items():
-      if blank_lines(self.lines(split), self.tokenization) is not None:
+      if lines.blank_lines(self.lines(split), self.tokenization) is not None:
         raise CorpusError(
             f'the {split} split of {paths.shown(self.path)} (its lines {start + 1:,} to '
             f'{stop:,} of {bounds["test"][1]:,}, cut by {self.plan.describe()}) has no '
-            f'{_unit(self.tokenization)}s, only blank lines: every split needs at least one; give '
+            f'{lines.unit(self.tokenization)}s, only blank lines: every split needs at least one; give '
             'other --split_fractions (or --train_tokens, --valid_tokens)')
 
   def bounds(self) -> dict[str, tuple[int, int]]:
@@ -241,7 +187,7 @@ class TextFile:
     count = tokens = split_start = 0
     counting = self.tokenization.counting()
     for count, line in enumerate(self._reads.lines(self.path), 1):
-      tokens += len(tokens_of_line(line, counting))
+      tokens += len(lines.tokens_of_line(line, counting))
       if len(ends) < 2 and tokens - split_start >= limits[len(ends)]:
         ends.append(count)
         split_start = tokens
@@ -267,67 +213,6 @@ def _file_sha256(path: Path) -> str:
     while block := f.read(1 << 24):
       digest.update(block)
   return digest.hexdigest()
-
-
-class _HashingReader(io.RawIOBase):
-  """A file's bytes, each one read also fed to `digest`."""
-
-  def __init__(self, path: Path):
-    super().__init__()
-    self._file = open(path, 'rb', buffering=0)
-    self.digest = hashlib.sha256()
-
-  def readable(self) -> bool:
-    return True
-
-  def readinto(self, buffer) -> int:
-    count = self._file.readinto(buffer)
-    if count:
-      self.digest.update(memoryview(buffer)[:count])
-    return count
-
-  def read_rest(self) -> None:
-    while block := self._file.read(1 << 24):
-      self.digest.update(block)
-
-  def close(self) -> None:
-    self._file.close()
-    super().close()
-
-
-def read_lines(path: Path, stop: int | None = None, on_end=None) -> Iterator[str]:
-  """The file's lines without their line breaks ('\\n', '\\r\\n' or '\\r'), strict UTF-8 (an
-  error names the file and the line); the first `stop` of them if `stop` is given. Once the
-  read reaches the end of the file (past `stop`, the rest is read but not decoded),
-  `on_end(sha256)` gets the hex SHA-256 of every byte that was read."""
-  try:
-    reader = _HashingReader(path)
-    with io.TextIOWrapper(io.BufferedReader(reader, 1 << 20), encoding='utf-8',
-                          newline=None) as f:
-      count = 0
-      while (stop is None or count < stop) and (lines := f.readlines(_READ_LINES)):
-        for line in lines[:None if stop is None else stop - count]:
-          yield line.removesuffix('\n')
-        count += len(lines)
-      reader.read_rest()  # What f buffered was read (and hashed) already.
-      if on_end is not None:
-        on_end(reader.digest.hexdigest())
-  except UnicodeDecodeError as error:
-    raise CorpusError(f'{path} is not UTF-8 text (line {_undecodable_line(path):,}: '
-                      f'{error.reason} at {error.object[error.start:error.end]!r}); convert it '
-                      'to UTF-8, e.g. iconv -f latin1 -t utf-8') from None
-
-
-def _undecodable_line(path: Path) -> int:
-  """The number of the first line (ended by '\\n') that is not UTF-8: the decoder read a
-  chunk of lines at a time, so its error cannot say which."""
-  with open(path, 'rb') as f:
-    for number, line in enumerate(f, 1):
-      try:
-        line.decode('utf-8')
-      except UnicodeDecodeError:
-        return number
-  return 0  # The file changed since: no line is undecodable now.
 
 
 class TextSource(PreparedSource):

@@ -10,6 +10,7 @@ from nplm.data import batching
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.display import counted
 from nplm.training.families import feed_of
+from nplm.training.config_checks import validated
 
 log = logging.getLogger('nplm.trainer')
 
@@ -19,7 +20,7 @@ def check_together(configs: list[Config]) -> list[Config]:
   if not configs:
     raise ConfigError('no models to train')
   # Paths absolute once, here: a run records where its data lies (Config.absolute_paths).
-  configs = [config.validate().absolute_paths() for config in configs]
+  configs = [validated(config).absolute_paths() for config in configs]
   for name in configs[0].to_dict():
     values = sorted({repr(getattr(config, name)) for config in configs})
     if name not in PER_MODEL_FIELDS and len(values) > 1:

@@ -22,7 +22,7 @@ from nplm.config import Config, ConfigError
 from nplm.data import corpus as corpus_lib
 from nplm.data.acquire import CorpusNotFoundError
 from nplm.data.sources import source_of
-from nplm.data.text_sources import words_of_line
+from nplm.data.lines import words_of_line
 from nplm.data.tokenizers import Tokenization
 from nplm.data.tokenize import file_tokens
 from nplm.data.vocab import Vocabulary
@@ -31,6 +31,7 @@ from nplm.use.ngram_run import NgramRun
 from nplm.use.open_vocabulary import unknown_counts
 from nplm.use.trained import TrainedModel
 from nplm.run_files.summary import bits_per_token
+from nplm.data.config_checks import validated_data
 
 Model = TrainedModel | NgramRun  # What nplm.use.trained.load_trained reads.
 
@@ -40,7 +41,7 @@ def dataset_types(config: Config, tokenizer_model: bytes | None = None
   """(every type, each split as type indices) of the dataset `config` names, before any
   vocabulary cut: what another model's vocabulary then maps (cut by that model's learned
   tokenizer, `tokenizer_model`, if it has one)."""
-  config = config.resolved().validate_data()
+  config = validated_data(config.resolved())
   return source_of(config.dataset).types_and_splits(config, tokenizer_model)
 
 
