@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from nplm.errors import ConfigError
-from nplm.heads import OUTPUT_ROW_HEADS, build_head
+from nplm.heads import build_head, head_class, with_output_rows
 from nplm.models import build_model
 
 
@@ -117,13 +117,13 @@ def build_language_model(config, counts, mesh=None) -> LanguageModel:
   'model' axis if it has one (nplm.parallel)."""
   model = build_model(config, len(counts))
   if config.tie_embeddings:
-    if config.head not in OUTPUT_ROW_HEADS:
+    if not head_class(config.head).output_rows:
       raise ConfigError(f'--tie_embeddings needs a head with one output row per word '
-                        f'({", ".join(OUTPUT_ROW_HEADS)}); --head={config.head} has none')
+                        f'({", ".join(with_output_rows())}); --head={config.head} has none')
     if model.output_width != config.feature_size:
       raise ConfigError(f'--tie_embeddings needs the hidden vector as wide as the embeddings: '
                         f'the model gives {model.output_width}, --feature_size is '
                         f'{config.feature_size}; make them equal')
-  language_model = RecurrentLanguageModel if model.family == 'streams' else LanguageModel
+  language_model = RecurrentLanguageModel if model.recurrent else LanguageModel
   return language_model(model=model, head=build_head(config, counts, model.output_width, mesh),
                         tied=config.tie_embeddings)

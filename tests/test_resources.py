@@ -116,7 +116,7 @@ def test_the_activation_formula_is_within_twice_xla_s_count_of_a_compiled_step(n
   evaluation = feed.log_prob_step.lower(
       state.params, feed.splits['valid'],
       jnp.zeros(config.eval_batch_size, jnp.int32)).compile().memory_analysis()
-  formula = memory.activations(config, lm, 3000)
+  formula = memory.activations(config, lm)
   for estimated, compiled in zip(formula, (train, evaluation)):
     assert 0.5 <= estimated / compiled.temp_size_in_bytes <= 2, (formula, train, evaluation)
 
@@ -134,7 +134,7 @@ def test_the_evaluation_formula_follows_a_normalizer_summed_in_chunks(head, monk
   evaluation = feed.log_prob_step.lower(
       state.params, feed.splits['valid'],
       jnp.zeros(config.eval_batch_size, jnp.int32)).compile().memory_analysis()
-  _, estimated = memory.activations(config, lm, 3000)
+  _, estimated = memory.activations(config, lm)
   whole_scores = 4 * 1024 * 3000  # [E, |V|] float32: neither holds that much.
   assert estimated < whole_scores and evaluation.temp_size_in_bytes < whole_scores
   assert 0.5 <= estimated / evaluation.temp_size_in_bytes <= 2, (estimated, evaluation)

@@ -26,6 +26,7 @@ class MeanOfContext(nn.Module):
 
   language_model = True
   family = 'windows'
+  recurrent = False
   knobs = ('order', 'feature_size')
 
   @classmethod
@@ -44,6 +45,13 @@ class MeanOfContext(nn.Module):
   def output_width(self) -> int:
     return self.feature_size
 
+  def activation_words(self, config, head, batch, evaluated, shards):
+    """(train step, evaluation step) words: the context vectors and their mean (and their
+    gradients in training), with the head's scores."""
+    per_example = self.order * self.feature_size
+    return (batch * (2 * per_example + 3 * head.scores_per_example(True, None, shards)),
+            evaluated * (per_example + head.scores_per_example(False, evaluated, shards)))
+
   @nn.compact
   def __call__(self, context, train: bool = False):
     del train  # Nothing differs in training.
@@ -56,6 +64,7 @@ class PlainSoftmax(nn.Module):
   input_width: int
 
   knobs = ()
+  output_rows = False  # Its rows are a Dense layer's, not an OutputLayer named `output`.
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -66,6 +75,10 @@ class PlainSoftmax(nn.Module):
   def from_config(cls, config, counts, input_width: int) -> 'PlainSoftmax':
     del config
     return cls(vocab_size=len(counts), input_width=input_width)
+
+  def scores_per_example(self, training, batch, shards):
+    del training, batch, shards  # Every word's score, in one layer.
+    return self.vocab_size
 
   def setup(self):
     self.scores = nn.Dense(self.vocab_size)

@@ -16,7 +16,7 @@ prepared and trained on by each head as a user would, each step in a fresh proce
 3. The same heads, model and steps on a --baseline_tokens corpus of --baseline_types types
    (OUT/baseline): examples/s at |V| = 10k, and the slowdown at scale.
 The evaluation's output layer computes s(w,h) = b_w + o_w·h for every word on the heads with
-one output row per word (nplm.heads.OUTPUT_ROW_HEADS: 2·D·|V| FLOPs per token, read as
+one output row per word (a head's output_rows: 2·D·|V| FLOPs per token, read as
 matmul FLOP/s against a float32 square matmul of --matmul_size measured here, as
 experiments/benchmarks/exact_eval.py reads it);
 the tree (a path of depth·D) and adaptive (a shortlist and narrow tails) heads need no full
@@ -44,7 +44,7 @@ from experiments.benchmarks import harness, prepare
 from nplm.cli import fail, refuse_arguments
 from nplm.config import Config
 from nplm.data.vocab import Vocabulary
-from nplm.heads import HEADS, OUTPUT_ROW_HEADS
+from nplm.heads import HEADS, head_class, with_output_rows
 from nplm.lm import build_language_model
 from nplm.training import memory
 
@@ -123,7 +123,7 @@ def state_and_activations(saved_config: dict, workdir: Path) -> dict:
   counts = Vocabulary.load(workdir / 'vocab.txt').counts
   lm = build_language_model(config, counts)
   state, params = memory.state_bytes(config, lm)
-  found = memory.estimate(config, lm, len(counts), state=(state, params))
+  found = memory.estimate(config, lm, state=(state, params))
   return {'output_width': lm.model.output_width, 'state': state,
           'activations': max(found.gradients + found.train, found.evaluation)}
 
@@ -156,7 +156,7 @@ def head_figures(report: dict, head: str) -> dict:
              'baseline_examples_per_second':
                  baseline['runs'][head]['train_examples_per_second'],
              'evaluation_tokens_per_second': tokens_per_second,
-             'full_softmax': head in OUTPUT_ROW_HEADS}
+             'full_softmax': head_class(head).output_rows}
   figures['slowdown'] = figures['baseline_examples_per_second'] / figures['examples_per_second']
   if figures['full_softmax']:
     flops_per_token = 2 * run['memory']['output_width'] * run['vocab_size']
@@ -240,7 +240,7 @@ def _evaluation_lines(report: dict, markdown: bool) -> list[str]:
                       f'{100 * f["matmul_share"][s]:.0f}%') if f['full_softmax']
                      else ('no full softmax', '-'))])
   return [f'Exact evaluation: output GFLOP/s = 2·D·|V| per token × tokens/s on the heads with '
-          f'one output row per word ({", ".join(OUTPUT_ROW_HEADS)}); the tree (a path) and '
+          f'one output row per word ({", ".join(with_output_rows())}); the tree (a path) and '
           f'adaptive (a shortlist, narrow tails) need no full softmax. The matmul rate: '
           f'{matmul["flops_per_second"] / 1e9:,.1f} GFLOP/s at float32 {matmul["shape"]} '
           '(rows, inner, cols).', *harness.table_lines(rows, markdown)]

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nplm.errors import ConfigError
-from nplm.heads.output_layer import OutputLayer
+from nplm.heads.output_layer import OutputLayer, chunk_rows
 
 
 def default_cutoffs(counts, coverages=(0.80, 0.95)) -> tuple[int, ...]:
@@ -49,6 +49,7 @@ class AdaptiveSoftmaxHead(nn.Module):
   cutoffs: tuple[int, ...]  # Ids below cutoffs[0] are in the head; the tails follow.
 
   knobs = ('adaptive_cutoffs',)
+  output_rows = False  # Its tails project the hidden vector first.
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -69,6 +70,18 @@ class AdaptiveSoftmaxHead(nn.Module):
     """(first id, end id) of each tail cluster."""
     edges = list(self.cutoffs) + [self.vocab_size]
     return list(zip(edges[:-1], edges[1:]))
+
+  def scores_per_example(self, training: bool, batch: int | None, shards: int) -> int:
+    """|V| in training; an exact log p over a global `batch`: its whole layers'
+    log-softmaxes live together (XLA's count), plus the largest chunk of a chunked layer
+    (their loops run one after another in one chunk's buffers)."""
+    del training, shards  # Never vocabulary-parallel.
+    if batch is None:
+      return self.vocab_size
+    layers = [self.cutoffs[0] + len(self.bounds)] + [end - start for start, end in self.bounds]
+    rows = [chunk_rows(batch, units) for units in layers]
+    return (sum(r for r, units in zip(rows, layers) if r == units)
+            + max((r for r, units in zip(rows, layers) if r < units), default=0))
 
   def setup(self):
     self.head = OutputLayer(self.cutoffs[0] + len(self.bounds), self.input_width)

@@ -50,6 +50,7 @@ class ClassSoftmaxHead(nn.Module):
   classes: WordClasses
 
   knobs = ('num_classes',)
+  output_rows = False  # Its class layer is not one row per word.
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -66,6 +67,11 @@ class ClassSoftmaxHead(nn.Module):
                         'words); use at most |V|, or 0 for √|V|')
     return cls(vocab_size=len(counts), input_width=input_width,
                classes=WordClasses.by_frequency(counts, num_classes))
+
+  def scores_per_example(self, training: bool, batch: int | None, shards: int) -> int:
+    """The classes' scores and the largest class's rows of D+1 (nplm.training.memory)."""
+    del training, batch, shards
+    return self.classes.num_classes + int(self.classes.size.max()) * (self.input_width + 1)
 
   def setup(self):
     self.class_output = OutputLayer(self.classes.num_classes, self.input_width)

@@ -31,6 +31,12 @@ class ImportanceSamplingHead(SoftmaxHead):
   knobs = Proposal.knobs
   config_errors = Proposal.config_errors
 
+  def scores_per_example(self, training: bool, batch: int | None, shards: int) -> int:
+    """In training, the target's score and the k shared samples'."""
+    if training:
+      return self.num_samples + 1
+    return super().scores_per_example(training, batch, shards)
+
   @classmethod
   def from_config(cls, config, counts, input_width: int) -> 'ImportanceSamplingHead':
     return cls(vocab_size=len(counts), input_width=input_width,

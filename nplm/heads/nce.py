@@ -37,6 +37,24 @@ class NCEHead(SoftmaxHead):
   config_errors = Proposal.config_errors
 
   @classmethod
+  def serves_word2vec(cls, name: str) -> bool:
+    """Negative sampling is word2vec's own update (Mikolov et al. 2013b); NCE is not."""
+    return name == 'negative_sampling'
+
+  def word2vec_output(self) -> tuple[str, tuple]:
+    """(the parameter of the output vectors, what word2vec's update reads: k words from
+    Q per example; nplm.training.word2vec_update)."""
+    return 'output', ('sampled', self.proposal, self.num_samples)
+
+  def scores_per_example(self, training: bool, batch: int | None, shards: int) -> int:
+    """In training, the target's score and the k noise words' ((k+1) rows of D+1
+    gathered per example with --noise_per_example)."""
+    if training:
+      samples = self.num_samples + 1
+      return samples * (self.input_width + 1) if self.noise_per_example else samples
+    return super().scores_per_example(training, batch, shards)
+
+  @classmethod
   def from_config(cls, config, counts, input_width: int) -> 'NCEHead':
     return cls(vocab_size=len(counts), input_width=input_width,
                proposal=Proposal.from_counts(counts, config.proposal_power),

@@ -23,6 +23,24 @@ class TreeSoftmaxHead(nn.Module):
   tree: BinaryTree
 
   knobs = ('tree',)
+  output_rows = False  # Its rows are the tree's internal nodes, not the words.
+
+  @classmethod
+  def serves_word2vec(cls, name: str) -> bool:
+    del name  # Hierarchical softmax is word2vec's own (Mikolov et al. 2013a).
+    return True
+
+  def word2vec_output(self) -> tuple[str, tuple]:
+    """(the parameter of the node vectors, what word2vec's update reads: each word's
+    path; nplm.training.word2vec_update)."""
+    tree = self.tree
+    return 'nodes', ('tree', jnp.asarray(tree.paths), jnp.asarray(tree.bits),
+                     jnp.asarray(tree.mask))
+
+  def scores_per_example(self, training: bool, batch: int | None, shards: int) -> int:
+    """The path's nodes, each row of D+1 gathered (nplm.training.memory)."""
+    del training, batch, shards  # The same path in training and evaluation.
+    return self.tree.paths.shape[1] * (self.input_width + 1)
 
   @classmethod
   def config_errors(cls, config) -> list[str]:

@@ -10,7 +10,7 @@ works with direct connections unchanged.
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nplm import sparse_rows
+from nplm import heads, sparse_rows
 
 
 class NNLM(nn.Module):
@@ -24,6 +24,7 @@ class NNLM(nn.Module):
 
   language_model = True  # Gives p(w_t | the words before it).
   family = 'windows'  # Its feed (nplm.training.families).
+  recurrent = False  # Carries no state from one window to the next.
   knobs = ('order', 'feature_size', 'hidden_size', 'direct', 'dropout', 'tie_embeddings')
 
   @classmethod
@@ -54,6 +55,16 @@ class NNLM(nn.Module):
   def output_width(self) -> int:
     features = (self.order - 1) * self.feature_size
     return self.hidden_size + (features if self.direct else 0)
+
+  def activation_words(self, config, head, batch: int, evaluated: int,
+                       shards: int) -> tuple[int, int]:
+    """The activations in words (train step, evaluation step; nplm.training.memory), `batch`
+    and `evaluated` examples per device: per example x, the tanh units and the hidden
+    vector (kept and their gradients in training), and the head's scores."""
+    head_train, head_eval = heads.step_scores(head, config.eval_batch_size, shards)
+    per_example = ((self.order - 1) * self.feature_size + 2 * self.hidden_size
+                   + self.output_width)
+    return batch * (2 * per_example + head_train), evaluated * (per_example + head_eval)
 
   @nn.compact
   def __call__(self, context: jnp.ndarray, train: bool = False) -> jnp.ndarray:

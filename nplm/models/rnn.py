@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nplm import sparse_rows
+from nplm import heads, sparse_rows
 
 # Gate blocks of the fused input matmul, and state parts carried per layer.
 _GATES = {'rnn': 1, 'lstm': 4, 'gru': 3}
@@ -100,6 +100,7 @@ class RecurrentModel(nn.Module):
 
   language_model = True  # Gives p(w_t | the words before it).
   family = 'streams'  # Its feed (nplm.training.families).
+  recurrent = True  # Carries its state h_t from one segment to the next (nplm.lm).
   knobs = ('feature_size', 'hidden_size', 'num_layers', 'dropout', 'tie_embeddings',
            'bptt_length')  # bptt_length: the stream feed's (nplm.training.stream_feed).
 
@@ -128,6 +129,18 @@ class RecurrentModel(nn.Module):
   @property
   def output_width(self) -> int:
     return self.hidden_size
+
+  def activation_words(self, config, head, batch: int, evaluated: int,
+                       shards: int) -> tuple[int, int]:
+    """The activations in words (train step, evaluation step; nplm.training.memory), `batch`
+    and `evaluated` examples per device: per word L·(m + (g+2)·h), g gates, twice in
+    training for B streams × --bptt_length words; one stream of --eval_batch_size words on
+    every device in evaluation."""
+    del evaluated  # Evaluation reads one stream, whole on every device.
+    head_train, head_eval = heads.step_scores(head, config.eval_batch_size, shards)
+    per_word = self.num_layers * (self.feature_size + (_GATES[self.cell] + 2) * self.hidden_size)
+    return (batch * config.bptt_length * (2 * per_word + head_train),
+            config.eval_batch_size * (per_word + head_eval))
 
   def initial_state(self, batch_size: int) -> jnp.ndarray:
     """h_0 = 0 (and c_0 = 0): the state at the start of every epoch and of every split."""

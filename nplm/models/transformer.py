@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm import sparse_rows
+from nplm import heads, sparse_rows
 
 POSITIONS = ('sinusoidal', 'learned')
 
@@ -94,6 +94,7 @@ class Transformer(nn.Module):
 
   language_model = True  # Gives p(w_t | the words before it).
   family = 'windows'  # Its feed (nplm.training.families).
+  recurrent = False  # Each window is read afresh.
   trains_every_position = True  # Its loss covers a window's n-1 targets (nplm.lm).
   knobs = ('order', 'feature_size', 'hidden_size', 'num_layers', 'num_heads', 'positions',
            'dropout', 'tie_embeddings')
@@ -132,6 +133,20 @@ class Transformer(nn.Module):
   @property
   def output_width(self) -> int:
     return self.feature_size
+
+  def activation_words(self, config, head, batch: int, evaluated: int,
+                       shards: int) -> tuple[int, int]:
+    """The activations in words (train step, evaluation step; nplm.training.memory), `batch`
+    and `evaluated` examples per device: per window L·(n-1)·(9m + 2h + 2·heads·(n-1)), the
+    projections, the feed-forward layer and the attention logits and weights [heads, n-1,
+    n-1], twice in training, which scores all n-1 positions; evaluation holds one block's
+    (n-1)·(4m + h + heads·(n-1)) and scores the last position only."""
+    head_train, head_eval = heads.step_scores(head, config.eval_batch_size, shards)
+    context, m, h = self.order - 1, self.feature_size, self.hidden_size
+    per_window = context * (9 * m + 2 * h + 2 * self.num_heads * context)
+    one_block = context * (4 * m + h + self.num_heads * context)
+    return (batch * (2 * self.num_layers * per_window + context * head_train),
+            evaluated * (one_block + head_eval))
 
   def __call__(self, context: jnp.ndarray, train: bool = False) -> jnp.ndarray:
     """[batch, d]: the last position's vector, the one that predicts w_t."""

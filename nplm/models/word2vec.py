@@ -20,7 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nplm import sparse_rows
+from nplm import heads, sparse_rows
 
 ABSENT = -1  # A context slot without a word.
 
@@ -44,6 +44,7 @@ class _Word2Vec(nn.Module):
 
   language_model = False  # It predicts a word from both sides: no probability of a text.
   family = 'word2vec'  # Its feed (nplm.training.families).
+  recurrent = False
   # window, subsample: the word2vec feed's (nplm.training.word2vec_feed).
   knobs = ('feature_size', 'window', 'subsample', 'chunk_positions')
   # What word2vec's own update (nplm.training.word2vec_update) trains: (knob, its value).
@@ -59,10 +60,10 @@ class _Word2Vec(nn.Module):
         (config.chunk_positions >= 0 and config.batch_size % chunk_positions(config) == 0,
          f'--chunk_positions must be 0 (the whole batch), at least --batch_size or divide it '
          f'({config.batch_size}), got {config.chunk_positions}'),
-        (config.head in ('tree', 'negative_sampling'),
-         f'--model={config.model} trains by word2vec\'s own update, with --head=tree '
-         f'(hierarchical softmax) or --head=negative_sampling, not --head={config.head} '
-         f'(e.g. --flagfile={config.model}_ns)'),
+        (heads.serves_word2vec(config.head),
+         f'--model={config.model} trains by word2vec\'s own update, with '
+         f'{" or ".join(f"--head={name}" for name in heads.serving_word2vec())}, not '
+         f'--head={config.head} (e.g. --flagfile={config.model}_ns)'),
     ]
     checks += [(getattr(config, knob) == value,
                 f'--model={config.model} trains by word2vec\'s own SGD update (a rate per '
@@ -85,6 +86,16 @@ class _Word2Vec(nn.Module):
   @property
   def output_width(self) -> int:
     return self.feature_size
+
+  def update_words(self, config, head, batch: int, examples: int) -> int:
+    """Words word2vec's update holds for `batch` positions of `examples` each
+    (nplm.training.word2vec_update): the batch's examples (context ids, their rows, labels
+    and counts), and one chunk's vectors read, output rows read and their updates."""
+    kind, *read = head.word2vec_output()[1]
+    rows = read[0].shape[1] if kind == 'tree' else read[1] + 1  # A path's nodes; k + 1.
+    chunk, window = min(chunk_positions(config), batch), config.window
+    return (batch * (4 * window + 3 * examples * rows)
+            + chunk * self.feature_size * (4 * window + 2 * examples * rows + examples))
 
   def vectors(self, words: jnp.ndarray) -> jnp.ndarray:
     """C(w) of each word; an ABSENT slot reads row 0, which its caller leaves out."""
@@ -111,6 +122,15 @@ class CBOW(_Word2Vec):
   def examples(windows: jnp.ndarray, centers: jnp.ndarray, mask: jnp.ndarray):
     """(context, targets, mask) of the training examples: one per position."""
     return windows, centers, mask
+
+  def activation_words(self, config, head, batch: int, evaluated: int,
+                       shards: int) -> tuple[int, int]:
+    """(word2vec's update in training, evaluation) in words (nplm.training.memory): in
+    evaluation, per position the 2c context vectors, their mean and the head's scores."""
+    _, head_eval = heads.step_scores(head, config.eval_batch_size, shards)
+    m = self.feature_size
+    return (self.update_words(config, head, batch, examples=1),
+            evaluated * (2 * config.window * m + m + head_eval))
 
   def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray,
                       whole_distribution: bool = False) -> jnp.ndarray:
@@ -139,6 +159,19 @@ class SkipGram(_Word2Vec):
     targets = jnp.where(windows == ABSENT, 0, windows).reshape(-1)
     present = (windows != ABSENT).astype(mask.dtype) * mask[:, None]
     return context, targets, present.reshape(-1)
+
+  def activation_words(self, config, head, batch: int, evaluated: int,
+                       shards: int) -> tuple[int, int]:
+    """(word2vec's update in training, evaluation) in words (nplm.training.memory): in
+    evaluation, per position one full distribution (heads with output rows: log_probs,
+    whole_distribution) or the 2c pairs' scores."""
+    pairs = 2 * config.window
+    if head.output_rows:
+      per_position = heads.step_scores(head, None, shards)[1] + pairs
+    else:
+      per_position = pairs * heads.step_scores(head, config.eval_batch_size, shards)[1]
+    return (self.update_words(config, head, batch, examples=pairs),
+            evaluated * (self.feature_size + per_position))
 
   def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray,
                       whole_distribution: bool = False) -> jnp.ndarray:

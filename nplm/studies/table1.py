@@ -186,7 +186,7 @@ class Table:
     if row.ngram:
       return {'model': row.name, 'n': row.order, 'mix': False}
     config = self.network_config(row.mixes or row.name)
-    windows = model_class(config.model).family == 'windows'  # n: the window's order.
+    windows = 'order' in model_class(config.model).knobs  # n: the window's order.
     return {'model': row.name, 'n': config.order if windows else None,
             'h': config.hidden_size,
             'm': config.feature_size, 'direct': config.direct, 'mix': bool(row.mixes),

@@ -62,6 +62,19 @@ class Feed:
     the refusal of a train split shorter than one example (run_checks.check_corpus)."""
     raise NotImplementedError
 
+  @classmethod
+  def epoch_examples(cls, config, lm, train: int) -> tuple[str, int, int, str, int]:
+    """(the batch as said, what it holds, what an epoch of `train` tokens holds, of what,
+    the largest useful --batch_size), in what --batch_size counts for this feed (Config's
+    help), for the warning of a batch larger than an epoch (run_checks.check_corpus)."""
+    raise NotImplementedError
+
+  @classmethod
+  def data_words(cls, config, split_sizes: dict, data: int) -> int:
+    """The words (int32) of the splits (`split_sizes`: tokens) this feed keeps on each of
+    the `data` devices (nplm.training.memory)."""
+    raise NotImplementedError
+
   def __init__(self, config, lm, splits: dict, boundary_id: int, mesh=None,
                num_models: int = 1, prefixes: dict[str, int] | None = None):
     """`prefixes` {split: tokens}: the first tokens of those splits placed too, once, as

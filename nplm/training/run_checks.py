@@ -6,7 +6,6 @@ import logging
 import os
 
 from nplm import models, paths
-from nplm.data import batching
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.display import counted
 from nplm.training.families import feed_of
@@ -44,16 +43,16 @@ def check_corpus(config: Config, lm, split_sizes: dict) -> None:
   --batch_size larger than an epoch's examples is said in a warning: its one update a step
   holds the whole epoch and the rest padding (a tiny corpus under a recipe's batch trains,
   and memory.require_fit has refused what cannot fit)."""
-  flag, span, what = feed_of(lm.model).example_span(config)
+  feed = feed_of(lm.model)
+  flag, span, what = feed.example_span(config)
   value = getattr(config, flag[2:])
   train = split_sizes['train']
   dataset = f'--dataset={paths.shown_dataset(config.dataset)}'
   if train < span:
     raise ConfigError(f'{flag}={value} {what}, and the train split of {dataset} has '
                       f'{counted(train, "token")}: lower {flag} or train on a larger corpus')
-  epoch = epoch_examples(config, lm, train)
-  if epoch is not None and epoch[1] > epoch[2]:
-    batch, held, examples, noun, largest = epoch
+  batch, held, examples, noun, largest = feed.epoch_examples(config, lm, train)
+  if held > examples:
     log.warning('%s is more than the %s of an epoch on the train split of %s: each epoch is '
                 'one update, %.0f%% of it padding, computed and held for nothing; the largest '
                 'useful --batch_size is %s', batch, counted(examples, noun), dataset,
@@ -72,24 +71,3 @@ def warn_untrained_unk(corpus) -> None:
                 'hold %s and %s unknown tokens: each costs what the model learned for a token '
                 'it never saw; leave --unk_max_count out to train <unk> on the words seen once',
                 f'{unknown["valid"]:,}', f'{unknown["test"]:,}')
-
-
-def epoch_examples(config: Config, lm, train: int) -> tuple[str, int, int, str, int] | None:
-  """(the batch as said, what it holds, what an epoch holds, of what, the largest useful
-  --batch_size), in what --batch_size counts in the model's family (Config's help): n-gram
-  windows (the Transformer's, one every n-1 positions), word2vec's positions (before
-  subsampling), recurrent models' B streams of --bptt_length words. None for another
-  family's feed, which this does not know."""
-  family, batch = lm.model.family, config.batch_size
-  if family == 'streams':
-    length = config.bptt_length
-    return (f'--batch_size={batch:,} streams × --bptt_length={length:,} = '
-            f'{counted(batch * length, "word")}', batch * length, train, 'word',
-            train // length)
-  if family == 'word2vec':
-    return f'--batch_size={batch:,} positions', batch, train, 'position', train
-  if family == 'windows':
-    stride = config.order - 1 if lm.trains_every_position else 1
-    windows = batching.strided_count(train, stride)
-    return f'--batch_size={batch:,} windows', batch, windows, 'window', windows
-  return None

@@ -21,6 +21,7 @@ import numpy as np
 from flax.training import train_state
 
 from nplm import parallel, sparse_rows
+from nplm.display import counted
 from nplm.data import streams
 from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.training import optimizer
@@ -33,6 +34,10 @@ class RecurrentTrainState(train_state.TrainState):
 
 def _segment(array, index, length: int):
   return jax.lax.dynamic_slice_in_dim(array, index * length, length, axis=1)
+
+
+def _ceil(a: int, b: int) -> int:
+  return -(-a // b)
 
 
 class StreamFeed(Feed):
@@ -48,6 +53,23 @@ class StreamFeed(Feed):
   def example_span(cls, config) -> tuple[str, int, str]:
     length = config.bptt_length
     return '--bptt_length', length, f'trains on segments of {length:,} tokens'
+
+  @classmethod
+  def epoch_examples(cls, config, lm, train: int) -> tuple[str, int, int, str, int]:
+    """B streams of --bptt_length words."""
+    batch, length = config.batch_size, config.bptt_length
+    return (f'--batch_size={batch:,} streams × --bptt_length={length:,} = '
+            f'{counted(batch * length, "word")}', batch * length, train, 'word',
+            train // length)
+
+  @classmethod
+  def data_words(cls, config, split_sizes: dict, data: int) -> int:
+    """Words, targets and mask of the B streams (split over 'data'), and of the one stream
+    an evaluation reads, in segments of --eval_batch_size."""
+    streams, length = config.batch_size, config.bptt_length
+    per_stream = _ceil(_ceil(split_sizes.get('train', 0), streams), length) * length
+    longest, segment = max(split_sizes.values()), config.eval_batch_size
+    return 3 * (_ceil(streams, data) * per_stream + _ceil(longest, segment) * segment)
 
   @classmethod
   def example(cls, config, lm) -> tuple:

@@ -66,6 +66,20 @@ class WindowFeed(Feed):
     return '--order', config.order, f'reads windows of {config.order:,} tokens'
 
   @classmethod
+  def epoch_examples(cls, config, lm, train: int) -> tuple[str, int, int, str, int]:
+    """n-gram windows (a model that trains every position: one every n-1 positions)."""
+    stride = config.order - 1 if lm.trains_every_position else 1
+    windows = batching.strided_count(train, stride)
+    batch = config.batch_size
+    return f'--batch_size={batch:,} windows', batch, windows, 'window', windows
+
+  @classmethod
+  def data_words(cls, config, split_sizes: dict, data: int) -> int:
+    """Each split padded by n-1 boundary tokens, whole on every device."""
+    del data
+    return sum(n + config.order - 1 for n in split_sizes.values())
+
+  @classmethod
   def example(cls, config, lm) -> tuple:
     return jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
 

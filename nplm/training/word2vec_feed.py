@@ -38,7 +38,6 @@ from jax.sharding import PartitionSpec as P
 from nplm import parallel
 from nplm.data import batching
 from nplm.errors import ConfigError
-from nplm.heads import OUTPUT_ROW_HEADS
 from nplm.models.word2vec import ABSENT, chunk_positions
 from nplm.training import optimizer, word2vec_update
 from nplm.training.feed import Feed
@@ -138,6 +137,19 @@ class Word2VecFeed(Feed):
   scoring_layout = (None, 'data')  # The split's padded stream; positions.
 
   @classmethod
+  def epoch_examples(cls, config, lm, train: int) -> tuple[str, int, int, str, int]:
+    """Positions (before subsampling)."""
+    batch = config.batch_size
+    return f'--batch_size={batch:,} positions', batch, train, 'position', train
+
+  @classmethod
+  def data_words(cls, config, split_sizes: dict, data: int) -> int:
+    """Each split padded by c on both sides, and the epoch's subsampled stream."""
+    del data
+    pad = 2 * config.window
+    return sum(n + pad for n in split_sizes.values()) + split_sizes['train'] + pad
+
+  @classmethod
   def example_span(cls, config) -> tuple[str, int, str]:
     span = 2 * config.window + 1
     return '--window', span, f'reads the {span:,} tokens around a word'
@@ -227,12 +239,7 @@ class Word2VecFeed(Feed):
 
   def output_vectors(self):
     """(the head's parameter holding the output vectors, how word2vec_update reads them)."""
-    head = self.lm.head
-    if self.config.head == 'tree':
-      tree = head.tree
-      return 'nodes', ('tree', jnp.asarray(tree.paths), jnp.asarray(tree.bits),
-                       jnp.asarray(tree.mask))
-    return 'output', ('sampled', head.proposal, head.num_samples)
+    return self.lm.head.word2vec_output()
 
   def update(self, state, hyperparameters, stream, epoch_positions, index, run_rng):
     config, batch_size = self.config, self.config.batch_size
@@ -287,7 +294,7 @@ class Word2VecFeed(Feed):
   def whole_distribution(self) -> bool:
     """Heads whose log_prob normalizes over every output row score a position's context
     words from one distribution; the tree, class and adaptive heads score each pair."""
-    return self.config.head in OUTPUT_ROW_HEADS
+    return self.lm.head.output_rows
 
   def score(self, params, stream, positions):
     """The model's own exact log-prob of each position, with the full window: [B] (CBOW:

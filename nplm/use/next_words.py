@@ -55,7 +55,7 @@ class NextWords:
   def __init__(self, lm, params: dict, boundary_id: int):
     self.lm, self.boundary_id = lm, boundary_id
     self.variables = lm.variables_of(params)
-    self.recurrent = lm.model.family == 'streams'
+    self.recurrent = lm.model.recurrent
 
   def start(self, prompts) -> np.ndarray | RecurrentState:
     prompts = np.asarray(prompts, np.int32).reshape(len(prompts), -1)
