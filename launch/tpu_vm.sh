@@ -67,7 +67,7 @@ if [[ ${SETUP:-1} != 0 ]]; then
       git clone -q --branch $(quote "$REPO_REF") $(quote "$REPO_URL") nplm
     fi
     cd nplm && $(quote "$PYTHON") -m venv .venv
-    .venv/bin/pip install -q -r requirements.txt 'jax[tpu]'"
+    .venv/bin/pip install -q -e '.[tf,tpu]'"
 fi
 
 # Ours last: a typed flag wins over a flagfile's, and of two typed the last wins, so no
