@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from nplm import display, flagfiles
-from nplm.config import Config, ConfigError
+from nplm.config import Config, ConfigError, config_class
 from nplm.data.lines import read_lines
 from nplm.use import completion, embeddings, evaluation, generation, prediction, sentences
 from nplm.use.trained import load_trained
@@ -48,8 +48,9 @@ def _configs(given) -> Config | list[Config]:
   if isinstance(given, Config):
     return given
   if isinstance(given, dict):
-    refuse_unknown(given, Config, 'setting', '`nplm train --help` lists the settings')
-    return Config(**given)
+    config = config_class(given.get('model', ''), given.get('head', ''))
+    refuse_unknown(given, config, 'setting', '`nplm train --help` lists the settings')
+    return config(**given)
   if isinstance(given, str):
     given = given.split()
   if isinstance(given, (list, tuple)) and given and all(isinstance(c, Config) for c in given):

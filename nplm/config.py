@@ -1,32 +1,28 @@
-"""The configuration of one run: every knob, its group, its default and what it means.
+"""The configuration of one run: the run's own settings, and a field per knob of the models
+and heads (each declared in its component's file: nplm.knobs).
 
-The trainer's flags (`nplm train`, nplm/cli) are generated from this dataclass, so a field
-added here is a command-line flag there, with its help text, under its group. The lists of
-fields that play a part (which resume, which are per model, which name the data) are all
-derived from the groups, below the class.
+`Config` is a frozen dataclass assembled, when first used, from the run's settings declared
+below (data, optimizer, run bounds, observation, devices, per-model) and the knobs the
+registries' models and heads declare; `config_class(model, head)` adds those of a model or
+head named by its import path. The trainer's flags (`nplm train`, nplm/cli), flagfiles,
+`--help` and run.json come from its fields, with their groups and help texts. The lists of
+fields that play a part (which resume, which are per model, which name the data) derive
+from the groups, below the class. This module imports no component: it asks the registries
+(names and import paths) for them, and `import nplm.config` loads neither Flax nor TFDS.
 """
 
 import dataclasses
+import functools
 from typing import Any
 
-from nplm import heads, models, paths
+from nplm import components, heads, models, paths
+from nplm.components import ComponentImportError
 from nplm.errors import ConfigError
+from nplm.knobs import (DATA, DEVICES, HEAD, MODEL, OBSERVATION, OPTIMIZER, PER_MODEL,
+                        RUN_BOUNDS, Knob)
 
-__all__ = ['Config', 'ConfigError']
+__all__ = ['Config', 'ConfigError', 'config_class']
 
-
-# The groups of fields, in the order --help shows them. What a group is for decides what a
-# change to one of its fields means: a run resumes, and a finished run is reused, across
-# changes to run bounds, observation and devices (and to where the data lies); models trained
-# together (nplm.trainer.run given a list) differ only in their per-model hyperparameters.
-DATA = 'data'
-MODEL = 'model'
-HEAD = 'head'
-OPTIMIZER = 'optimizer'
-RUN_BOUNDS = 'run bounds'
-OBSERVATION = 'observation'
-DEVICES = 'devices'
-PER_MODEL = 'per-model hyperparameters'
 GROUPS = (DATA, MODEL, HEAD, OPTIMIZER, RUN_BOUNDS, OBSERVATION, DEVICES, PER_MODEL)
 GROUP_HELP = {
     DATA: 'which text, how it is cut into tokens and splits, and the vocabulary',
@@ -41,7 +37,7 @@ GROUP_HELP = {
 # Roles of some data fields: where the data lies (no effect on the numbers), how the text
 # is cut into splits.
 LOCATION = 'location'
-SPLITS = 'splits'
+SPLIT_CUT = 'split cut'
 
 
 # --eval_splits=auto scores the train split up to this many tokens: a pass over it costs an
@@ -57,7 +53,8 @@ def _knob(group: str, default: Any, help_text: str, role: str = '') -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class RunSettings:
+  """The run's own settings, and what a Config does (Config: these and the knobs)."""
   # The groups' fields in the order --help shows them; a flagfile sets any of them.
   dataset: str = _knob(DATA, 'brown', "The corpus: brown (the paper's), text:DIR (train.txt, "
                        'valid.txt, test.txt), text:FILE (cut by lines) or '
@@ -84,70 +81,21 @@ class Config:
                               'no bound.')
   train_tokens: int = _knob(DATA, 0, "brown: the first this-many tokens train (0: the paper's "
                             '800,000); text:FILE: the lines of the first this-many.',
-                            role=SPLITS)
+                            role=SPLIT_CUT)
   valid_tokens: int = _knob(DATA, 0, 'The next this-many validate (0: brown 200,000; '
                             'text:FILE by --split_fractions); the rest is the test split.',
-                            role=SPLITS)
+                            role=SPLIT_CUT)
   split_fractions: str = _knob(DATA, '0.8,0.1,0.1', 'text:FILE: the train, valid, test shares '
-                               'of its lines (unless --train_tokens).', role=SPLITS)
+                               'of its lines (unless --train_tokens).', role=SPLIT_CUT)
   tfds_splits: str = _knob(DATA, 'train,validation,test', 'tfds: the TFDS splits read as '
                            'train, valid and test (slices allowed: '
-                           'train[:95%],train[95%:],test).', role=SPLITS)
+                           'train[:95%],train[95%:],test).', role=SPLIT_CUT)
 
   model: str = _knob(MODEL, 'nnlm', f'{", ".join(models.MODELS)} (nplm.models), or '
                      'module.path:Name, a model class of your own with their interface.')
-  order: int = _knob(MODEL, 5, 'nnlm, transformer: n, the model predicts w_t from the n-1 '
-                     'previous words.')
-  feature_size: int = _knob(MODEL, 30, 'm: size of each word feature vector C(w) (the '
-                            'embedding).')
-  hidden_size: int = _knob(MODEL, 100, 'h: hidden units (nnlm: tanh units, 0 = none, needs '
-                           '--direct; recurrent: the state of each layer; transformer: the '
-                           'feed-forward width).')
-  direct: bool = _knob(MODEL, False, 'nnlm: direct connections W x from the word features to '
-                       'the output.')
-  num_layers: int = _knob(MODEL, 1, 'Recurrent models: stacked recurrent layers; transformer: '
-                          'blocks.')
-  num_heads: int = _knob(MODEL, 1, 'transformer: attention heads per block (must divide '
-                         '--feature_size, d_model).')
-  positions: str = _knob(MODEL, 'sinusoidal', 'transformer: positional encodings, sinusoidal '
-                         '(Vaswani et al. 2017) or learned.')
-  dropout: float = _knob(MODEL, 0.0, 'Dropout rate in training: nnlm on x and on the tanh '
-                         'units; recurrent models on the embeddings, between layers and on '
-                         'the last layer (Zaremba et al. 2014); transformer on the input '
-                         'sums and each residual branch.')
-  tie_embeddings: bool = _knob(MODEL, False, 'The output rows are the input embedding C '
-                               "(needs --hidden_size's output as wide as --feature_size).")
-  window: int = _knob(MODEL, 5, 'cbow, skipgram: c, the largest window radius; each position '
-                      'draws its radius from 1 … c in training.')
-  subsample: float = _knob(MODEL, 0.0, 'cbow, skipgram: t, frequent words are kept with '
-                           'probability (√(f/tN) + 1)·tN/f each epoch (Mikolov et al. 2013b; '
-                           'word2vec: 1e-3); 0 = keep every token.')
-  chunk_positions: int = _knob(MODEL, 128, 'cbow, skipgram: positions whose updates are '
-                               'summed from one reading of the vectors (skip-gram with '
-                               'negative sampling: as many pairs as they hold on average); a '
-                               'step applies its --batch_size positions this many at a time, '
-                               'one chunk after another, as word2vec updates one after '
-                               'another (0: the whole batch at once, for an accelerator). A '
-                               'chunk of 128 stays in a CPU\'s cache.')
 
   head: str = _knob(HEAD, 'softmax', f'{", ".join(heads.HEADS)} (nplm.heads), or '
                     'module.path:Name, a head class of your own with their interface.')
-  num_classes: int = _knob(HEAD, 0, 'class head: number of frequency-binned classes (0 = '
-                           '√|V|).')
-  tree: str = _knob(HEAD, 'huffman', 'tree head: huffman (from training counts) or balanced.')
-  num_samples: int = _knob(HEAD, 100, 'k: words sampled per update by the is, nce and '
-                           'negative_sampling heads, shared by the minibatch (unless '
-                           '--noise_per_example).')
-  noise_per_example: bool = _knob(HEAD, False, 'nce, negative_sampling: k noise words drawn '
-                                  'for each example, as word2vec does, not k shared by the '
-                                  'minibatch (one dense matmul, but every example meets the '
-                                  'same few noise words). cbow and skipgram always draw per '
-                                  'example (word2vec\'s own update).')
-  proposal_power: float = _knob(HEAD, 1.0, 'α: the sampling heads draw from Q ∝ count^α (1 = '
-                                'the unigram, 0 = uniform).')
-  adaptive_cutoffs: str = _knob(HEAD, '', 'adaptive head: comma-separated ids where the tail '
-                                'clusters start (empty = where the words cover 80% and 95% '
-                                'of the training tokens).')
 
   optimizer: str = _knob(OPTIMIZER, 'adamw', 'sgd (the paper; updates only the rows of C and '
                          'of sampled or tree output layers a step reads, decay paid lazily), '
@@ -178,8 +126,6 @@ class Config:
   batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
                           '(recurrent models: parallel streams B, each giving --bptt_length '
                           'words).')
-  bptt_length: int = _knob(OPTIMIZER, 35, 'Recurrent models: T, words per segment of '
-                           'truncated BPTT.')
   dtype: str = _knob(OPTIMIZER, 'float32', 'The train step\'s arithmetic: float32, or bfloat16 '
                      '(matmuls and activations in bfloat16; parameters, optimizer state, '
                      'scores\' log-sum-exp and losses in float32). Evaluation is float32.')
@@ -249,12 +195,17 @@ class Config:
   def batch_order_seed(self) -> int:
     return self.seed if self.data_seed == -1 else self.data_seed
 
-  @classmethod
-  def from_saved(cls, saved: dict[str, Any]) -> 'Config':
-    """The config a run recorded; knobs added since it ran take their defaults, which
-    compute what the code did before they existed."""
-    known = {field.name for field in dataclasses.fields(cls)}
-    return cls(**{name: value for name, value in saved.items() if name in known})
+  @staticmethod
+  def from_saved(saved: dict[str, Any]) -> 'Config':
+    """The config a run recorded (of the config_class of its model and head); knobs added
+    since it ran take their defaults, which compute what the code did before they existed,
+    and knobs of components no longer there are left out."""
+    try:
+      config = config_class(saved.get('model', ''), saved.get('head', ''))
+    except ComponentImportError:  # Its own model or head is not installed here: its knobs
+      config = config_class()     # are left out; building it says what is missing.
+    known = {field.name for field in dataclasses.fields(config)}
+    return config(**{name: value for name, value in saved.items() if name in known})
 
   def resolved(self) -> 'Config':
     """This config with its source's defaults filled in (--unk_max_count -1; its split when
@@ -299,10 +250,11 @@ class Config:
     directory). --unk_max_count is left to the caller's comparison of the vocabularies it
     gives (a text run recorded with 0 is today's default -1 on a text that has its own
     <unk>: the same vocabulary)."""
-    saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
-    problems = [f'{name}: checkpoint has {saved[name]!r}, this run has {value!r}'
+    saved = self.from_saved(saved).resolved().absolute_paths().to_dict()
+    problems = [f'{name}: checkpoint has {saved.get(name)!r}, this run has {value!r}'
                 for name, value in self.resolved().absolute_paths().to_dict().items()
-                if name not in (*RESUMABLE_FIELDS, 'unk_max_count') and saved[name] != value]
+                if name not in (*RESUMABLE_FIELDS, 'unk_max_count')
+                and saved.get(name) != value]
     for name in ('valid_tokens_per_eval', 'eval_every'):  # Early stopping compares them.
       if saved[name] != getattr(self, name):
         problems.append(f'{name}: checkpoint has {saved[name]!r}, this run has '
@@ -317,38 +269,24 @@ class Config:
     """Whether a finished run recorded with config `saved` is this config's run: equal in
     every field but OBSERVING_FIELDS (those leave its numbers as they are); paths compare
     absolute, as incompatibilities()."""
-    saved = Config.from_saved(saved).resolved().absolute_paths().to_dict()
-    return all(saved[name] == value
+    saved = self.from_saved(saved).resolved().absolute_paths().to_dict()
+    return all(saved.get(name) == value
                for name, value in self.resolved().absolute_paths().to_dict().items()
                if name not in OBSERVING_FIELDS)
 
 
 def _fields(groups=GROUPS, role=None) -> tuple[str, ...]:
-  return tuple(field.name for field in dataclasses.fields(Config)
+  return tuple(field.name for field in dataclasses.fields(RunSettings)
                if field.metadata['group'] in groups
                and role in (None, field.metadata['role']))
 
 
 # The fields that are paths (a text: dataset's path is one more, inside --dataset).
 _PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
-
-
-def default_of(name: str) -> Any:
-  return Config.__dataclass_fields__[name].default
-
-
-def group_of(name: str) -> str:
-  return Config.__dataclass_fields__[name].metadata['group']
-
-
-# The knobs read by some models or heads only (their `knobs`): --bptt_length is the
-# recurrent models'.
-COMPONENT_KNOBS = tuple(name for name in _fields([MODEL, HEAD])
-                        if name not in ('model', 'head')) + ('bptt_length',)
 # Which corpus a run reads (nplm.data.datasets.load_dataset).
 DATA_FIELDS = _fields([DATA])
 # Where another dataset lies and how it is cut (the model's tokens and vocabulary stay).
-LOCATION_AND_SPLIT_FIELDS = _fields([DATA], LOCATION) + _fields([DATA], SPLITS)
+LOCATION_AND_SPLIT_FIELDS = _fields([DATA], LOCATION) + _fields([DATA], SPLIT_CUT)
 # A run resumes with other values of these: they bound or observe the run, or lay it out
 # over devices, but do not change what one update computes.
 RESUMABLE_FIELDS = (_fields([RUN_BOUNDS, OBSERVATION, DEVICES])
@@ -358,5 +296,101 @@ OBSERVING_FIELDS = _fields([OBSERVATION, DEVICES]) + _fields([DATA], LOCATION)
 # Models trained together differ only in these (each has a workdir of its own).
 PER_MODEL_FIELDS = _fields([PER_MODEL]) + ('workdir',)
 # The per-model values that enter the train step as traced arrays (nplm.training.optimizer).
-HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(Config)
+HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(RunSettings)
                         if field.metadata['group'] == PER_MODEL and field.type is float)
+
+
+def config_class(model: str = '', head: str = '') -> type:
+  """Config: RunSettings and a field per knob that the registries' models and heads declare
+  (nplm.knobs); with `model` or `head` named by its import path (module.path:Name), a
+  subclass that adds the knobs of its own. Assembled once each: it imports the components."""
+  own_model = model if components.is_import_path(model) else ''
+  own_head = head if components.is_import_path(head) else ''
+  return _with_own_knobs(own_model, own_head) if own_model or own_head else _assembled()
+
+
+@functools.cache
+def _assembled() -> type:
+  knobs = _declared({name: models.model_class(name) for name in models.MODELS}, MODEL)
+  for name, knob in _declared({name: heads.head_class(name) for name in heads.HEADS},
+                              HEAD).items():
+    if name in knobs:
+      raise ValueError(f'--{name} is declared by a model and by a head: one reader owns it')
+    knobs[name] = knob
+  return _dataclass(knobs, RunSettings)
+
+
+@functools.cache
+def _with_own_knobs(model: str, head: str) -> type:
+  own = _declared({model: models.model_class(model)} if model else {}, MODEL)
+  own.update(_declared({head: heads.head_class(head)} if head else {}, HEAD))
+  base = _assembled()
+  for name, knob in own.items():
+    if name in base.__dataclass_fields__ and knob.default != default_of(name):
+      raise ConfigError(f'{model if model and name in models.model_class(model).knobs else head}'
+                        f' declares --{name} with the default {knob.default!r}, and nplm\'s '
+                        f'--{name} is {default_of(name)!r}: declare the same default, or name '
+                        'a knob of its own')
+  added = {name: knob for name, knob in own.items() if name not in base.__dataclass_fields__}
+  return _dataclass(added, base)
+
+
+def _declared(readers: dict[str, type], group: str) -> dict[str, Knob]:
+  """Each knob that the components (`readers`: name -> class) declare, as one Knob: its
+  group, its default (the same for every reader, or a ValueError), and its meaning for each
+  reader ('nnlm: ...; transformer: ...'; one meaning alone where every reader shares it)."""
+  meanings, declared = {}, {}
+  for reader, component in readers.items():
+    for name, knob in component.knobs.items():
+      if name in RunSettings.__dataclass_fields__:
+        raise ValueError(f'{reader} declares --{name}, a setting of the run itself')
+      first = declared.setdefault(name, knob)
+      if (first.default, first.group) != (knob.default, knob.group):
+        raise ValueError(f'--{name} is declared with other defaults or groups by its '
+                         f'readers ({reader}: {knob.default!r})')
+      meanings.setdefault(name, {}).setdefault(knob.help, []).append(reader)
+  return {name: Knob(knob.default, _meaning(meanings[name], list(readers)),
+                     knob.group or group) for name, knob in declared.items()}
+
+
+def _meaning(by_text: dict[str, list[str]], every: list[str]) -> str:
+  """The help of a knob: its meaning, after the names of its readers unless all read it."""
+  if len(by_text) == 1 and len(next(iter(by_text.values()))) == len(every):
+    return next(iter(by_text))
+  return '; '.join(f'{", ".join(readers)}: {_after_colon(text.rstrip("."))}'
+                   for text, readers in by_text.items()) + '.'
+
+
+def _after_colon(text: str) -> str:
+  """'Dropout rate …' as 'dropout rate …' after a reader's name; a symbol ('T: …') kept."""
+  return text[0].lower() + text[1:] if text[1:2].islower() else text
+
+
+
+def _dataclass(knobs: dict[str, Knob], base: type) -> type:
+  fields = [(name, type(knob.default), _knob(knob.group, knob.default, knob.help))
+            for name, knob in knobs.items()]
+  return dataclasses.make_dataclass('Config', fields, bases=(base,), frozen=True,
+                                    namespace={'__module__': __name__})
+
+
+def component_knobs() -> tuple[str, ...]:
+  """The knobs of the registries' models and heads (a chosen one reads some of them)."""
+  return tuple(name for name in _assembled().__dataclass_fields__
+               if name not in RunSettings.__dataclass_fields__)
+
+
+def default_of(name: str) -> Any:
+  return _assembled().__dataclass_fields__[name].default
+
+
+def group_of(name: str) -> str:
+  return _assembled().__dataclass_fields__[name].metadata['group']
+
+
+def __getattr__(name: str) -> Any:
+  """`Config` is assembled when first asked for (PEP 562): `import nplm.config` alone imports
+  no component."""
+  if name == 'Config':
+    return _assembled()
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -9,7 +9,7 @@ from pathlib import Path
 from absl import flags
 
 from nplm import recipes
-from nplm.config import Config, ConfigError
+from nplm.config import Config, ConfigError, config_class
 
 _DEFINE_BY_TYPE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
                    float: flags.DEFINE_float, str: flags.DEFINE_string}
@@ -20,13 +20,29 @@ CONFIG_FLAGS_MODULE = 'nplm.config'
 
 
 def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
-                        names: tuple[str, ...] | None = None) -> None:
-  """A flag per Config field (or per field in `names`), with the field's help text."""
-  for field in dataclasses.fields(Config):
-    if names is None or field.name in names:
+                        names: tuple[str, ...] | None = None, config=Config) -> None:
+  """A flag per field of `config` (or per field in `names`) not defined yet, with the
+  field's help text."""
+  for field in dataclasses.fields(config):
+    if (names is None or field.name in names) and field.name not in flag_values:
       _DEFINE_BY_TYPE[field.type](field.name, _CLI_DEFAULTS.get(field.name, field.default),
                                   field.metadata['help'], flag_values=flag_values,
                                   module_name=CONFIG_FLAGS_MODULE)
+
+
+def define_own_knob_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS):
+  """The flags of the knobs of a model and head that argv (its flagfiles' flags first) names
+  by import path: a component of the user's own brings its own (nplm.config.config_class).
+  Returns the config class they make."""
+  named = {'model': '', 'head': ''}
+  for arg in argv:
+    name, equals, value = arg.lstrip('-').partition('=')
+    if equals and name in named:
+      named[name] = value
+  config = config_class(**named)
+  if 'model' in flag_values:  # A program that takes the model's knobs.
+    define_config_flags(flag_values, config=config)
+  return config
 
 
 def config_from_flagfile(path: str | Path, **overrides) -> Config:
@@ -42,12 +58,14 @@ def config_from_flags(typed: Sequence[str]) -> Config:
   ConfigError."""
   flag_values = flags.FlagValues()
   define_config_flags(flag_values)
+  argv = flagfiles_first(['config_from_flags', *typed])
+  config = define_own_knob_flags(argv, flag_values)
   try:
-    flag_values(flagfiles_first(['config_from_flags', *typed]))
+    flag_values(argv)
   except flags.Error as error:
     shown = ' '.join(typed)
     raise ConfigError(f'{shown}: {" ".join(str(error).split())}') from None
-  return Config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(Config)})
+  return config(**{f.name: flag_values[f.name].value for f in dataclasses.fields(config)})
 
 
 _FLAGFILE_PREFIXES = ('--flagfile=', '-flagfile=')

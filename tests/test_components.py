@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nplm import heads, models
-from nplm.config import COMPONENT_KNOBS, Config, ConfigError
+from nplm.config import Config, ConfigError, component_knobs
 from nplm.models.nnlm import NNLM
 from nplm.training.config_checks import validated
 
@@ -54,7 +54,7 @@ class WiderNNLM(NNLM):
 def test_the_registries_name_what_the_lists_here_say():
   assert list(models.MODELS) == list(MODEL_READS)
   assert list(heads.HEADS) == list(HEAD_READS)
-  assert set(COMPONENT_KNOBS) == set(OTHER_VALUES)
+  assert set(component_knobs()) == set(OTHER_VALUES)
   for name, reads in MODEL_READS.items():
     assert set(models.model_class(name).knobs) == reads, name
   for name, reads in HEAD_READS.items():

@@ -67,11 +67,11 @@ def test_version_names_the_installed_package(monkeypatch, capsys):
 
 
 
-# The package's layers, lower first (WORKSPACE.md's layout): a module imports only from its
-# own layer or lower ones, so data flows one way and any layer can be read without the ones
-# above it.
+# The package's layers, lower first (docs/architecture.md's file map): a module imports only
+# from its own layer or lower ones, so data flows one way and any layer can be read without
+# the ones above it.
 LAYERS = (
-    ('errors', 'paths', 'files', 'components', 'display', 'perplexity', 'parallel',
+    ('errors', 'knobs', 'paths', 'files', 'components', 'display', 'perplexity', 'parallel',
      'stop_requests', 'sparse_rows', 'config', 'recipes', 'flagfiles'),
     ('data',),
     ('models', 'heads', 'lm', 'ngram'),
@@ -92,7 +92,7 @@ ASKED_BY_CONFIG = {'models', 'heads', 'data'}
 def _layer(module: str) -> int:
   top = module.split('.')[1]
   layers = [i for i, names in enumerate(LAYERS) if top in names]
-  assert layers, f'{module} is in no layer: add nplm.{top} to LAYERS and WORKSPACE.md'
+  assert layers, f'{module} is in no layer: add nplm.{top} to LAYERS and docs/architecture.md'
   return layers[0]
 
 

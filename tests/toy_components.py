@@ -1,10 +1,12 @@
-"""A model, a head and a source of a user's own package, written by WORKSPACE's recipe
+"""A model, two heads and a source of a user's own package, written by WORKSPACE's recipe
 ("Adding things") outside nplm/, and named on the command line by their import paths:
 
-  nplm train --model=tests.toy_components:MeanOfContext \
+  nplm train --model=tests.toy_components:MeanOfContext --context_scale=2 \
       --head=tests.toy_components:PlainSoftmax --dataset=tests.toy_components:Rhymes
 
-tests/test_contract.py trains them and checks the numbers against numpy.
+The model brings a knob of its own (--context_scale); RowSoftmax has one output row per word,
+so that it can be tied to the model's C and split over a mesh's 'model' axis. Nothing in
+nplm/ names them. tests/test_contract.py trains them and checks the numbers against numpy.
 """
 
 import flax.linen as nn
@@ -13,21 +15,31 @@ import jax.numpy as jnp
 
 from nplm.data import sources
 from nplm.data.vocab import UNK
+from nplm.heads.output_layer import OutputLayer
+from nplm.knobs import Knob
 
 LINE_END = '<line>'
 WORDS = ('cat', 'hat', 'sat', 'mat', 'bat', 'rat', 'that', 'flat')
 
 
 class MeanOfContext(nn.Module):
-  """The mean of the n-1 context words' vectors: context [B, n-1] -> hidden [B, m]."""
+  """The mean of the n-1 context words' vectors C(w), times --context_scale: context
+  [B, n-1] -> hidden [B, m]."""
   vocab_size: int
   order: int
   feature_size: int
+  context_scale: float = 1.0
 
   language_model = True
   family = 'windows'
   recurrent = False
-  knobs = ('order', 'feature_size')
+  knobs = {
+      'order': Knob(5, 'n: the mean of the n-1 previous words predicts w_t.'),
+      'feature_size': Knob(30, 'm: the size of each word vector C(w).'),
+      'tie_embeddings': Knob(False, 'The output rows are C (a head with output rows).'),
+      'context_scale': Knob(1.0, 'The hidden vector is the mean of the context vectors '
+                                 'times this.'),  # Its own: nplm has no such knob.
+  }
 
   @classmethod
   def config_errors(cls, config) -> list[str]:
@@ -39,7 +51,8 @@ class MeanOfContext(nn.Module):
 
   @classmethod
   def from_config(cls, config, vocab_size: int) -> 'MeanOfContext':
-    return cls(vocab_size=vocab_size, order=config.order, feature_size=config.feature_size)
+    return cls(vocab_size=vocab_size, order=config.order, feature_size=config.feature_size,
+               context_scale=config.context_scale)
 
   @property
   def output_width(self) -> int:
@@ -55,7 +68,8 @@ class MeanOfContext(nn.Module):
   @nn.compact
   def __call__(self, context, train: bool = False):
     del train  # Nothing differs in training.
-    return nn.Embed(self.vocab_size, self.feature_size, name='vectors')(context).mean(axis=1)
+    vectors = nn.Embed(self.vocab_size, self.feature_size, name='C')(context)
+    return self.context_scale * vectors.mean(axis=1)
 
 
 class PlainSoftmax(nn.Module):
@@ -63,7 +77,7 @@ class PlainSoftmax(nn.Module):
   vocab_size: int
   input_width: int
 
-  knobs = ()
+  knobs = {}
   output_rows = False  # Its rows are a Dense layer's, not an OutputLayer named `output`.
 
   @classmethod
@@ -88,6 +102,44 @@ class PlainSoftmax(nn.Module):
 
   def log_prob(self, hidden, targets):
     return jnp.take_along_axis(self.log_probs(hidden), targets[:, None], axis=1)[:, 0]
+
+  def loss(self, hidden, targets, rng=None):
+    del rng
+    return -self.log_prob(hidden, targets)
+
+
+class RowSoftmax(nn.Module):
+  """One output row per word (nplm's OutputLayer named `output`): hidden [B, D] -> log p over
+  the vocabulary; tied to the model's C, or split over the mesh's 'model' axis."""
+  vocab_size: int
+  input_width: int
+  mesh: jax.sharding.Mesh | None = None  # With a 'model' axis: vocabulary-parallel rows.
+
+  knobs = {}
+  output_rows = True
+
+  @classmethod
+  def config_errors(cls, config) -> list[str]:
+    del config
+    return []
+
+  @classmethod
+  def from_config(cls, config, counts, input_width: int) -> 'RowSoftmax':
+    del config
+    return cls(vocab_size=len(counts), input_width=input_width)
+
+  def scores_per_example(self, training, batch, shards):
+    del training, batch  # Every row's score, split over the shards.
+    return -(-self.vocab_size // shards)
+
+  def setup(self):
+    self.output = OutputLayer(self.vocab_size, self.input_width, mesh=self.mesh)
+
+  def log_probs(self, hidden):
+    return self.output.log_softmax(hidden)
+
+  def log_prob(self, hidden, targets):
+    return self.output.log_softmax_at(hidden, targets)
 
   def loss(self, hidden, targets, rng=None):
     del rng

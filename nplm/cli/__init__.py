@@ -12,9 +12,9 @@ from absl import app, flags
 
 from nplm import recipes
 from nplm import display
-from nplm.flagfiles import CONFIG_FLAGS_MODULE, flagfiles_first
+from nplm.flagfiles import CONFIG_FLAGS_MODULE, define_own_knob_flags, flagfiles_first
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
-from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, group_of
+from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, config_class
 from nplm.data.acquire import CorpusError
 from nplm.data.corpus import SPLITS
 from nplm.use.trained import NoTrainedModelError
@@ -32,10 +32,13 @@ INTERRUPTED_EXIT_STATUS = 75
 
 
 def config_from_flags(**overrides) -> Config:
-  """The Config the command line sets (fields without a flag keep their defaults)."""
-  values = {f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(Config)
+  """The Config the command line sets (fields without a flag keep their defaults), with the
+  knobs of a model or head of the user's own if it names one (nplm.config.config_class)."""
+  named = {name: flags.FLAGS[name].value for name in ('model', 'head') if name in flags.FLAGS}
+  config = config_class(**named)
+  values = {f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(config)
             if f.name in flags.FLAGS}
-  return Config(**{**values, **overrides})
+  return config(**{**values, **overrides})
 
 
 show_progress_lines = display.show_progress_lines  # Every program's start-up lines.
@@ -84,7 +87,11 @@ def start(main, argv=None) -> None:
 
   def parse(argv: list[str]) -> list[str]:
     if any(arg in _HELP_FLAGS for arg in argv[1:]):
-      print(grouped_help(sys.modules[command].__doc__ or '', command))
+      try:  # A model or head of the user's own named on the line: its knobs too.
+        config = define_own_knob_flags(flagfiles_first(argv))
+      except ConfigError as error:
+        fail(error)
+      print(grouped_help(sys.modules[command].__doc__ or '', command, config))
       sys.exit(0)
     return _parse_flags(argv)
 
@@ -122,17 +129,17 @@ def quiet_when_stdout_closes(run) -> None:
     sys.exit(CLOSED_PIPE_EXIT_STATUS)
 
 
-def grouped_help(doc: str, command: str) -> str:
-  """The program's docstring, its own flags, and the Config flags it takes, by group."""
+def grouped_help(doc: str, command: str, config=Config) -> str:
+  """The program's docstring, its own flags, and the flags of `config` it takes, by group."""
   by_module = flags.FLAGS.flags_by_module_dict()
   config_flags = {flag.name for flag in by_module.get(CONFIG_FLAGS_MODULE, [])}
   lines = [doc.strip(), '']
   own = sorted(by_module.get(command, []), key=lambda flag: flag.name)
   if own:
     lines += ['This command:', *(line for flag in own for line in _flag_help(flag)), '']
+  fields = dataclasses.fields(config)
   for group in GROUPS:
-    names = [f.name for f in dataclasses.fields(Config)
-             if f.name in config_flags and group_of(f.name) == group]
+    names = [f.name for f in fields if f.name in config_flags and f.metadata['group'] == group]
     if names:
       lines += [f'{group.capitalize()}: {GROUP_HELP[group]}',
                 *(line for name in names for line in _flag_help(flags.FLAGS[name])), '']
@@ -160,6 +167,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
   typed flag wins wherever it stands (flagfiles_first)."""
   try:
     argv = flagfiles_first(argv)
+    define_own_knob_flags(argv)
   except ConfigError as error:
     fail(error)
   try:

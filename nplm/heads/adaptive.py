@@ -21,6 +21,7 @@ import numpy as np
 
 from nplm.errors import ConfigError
 from nplm.heads.output_layer import OutputLayer, chunk_rows
+from nplm.knobs import Knob
 
 
 def default_cutoffs(counts, coverages=(0.80, 0.95)) -> tuple[int, ...]:
@@ -48,7 +49,9 @@ class AdaptiveSoftmaxHead(nn.Module):
   input_width: int
   cutoffs: tuple[int, ...]  # Ids below cutoffs[0] are in the head; the tails follow.
 
-  knobs = ('adaptive_cutoffs',)
+  knobs = {'adaptive_cutoffs': Knob('', 'Comma-separated ids where the tail clusters start '
+                                         '(empty = where the words cover 80% and 95% of the '
+                                         'training tokens).')}
   output_rows = False  # Its tails project the hidden vector first.
 
   @classmethod

@@ -17,6 +17,7 @@ import numpy as np
 
 from nplm.errors import ConfigError
 from nplm.heads.output_layer import OutputLayer
+from nplm.knobs import Knob
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,7 +50,7 @@ class ClassSoftmaxHead(nn.Module):
   input_width: int
   classes: WordClasses
 
-  knobs = ('num_classes',)
+  knobs = {'num_classes': Knob(0, 'The number of frequency-binned classes (0 = √|V|).')}
   output_rows = False  # Its class layer is not one row per word.
 
   @classmethod

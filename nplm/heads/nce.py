@@ -23,6 +23,7 @@ import numpy as np
 from nplm.heads.output_layer import OutputLayer
 from nplm.heads.proposal import Proposal
 from nplm.heads.softmax import SoftmaxHead
+from nplm.knobs import Knob
 
 
 class NCEHead(SoftmaxHead):
@@ -33,7 +34,14 @@ class NCEHead(SoftmaxHead):
   negative_sampling: bool = False  # Δs = s instead of s - log(k Q): not a language model.
   noise_per_example: bool = False
 
-  knobs = (*Proposal.knobs, 'noise_per_example')
+  knobs = {
+      **Proposal.knobs,
+      'noise_per_example': Knob(False, 'k noise words drawn for each example, as word2vec '
+                                       'does, not k shared by the minibatch (one dense matmul, '
+                                       'but every example meets the same few noise words). '
+                                       'cbow and skipgram always draw per example (word2vec\'s '
+                                       'own update).'),
+  }
   config_errors = Proposal.config_errors
 
   @classmethod

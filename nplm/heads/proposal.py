@@ -15,13 +15,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nplm.knobs import Knob
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Proposal:
   """Q(w) ∝ count(w)^α over the vocabulary, from training-split counts."""
   probs: np.ndarray  # float64 [|V|], sums to 1
 
-  knobs = ('num_samples', 'proposal_power')  # Of the heads that sample from Q.
+  knobs = {  # Of the heads that sample from Q.
+      'num_samples': Knob(100, 'k: words sampled per update, shared by the minibatch (unless '
+                               '--noise_per_example).'),
+      'proposal_power': Knob(1.0, 'α: words are drawn from Q ∝ count^α (1 = the unigram, 0 = '
+                                  'uniform).'),
+  }
 
   @staticmethod
   def config_errors(config) -> list[str]:

@@ -13,7 +13,7 @@ class SoftmaxHead(nn.Module):
   input_width: int
   mesh: Mesh | None = None  # With a 'model' axis: vocabulary-parallel output rows.
 
-  knobs = ()  # The full softmax has none.
+  knobs = {}  # The full softmax has none.
   output_rows = True  # One row o_w, b_w per word: tied to C, split over the 'model' axis.
 
   @classmethod

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from nplm.heads.binary_tree import BinaryTree, balanced_tree, huffman_tree
 from nplm.heads.output_layer import OutputLayer
+from nplm.knobs import Knob
 
 TREES = {'huffman': huffman_tree, 'balanced': lambda counts: balanced_tree(len(counts))}
 
@@ -22,7 +23,7 @@ class TreeSoftmaxHead(nn.Module):
   input_width: int
   tree: BinaryTree
 
-  knobs = ('tree',)
+  knobs = {'tree': Knob('huffman', 'huffman (from training counts) or balanced.')}
   output_rows = False  # Its rows are the tree's internal nodes, not the words.
 
   @classmethod

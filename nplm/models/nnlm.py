@@ -11,6 +11,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nplm import heads, sparse_rows
+from nplm.knobs import Knob
 
 
 class NNLM(nn.Module):
@@ -25,7 +26,15 @@ class NNLM(nn.Module):
   language_model = True  # Gives p(w_t | the words before it).
   family = 'windows'  # Its feed (nplm.training.families).
   recurrent = False  # Carries no state from one window to the next.
-  knobs = ('order', 'feature_size', 'hidden_size', 'direct', 'dropout', 'tie_embeddings')
+  knobs = {
+      'order': Knob(5, 'n: the model predicts w_t from the n-1 previous words.'),
+      'feature_size': Knob(30, 'm: the size of each word feature vector C(w) (the embedding).'),
+      'hidden_size': Knob(100, 'h: tanh units (0 = none, needs --direct).'),
+      'direct': Knob(False, 'Direct connections W x from the word features to the output.'),
+      'dropout': Knob(0.0, 'Dropout rate in training, on x and on the tanh units.'),
+      'tie_embeddings': Knob(False, 'The output rows are the input embedding C (needs the '
+                             'hidden vector as wide as --feature_size).'),
+  }
 
   @classmethod
   def config_errors(cls, config) -> list[str]:

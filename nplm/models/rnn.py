@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from nplm import heads, sparse_rows
+from nplm.knobs import OPTIMIZER, Knob
 
 # Gate blocks of the fused input matmul, and state parts carried per layer.
 _GATES = {'rnn': 1, 'lstm': 4, 'gru': 3}
@@ -101,8 +102,17 @@ class RecurrentModel(nn.Module):
   language_model = True  # Gives p(w_t | the words before it).
   family = 'streams'  # Its feed (nplm.training.families).
   recurrent = True  # Carries its state h_t from one segment to the next (nplm.lm).
-  knobs = ('feature_size', 'hidden_size', 'num_layers', 'dropout', 'tie_embeddings',
-           'bptt_length')  # bptt_length: the stream feed's (nplm.training.stream_feed).
+  knobs = {
+      'feature_size': Knob(30, 'm: the size of each word feature vector C(w) (the embedding).'),
+      'hidden_size': Knob(100, 'h: the state of each layer.'),
+      'num_layers': Knob(1, 'Stacked recurrent layers.'),
+      'dropout': Knob(0.0, 'Dropout rate in training, on the embeddings, between layers and '
+                           'on the last layer (Zaremba et al. 2014).'),
+      'tie_embeddings': Knob(False, 'The output rows are the input embedding C (needs the '
+                             'hidden vector as wide as --feature_size).'),
+      # Read by its feed (nplm.training.stream_feed): how the updates are computed.
+      'bptt_length': Knob(35, 'T: words per segment of truncated BPTT.', group=OPTIMIZER),
+  }
 
   @classmethod
   def config_errors(cls, config) -> list[str]:

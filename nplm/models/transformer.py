@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nplm import heads, sparse_rows
+from nplm.knobs import Knob
 
 POSITIONS = ('sinusoidal', 'learned')
 
@@ -96,8 +97,21 @@ class Transformer(nn.Module):
   family = 'windows'  # Its feed (nplm.training.families).
   recurrent = False  # Each window is read afresh.
   trains_every_position = True  # Its loss covers a window's n-1 targets (nplm.lm).
-  knobs = ('order', 'feature_size', 'hidden_size', 'num_layers', 'num_heads', 'positions',
-           'dropout', 'tie_embeddings')
+  knobs = {
+      'order': Knob(5, 'n: the model reads a window of n-1 words, its last position '
+                        'predicting w_t.'),
+      'feature_size': Knob(30, 'm: the size of each word feature vector C(w) (the embedding, '
+                               'd_model).'),
+      'hidden_size': Knob(100, 'h: the feed-forward width d_ff.'),
+      'num_layers': Knob(1, 'Blocks.'),
+      'num_heads': Knob(1, 'Attention heads per block (must divide --feature_size, d_model).'),
+      'positions': Knob('sinusoidal', 'Positional encodings, sinusoidal (Vaswani et al. 2017) '
+                                      'or learned.'),
+      'dropout': Knob(0.0, 'Dropout rate in training, on the input sums and each residual '
+                           'branch.'),
+      'tie_embeddings': Knob(False, 'The output rows are the input embedding C (needs the '
+                             'hidden vector as wide as --feature_size).'),
+  }
 
   @classmethod
   def config_errors(cls, config) -> list[str]:

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from nplm import heads, sparse_rows
+from nplm.knobs import Knob
 
 ABSENT = -1  # A context slot without a word.
 
@@ -45,8 +46,22 @@ class _Word2Vec(nn.Module):
   language_model = False  # It predicts a word from both sides: no probability of a text.
   family = 'word2vec'  # Its feed (nplm.training.families).
   recurrent = False
-  # window, subsample: the word2vec feed's (nplm.training.word2vec_feed).
-  knobs = ('feature_size', 'window', 'subsample', 'chunk_positions')
+  # window, subsample: read by the word2vec feed too (nplm.training.word2vec_feed).
+  knobs = {
+      'feature_size': Knob(30, 'm: the size of each word feature vector C(w) (the embedding).'),
+      'window': Knob(5, 'c, the largest window radius; each position draws its radius from '
+                        '1 … c in training.'),
+      'subsample': Knob(0.0, 't, frequent words are kept with probability (√(f/tN) + 1)·tN/f '
+                             'each epoch (Mikolov et al. 2013b; word2vec: 1e-3); 0 = keep '
+                             'every token.'),
+      'chunk_positions': Knob(128, 'Positions whose updates are summed from one reading of the '
+                                   'vectors (skip-gram with negative sampling: as many pairs '
+                                   'as they hold on average); a step applies its --batch_size '
+                                   'positions this many at a time, one chunk after another, as '
+                                   'word2vec updates one after another (0: the whole batch at '
+                                   "once, for an accelerator). A chunk of 128 stays in a CPU's "
+                                   'cache.'),
+  }
   # What word2vec's own update (nplm.training.word2vec_update) trains: (knob, its value).
   trained_by = (('optimizer', 'sgd'), ('weight_decay', 0.0), ('clip_norm', 0.0),
                 ('dtype', 'float32'))

@@ -3,13 +3,14 @@
 
 import contextlib
 import json
+import dataclasses
 import math
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
 from tensorboardX.summary import hparams
 
-from nplm.config import HEAD, MODEL, OPTIMIZER, PER_MODEL, group_of
+from nplm.config import HEAD, MODEL, OPTIMIZER, PER_MODEL, config_class
 
 
 class MetricsWriter:
@@ -63,8 +64,10 @@ class MetricsWriter:
     config = summary['config']
     self._tensorboard.add_text('config', '\n'.join(
         f'    --{name}={value}' for name, value in config.items()), step)
+    groups = {field.name: field.metadata['group'] for field in
+              dataclasses.fields(config_class(config.get('model', ''), config.get('head', '')))}
     hyperparameters = {name: value for name, value in config.items()
-                       if group_of(name) in (MODEL, HEAD, OPTIMIZER, PER_MODEL)}
+                       if groups.get(name) in (MODEL, HEAD, OPTIMIZER, PER_MODEL)}
     self._add_hparams(hyperparameters, finals, step)
 
   def _add_hparams(self, hyperparameters: dict, finals: dict, step: int) -> None:

@@ -5,7 +5,7 @@ theirs (nplm.data.config_checks); a knob that neither the model nor the head rea
 its default. Here, not in nplm/config.py, so that the config imports no component."""
 
 from nplm import heads, lm, models, parallel, paths
-from nplm.config import COMPONENT_KNOBS, Config, ConfigError, default_of
+from nplm.config import Config, ConfigError, component_knobs, default_of
 from nplm.data.config_checks import data_checks
 from nplm.data.corpus import SPLITS
 from nplm.training import optimizer
@@ -39,7 +39,7 @@ def _unread_knob_errors(config: Config) -> list[str]:
   chosen head reads would change nothing: refused, naming those that read it."""
   read = (*models.model_class(config.model).knobs, *heads.head_class(config.head).knobs)
   errors = []
-  for name in COMPONENT_KNOBS:
+  for name in component_knobs():
     if name in read or getattr(config, name) == default_of(name):
       continue
     if model_readers := models.readers(name):
