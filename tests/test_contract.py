@@ -1,6 +1,7 @@
-"""The contract for a user's own components: a model, a head and a source written by
-WORKSPACE's recipe in a package outside nplm/ (tests/toy_components.py), named by import path
-on the command line, trained, and read back by the tools, with numbers that numpy confirms."""
+"""The contract for a user's own components: a model with a knob of its own, two heads (one
+with output rows, tied and split over a mesh) and a source written by WORKSPACE's recipe in a
+package outside nplm/ (tests/toy_components.py), named by import path on the command line and
+from Python, trained, and read back by the tools, with numbers that numpy confirms."""
 
 import json
 import os
@@ -10,8 +11,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from nplm.config import Config
+from nplm.config import Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import load_trained
 from tests import toy_components
@@ -20,27 +22,33 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY = 'tests.toy_components'
 FLAGS = [f'--model={TOY}:MeanOfContext', f'--head={TOY}:PlainSoftmax',
          f'--dataset={TOY}:Rhymes:150', '--order=3', '--feature_size=8', '--batch_size=16',
-         '--epochs=2', '--learning_rate=0.05', '--log_every=5']
+         '--epochs=2', '--learning_rate=0.05', '--log_every=5', '--context_scale=2']
+SCALE = 2.0  # --context_scale: the model's own knob.
 
 
-def nplm(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def nplm(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
   """`nplm ARGS` typed in `cwd`, the user's package (here the checkout) on PYTHONPATH."""
-  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), **env}
   return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
                         capture_output=True, text=True, timeout=600)
 
 
-def numpy_log_probs(params: dict, ids: np.ndarray, boundary_id: int, order: int) -> np.ndarray:
+def numpy_log_probs(params: dict, ids: np.ndarray, boundary_id: int, order: int,
+                    tied: bool = False) -> np.ndarray:
   """log p(w_t | its n-1 previous words) of every token, by numpy from the parameters: the
-  mean of the context vectors, a dense layer, a log-softmax; the split's start padded with the
-  boundary token."""
-  vectors = np.asarray(params['model']['vectors']['embedding'], np.float64)
-  kernel = np.asarray(params['head']['scores']['kernel'], np.float64)
-  bias = np.asarray(params['head']['scores']['bias'], np.float64)
+  mean of the context vectors times SCALE, a dense layer (tied: C's rows and a bias), a
+  log-softmax; the split's start padded with the boundary token."""
+  vectors = np.asarray(params['model']['C']['embedding'], np.float64)
+  if tied:
+    kernel = vectors.T
+    bias = np.asarray(params['head']['output']['bias'], np.float64)[:len(vectors)]
+  else:
+    kernel = np.asarray(params['head']['scores']['kernel'], np.float64)
+    bias = np.asarray(params['head']['scores']['bias'], np.float64)
   padded = np.concatenate([np.full(order - 1, boundary_id), ids])
   log_probs = []
   for t, target in enumerate(ids):
-    scores = vectors[padded[t:t + order - 1]].mean(axis=0) @ kernel + bias
+    scores = SCALE * vectors[padded[t:t + order - 1]].mean(axis=0) @ kernel + bias
     log_probs.append(scores[target] - np.logaddexp.reduce(scores))
   return np.array(log_probs)
 
@@ -50,6 +58,7 @@ def test_a_users_model_head_and_source_train_and_are_read_back(tmp_path):
                      f'--data_dir={tmp_path / "data"}')
   assert trained_run.returncode == 0, trained_run.stderr[-2000:]
   assert 'mean of context (n=3, m=8)' in trained_run.stderr  # Its describe(), in the start-up.
+  assert json.loads((tmp_path / 'runs/toy/run.json').read_text())['config']['context_scale'] == 2
   summary = json.loads((tmp_path / 'runs/toy/summary.json').read_text())
 
   config = Config.from_saved(json.loads((tmp_path / 'runs/toy/run.json').read_text())['config'])
@@ -87,3 +96,47 @@ def test_a_users_knob_rule_and_errors_name_the_component(tmp_path):
   assert '--hidden_size' in refused.stderr and 'nnlm' in refused.stderr
   missing = nplm(tmp_path, 'train', *FLAGS, f'--head={TOY}:NoSuchHead', '--workdir=runs/toy')
   assert missing.returncode == 2 and "has no 'NoSuchHead'" in missing.stderr
+
+
+def test_a_users_head_with_output_rows_is_tied_and_split_over_the_mesh(tmp_path):
+  flags = [*FLAGS, f'--head={TOY}:RowSoftmax', '--tie_embeddings', f'--data_dir={tmp_path}/d']
+  tied = nplm(tmp_path, 'train', *flags, '--workdir=runs/tied', JAX_NUM_CPU_DEVICES='2')
+  assert tied.returncode == 0, tied.stderr[-2000:]
+  split = nplm(tmp_path, 'train', *flags, '--mesh=data:1,model:2', '--workdir=runs/split',
+               JAX_NUM_CPU_DEVICES='2')
+  assert split.returncode == 0, split.stderr[-2000:]
+  summaries = {name: json.loads((tmp_path / f'runs/{name}/summary.json').read_text())
+               for name in ('tied', 'split')}
+  trained = load_trained(tmp_path / 'runs/tied')
+  assert 'embedding' not in trained.params['head']['output']  # Stored once, as C.
+  corpus = load_dataset(trained.config)
+  for split_name in ('train', 'valid', 'test'):
+    ids = np.asarray(corpus.splits[split_name])
+    nll = -numpy_log_probs(trained.params, ids, corpus.boundary_id, 3, tied=True).sum()
+    np.testing.assert_allclose(summaries['tied'][f'{split_name}_ppl'], np.exp(nll / len(ids)),
+                               rtol=1e-5)
+    # The rows split over 2 devices compute what one device does.
+    np.testing.assert_allclose(summaries['split'][f'{split_name}_ppl'],
+                               summaries['tied'][f'{split_name}_ppl'], rtol=1e-5)
+
+
+def test_a_users_own_knob_is_a_flag_and_a_setting_only_where_its_model_is_named(tmp_path):
+  import nplm as nplm_api
+  helped = nplm(tmp_path, 'train', f'--model={TOY}:MeanOfContext', '--help')
+  assert helped.returncode == 0 and '--context_scale (default: 1.0)' in helped.stdout
+  assert 'The hidden vector is the mean of the context vectors' in helped.stdout
+  assert '--context_scale' not in nplm(tmp_path, 'train', '--help').stdout
+  refused = nplm(tmp_path, 'train', '--context_scale=2', '--workdir=runs/nnlm')
+  assert refused.returncode == 2
+  assert refused.stderr.strip().splitlines() == [
+      "error: Unknown command line flag 'context_scale' (see --help)"]
+  settings = dict(model=f'{TOY}:MeanOfContext', head=f'{TOY}:PlainSoftmax',
+                  dataset=f'{TOY}:Rhymes:150', order=3, feature_size=8, context_scale=2.0,
+                  batch_size=16, epochs=1, workdir=str(tmp_path / 'runs/api'),
+                  data_dir=str(tmp_path / 'data'))
+  summary = nplm_api.train(settings, quiet=True)
+  assert summary['status'] == 'epochs_done' and summary['test_ppl'] > 0
+  saved = json.loads((tmp_path / 'runs/api/run.json').read_text())['config']
+  assert Config.from_saved(saved).context_scale == 2.0
+  with pytest.raises(ConfigError, match="unknown setting 'context_scale'"):
+    nplm_api.train({**settings, 'model': 'nnlm'}, quiet=True)

@@ -256,16 +256,17 @@ def _steps(directory: Path) -> list[int]:
 
 def read(path: Path, abstract_state=None):
   """(state, progress) of the checkpoint at `path`, verified against its checksum; restored
-  into `abstract_state`'s shapes and shardings, or as saved (numpy) without one."""
+  into `abstract_state`'s shapes and shardings, or without one onto this process's first
+  device: a reader's machine may have other devices than the run had (8 GPUs, a laptop)."""
   try:
     with _checkpointer() as checkpointer:
-      state_args = ocp.args.StandardRestore()
+      saved = checkpointer.metadata(path).item_metadata['state'].tree
+      state_args = ocp.args.StandardRestore(_on_first_device(saved))
       if abstract_state is not None:
         # Vocabulary-parallel output rows are padded to a multiple of the 'model' shards,
         # so a run resumed on another mesh may want more or fewer rows than were saved.
         # The rows past |V| are padding, masked everywhere: Orbax may pad (with zeros) or
         # cut exactly those. Everything else must match (run.json vouches for the config).
-        saved = checkpointer.metadata(path).item_metadata['state'].tree
         same_rows = _output_rows(saved) == _output_rows(abstract_state.params)
         state_args = ocp.args.StandardRestore(abstract_state, strict=same_rows)
       restored = checkpointer.restore(path, args=ocp.args.Composite(
@@ -392,6 +393,14 @@ def _output_rows(tree) -> int | None:
   params = tree.get('params', tree) if isinstance(tree, dict) else tree
   output = params.get('head', {}).get('output', {})
   return output['bias'].shape[0] if 'bias' in output else None
+
+
+def _on_first_device(saved):
+  """A restore target of a checkpoint's arrays (`saved`: their metadata) as saved, each whole
+  on this process's first device, whatever devices the run that saved them had."""
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device),
+                      saved)
 
 
 def abstract_of(state):
