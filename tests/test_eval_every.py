@@ -111,11 +111,11 @@ def test_the_command_line_says_which_parameters_it_reports(tmp_path):
 
 def test_a_progress_record_written_before_validations_every_n_steps_resumes():
   """Records of runs that validated once per epoch lack the steps and the best's number."""
-  from nplm.run_files.model_run import resumed_progress
+  from nplm.run_files.model_run import Progress
   old = {'epochs_done': 3, 'valid_ppl_history': [200.0, 180.0, 185.0], 'best_valid_ppl': 180.0,
          'best_epoch': 2, 'stopped_early': False, 'train_examples': 10, 'train_seconds': 1.0,
          'wall_seconds': 2.0}
-  progress = resumed_progress(old)
-  assert progress['best_validation'] == 2 and progress['lr_scale'] == 1.0
-  assert progress['valid_steps'] == [None] * 3 and progress['best_step'] is None
-  assert {key: progress[key] for key in old} == old
+  progress = Progress.from_saved(old)
+  assert progress.best_validation == 2 and progress.lr_scale == 1.0
+  assert progress.valid_steps == [None] * 3 and progress.best_step is None
+  assert {key: progress.to_json()[key] for key in old} == old

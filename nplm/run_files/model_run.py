@@ -7,6 +7,7 @@ Models trained together each have one, so each keeps a workdir laid out as a lon
 summary.json) that every tool reads, and each stops on its own.
 """
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -106,25 +107,41 @@ def claim_workdir(workdir: Path, config: Config, identity: dict, write: bool = T
   return saved
 
 
-def new_progress() -> dict:
-  """The loop's record of a model's run, checkpointed with its state (JSON): epochs done; per
-  validation its perplexity and step; the best one's perplexity, number (1 = the first),
-  step and epoch (a float between epochs' ends); --lr_schedule=plateau's factor so far."""
-  return {'epochs_done': 0, 'valid_ppl_history': [], 'valid_steps': [],
-          'best_valid_ppl': None, 'best_validation': None, 'best_step': None,
-          'best_epoch': None, 'lr_scale': 1.0, 'stopped_early': False, 'train_examples': 0,
-          'train_seconds': 0.0, 'wall_seconds': 0.0}
+@dataclasses.dataclass
+class Progress:
+  """The loop's record of a model's run, checkpointed with its state (as JSON: to_json).
 
+  Epochs done; per validation its perplexity and step; the best one's perplexity, number
+  (1 = the first), step and epoch (a float between epochs' ends); --lr_schedule=plateau's
+  factor so far; whether it stopped early; its training examples and seconds, and its wall
+  seconds over every invocation."""
+  epochs_done: int = 0
+  valid_ppl_history: list[float] = dataclasses.field(default_factory=list)
+  valid_steps: list[int | None] = dataclasses.field(default_factory=list)
+  best_valid_ppl: float | None = None
+  best_validation: int | None = None
+  best_step: int | None = None
+  best_epoch: float | None = None
+  lr_scale: float = 1.0
+  stopped_early: bool = False
+  train_examples: int = 0
+  train_seconds: float = 0.0
+  wall_seconds: float = 0.0
 
-def resumed_progress(saved: dict) -> dict:
-  """A checkpoint's progress record, with what records written before evaluations every N
-  steps lack: they validated once per epoch, after it."""
-  progress = {**new_progress(), **saved}
-  if 'valid_steps' not in saved:  # Their steps unknown: None, one per validation.
-    progress['valid_steps'] = [None] * len(saved['valid_ppl_history'])
-  if 'best_validation' not in saved:
-    progress['best_validation'] = saved['best_epoch']
-  return progress
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_saved(cls, saved: dict) -> 'Progress':
+    """A checkpoint's progress record, with what records written before evaluations every N
+    steps lack: they validated once per epoch, after it."""
+    progress = cls(**{name: value for name, value in saved.items()
+                      if name in cls.__dataclass_fields__})
+    if 'valid_steps' not in saved:  # Their steps unknown: None, one per validation.
+      progress.valid_steps = [None] * len(saved['valid_ppl_history'])
+    if 'best_validation' not in saved:
+      progress.best_validation = saved['best_epoch']
+    return progress
 
 
 def all_finite(tree) -> bool:
@@ -141,7 +158,7 @@ class ModelRun:
     wall clock runs from there."""
     self.config, self.workdir, self.name = config, Path(config.workdir), name
     self.checkpoints, self.writer, self.lock = open_workdir(config, corpus, main)
-    self.progress = new_progress()
+    self.progress = Progress()
     self.diverged = ''  # Why it stopped for good, once a loss or its parameters explode.
     self.saved_step = None  # The step of its newest checkpoint: what its summary reports.
     self.reported = None  # Which parameters the final evaluation scored (Runs.final_params).
@@ -154,19 +171,19 @@ class ModelRun:
     if restored is not None:
       saved = dict(restored[1])
       self.recorded_report = saved.pop('reported', None)  # A finished run's; not carried on.
-      self.progress, self.saved_step = resumed_progress(saved), int(restored[0].step)
-    self.wall_before = self.progress['wall_seconds']
+      self.progress, self.saved_step = Progress.from_saved(saved), int(restored[0].step)
+    self.wall_before = self.progress.wall_seconds
 
   @property
   def training(self) -> bool:
     progress = self.progress
-    return (not self.diverged and not progress['stopped_early']
-            and progress['epochs_done'] < self.config.epochs)
+    return (not self.diverged and not progress.stopped_early
+            and progress.epochs_done < self.config.epochs)
 
   def status(self, loop_status: RunStatus) -> RunStatus:
     if self.diverged:
       return RunStatus.DIVERGED
-    return RunStatus.EARLY_STOPPED if self.progress['stopped_early'] else loop_status
+    return RunStatus.EARLY_STOPPED if self.progress.stopped_early else loop_status
 
   def wall_seconds(self) -> float:
     return self.wall_before + time.perf_counter() - self.started
@@ -178,9 +195,9 @@ class ModelRun:
     if not all_finite(state.params):
       self.diverge(f'the parameters are not finite at step {step}')
       return
-    self.progress['wall_seconds'] = self.wall_seconds()
+    self.progress.wall_seconds = self.wall_seconds()
     (self.checkpoints.save_best if best else self.checkpoints.save_latest)(
-        step, state, self.progress)
+        step, state, self.progress.to_json())
     self.saved_step = step
 
   def keep_report(self, state) -> None:
@@ -192,8 +209,9 @@ class ModelRun:
     step = int(state.step)
     if self.reported == self.recorded_report or step != self.saved_step or self.diverged:
       return
-    self.progress['wall_seconds'] = self.wall_seconds()
-    self.checkpoints.save_latest(step, state, {**self.progress, 'reported': self.reported})
+    self.progress.wall_seconds = self.wall_seconds()
+    self.checkpoints.save_latest(step, state, {**self.progress.to_json(),
+                                               'reported': self.reported})
     self.recorded_report = self.reported
 
   def diverge(self, what: str) -> None:
@@ -211,11 +229,11 @@ class ModelRun:
   def has_a_best_to_beat(self) -> bool:
     """Whether its last parameters compete with a best validated ones (--patience=0 keeps
     the last)."""
-    return self.config.patience > 0 and self.progress['best_valid_ppl'] is not None
+    return self.config.patience > 0 and self.progress.best_valid_ppl is not None
 
   @property
   def last_validated_step(self) -> int | None:
-    steps = self.progress['valid_steps']
+    steps = self.progress.valid_steps
     return steps[-1] if steps else None
 
   def record_validation(self, ppl: float, tokens: int, of: int, step: int,
@@ -229,21 +247,20 @@ class ModelRun:
     score is no language model's, and the linear schedule plans the whole run)."""
     progress, config = self.progress, self.config
     if decays:
-      progress['lr_scale'] *= config.lr_factor
-    progress['valid_ppl_history'] = progress['valid_ppl_history'] + [ppl]
-    progress['valid_steps'] = progress['valid_steps'] + [step]
-    count, keep_last = len(progress['valid_ppl_history']), config.patience == 0
-    improved = (keep_last or progress['best_valid_ppl'] is None
-                or ppl < progress['best_valid_ppl'])
+      progress.lr_scale *= config.lr_factor
+    progress.valid_ppl_history = progress.valid_ppl_history + [ppl]
+    progress.valid_steps = progress.valid_steps + [step]
+    count, keep_last = len(progress.valid_ppl_history), config.patience == 0
+    improved = keep_last or progress.best_valid_ppl is None or ppl < progress.best_valid_ppl
     if improved:
-      progress.update(best_valid_ppl=ppl, best_validation=count, best_step=step,
-                      best_epoch=epoch)
-    since_best = count - progress['best_validation']
-    progress['stopped_early'] = not keep_last and since_best >= config.patience
+      progress.best_valid_ppl, progress.best_validation = ppl, count
+      progress.best_step, progress.best_epoch = step, epoch
+    since_best = count - progress.best_validation
+    progress.stopped_early = not keep_last and since_best >= config.patience
     note = ('  (kept: --patience=0)' if keep_last else '  (best)' if improved
             else f'  ({counted(since_best, "validation")} since the best)')
     if decays:
-      note += f'  rate × {config.lr_factor:g} (plateau): {progress["lr_scale"]:.4g} × ε0'
+      note += f'  rate × {config.lr_factor:g} (plateau): {progress.lr_scale:.4g} × ε0'
     part = '' if tokens == of else f' on the first {tokens:,} of {of:,} valid tokens'
     log.info('%sstep %d (epoch %s)  valid perplexity %.2f%s%s', self.name, step, epoch, ppl,
              part, note)

@@ -67,7 +67,7 @@ def open_vocabulary(config: Config, corpus: Corpus, nll: dict[str, float],
           'spelling_share': shares}
 
 
-def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progress: dict,
+def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progress,
                 steps: int, params, results: dict, wall_seconds: float,
                 periodic_validation: dict, phase_seconds: dict,
                 spelling_nll: dict[str, float]) -> dict:
@@ -84,7 +84,7 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
   train_seconds count every invocation. `spelling_nll`: per split, what spelling its unknown
   words costs (open_vocabulary).
   """
-  stats, train_seconds = corpus.stats, progress['train_seconds']
+  stats, train_seconds = corpus.stats, progress.train_seconds
   return {
       'status': status,
       'dataset': config.dataset,
@@ -101,17 +101,17 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
       'nll': {name: results[name]['nll'] for name in results},
       **open_vocabulary(config, corpus, {name: results[name]['nll'] for name in results},
                         spelling_nll),
-      'epochs': progress['epochs_done'],
-      'best_epoch': progress['best_epoch'],
-      'best_step': progress['best_step'],
-      'valid_ppl_history': progress['valid_ppl_history'],
-      'valid_steps': progress['valid_steps'],
+      'epochs': progress.epochs_done,
+      'best_epoch': progress.best_epoch,
+      'best_step': progress.best_step,
+      'valid_ppl_history': progress.valid_ppl_history,
+      'valid_steps': progress.valid_steps,
       'periodic_validation': periodic_validation,
       'steps': steps,
       'parameters': parameter_count(params, corpus.vocab.size),
       'wall_seconds': wall_seconds,
       'train_seconds': train_seconds,
-      'train_examples_per_second': progress['train_examples'] / max(train_seconds, 1e-9),
+      'train_examples_per_second': progress.train_examples / max(train_seconds, 1e-9),
       'phase_seconds': phase_seconds,
       'device': str(jax.devices()[0].device_kind),
       'devices': {'count': jax.device_count(), 'processes': jax.process_count(),

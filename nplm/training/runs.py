@@ -69,7 +69,7 @@ class Runs:
 
   @property
   def epochs_done(self) -> int:
-    return self.all[self.training[0]].progress['epochs_done']
+    return self.all[self.training[0]].progress.epochs_done
 
   # --- the start --------------------------------------------------------------------
 
@@ -123,12 +123,12 @@ class Runs:
 
   def count_time(self, seconds: float, examples: int) -> None:
     for k in self.training:
-      self.all[k].progress['train_seconds'] += seconds
-      self.all[k].progress['train_examples'] += examples
+      self.all[k].progress.train_seconds += seconds
+      self.all[k].progress.train_examples += examples
 
   def lr_scales(self) -> list[float]:
     """Each run's --lr_schedule=plateau factor so far (1 for other schedules)."""
-    return [run.progress['lr_scale'] for run in self.all]
+    return [run.progress.lr_scale for run in self.all]
 
   def write_train_metrics(self, losses: np.ndarray, step: int, rate: float,
                           steps_per_epoch: int) -> None:
@@ -136,7 +136,7 @@ class Runs:
       run = self.all[k]
       schedule_inputs = {'planned': optimizer.planned_updates(run.config, steps_per_epoch),
                          'steps_per_epoch': steps_per_epoch,
-                         'lr_scale': run.progress['lr_scale']}
+                         'lr_scale': run.progress.lr_scale}
       run.writer.write('train', step, loss=float(losses[k]), examples_per_second=rate,
                        learning_rate=float(optimizer.learning_rate_at(
                            run.config, step - 1, schedule_inputs)))
@@ -146,7 +146,7 @@ class Runs:
     parameters; a run stopped early or diverged never validates again."""
     runs = self.training if runs is None else runs
     return [k for k in runs if not self.all[k].diverged
-            and not self.all[k].progress['stopped_early']
+            and not self.all[k].progress.stopped_early
             and self.all[k].last_validated_step != step]
 
   def validation_ppl(self, nll: float) -> float:
@@ -164,7 +164,7 @@ class Runs:
       if exploded(nll[k] / tokens, self.corpus.vocab.size):
         run.diverge(f'the validation perplexity is {ppl} at step {step}')
         continue
-      history = run.progress['valid_ppl_history']
+      history = run.progress.valid_ppl_history
       decays = schedules.plateau_decays(run.config, ppl, min(history) if history else None)
       if run.record_validation(ppl, tokens, of, step, epoch, decays):
         self.save(states, k, best=True)
@@ -174,13 +174,13 @@ class Runs:
     """The runs that trained up to `step`, an epoch's end: those still training, and those
     that a validation at `step` stopped early."""
     return [k for k, run in enumerate(self.all) if run.training or (
-        run.progress['stopped_early'] and run.last_validated_step == step)]
+        run.progress.stopped_early and run.last_validated_step == step)]
 
   def end_epoch(self, runs: list[int], epochs: int) -> None:
     """`runs` (those that trained the epoch) have finished `epochs` epochs."""
     for k in runs:
       if not self.all[k].diverged:
-        self.all[k].progress['epochs_done'] = epochs
+        self.all[k].progress.epochs_done = epochs
 
   def save_latest(self, states, runs: list[int]) -> None:
     """The latest checkpoint of each of `runs` (not diverged), its progress as it is now."""
@@ -202,20 +202,20 @@ class Runs:
       progress = run.progress
       # Its record's best step: from checkpoints/ where best/ is damaged or gone.
       best = None if run.diverged else run.checkpoints.restore_best(abstract,
-                                                                    progress['best_step'])
-      if best is None and progress['best_valid_ppl'] is not None and not run.diverged:
+                                                                    progress.best_step)
+      if best is None and progress.best_valid_ppl is not None and not run.diverged:
         raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though step '
-                              f'{progress["best_step"]} was the best: its parameters '
+                              f'{progress.best_step} was the best: its parameters '
                               'are lost; train again in a new --workdir.')
       last, keep_last = self.member(states, k), run.config.patience == 0
       take_last = best is None or keep_last or (
-          k in last_ppl and last_ppl[k] < progress['best_valid_ppl'])
+          k in last_ppl and last_ppl[k] < progress.best_valid_ppl)
       chosen = last if take_last else best[0]
-      validated = progress['best_valid_ppl'] if run.last_validated_step == step else None
+      validated = progress.best_valid_ppl if run.last_validated_step == step else None
       run.reported = {'parameters': 'last' if take_last else 'best',
                       'step': int(chosen.step),
                       'valid_ppl': last_ppl.get(k, validated) if take_last
-                      else progress['best_valid_ppl']}
+                      else progress.best_valid_ppl}
       params.append(chosen.params)
       run.keep_report(last)
       if self.count == 1 and not run.diverged:
