@@ -17,7 +17,7 @@ from nplm.cli import ngram as ngram_program
 from nplm.config import Config
 from nplm.data import datasets, tokenizers
 from nplm.data.brown_source import brown_words
-from nplm.data.tokenize import file_tokens, words_of
+from nplm.data.typed_text import file_tokens, words_of
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
 from nplm.use.evaluation import file_types
 from nplm.use.trained import load_trained

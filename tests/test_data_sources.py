@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nplm.config import Config, ConfigError
-from nplm.data import datasets, sources, tokenize
+from nplm.data import datasets, sources, typed_text
 from nplm.data.vocab import END_OF_SENTENCE, SPECIAL_TOKENS, TEXT_END, UNK
 from nplm.trainer import run
 from nplm.use.trained import load_trained
@@ -53,7 +53,7 @@ def test_a_source_of_ones_own_declares_its_markers_and_split():
       120, 40, 240 - 160]  # 60 sentences of 2 … 6 tokens.
   assert datasets.boundary_token(config.dataset) == SENTENCE_END
   # Typed text and exported lines follow its boundary token.
-  assert tokenize.file_tokens(['one  two', ''], config.dataset, 'words') == [
+  assert typed_text.file_tokens(['one  two', ''], config.dataset, 'words') == [
       'one', 'two', SENTENCE_END, SENTENCE_END]
   assert sources.source_of(config.dataset).export_lines(['one', 'two', SENTENCE_END, 'three'],
                                                         'words') == ['one two', 'three']

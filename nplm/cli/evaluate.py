@@ -13,7 +13,7 @@ works from any directory). If that data is gone or no longer what the model was 
 data as it is now, or a copy elsewhere, name it with --dataset (the first line says whether
 it is the data the model was trained on).
 
-The text is tokenized as the model's dataset was (nplm.data.tokenize) and read through the
+The text is tokenized as the model's dataset was (nplm.data.typed_text) and read through the
 model's own vocabulary: a word it never learned is scored as `<unk>`, and the words that
 fell to `<unk>` most often are listed. Every token is scored once by the head's exact,
 normalized log_prob, from the start-of-split context (as training's evaluation).

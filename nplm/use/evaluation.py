@@ -24,7 +24,7 @@ from nplm.data.acquire import CorpusNotFoundError
 from nplm.data.sources import source_of
 from nplm.data.lines import words_of_line
 from nplm.data.tokenizers import Tokenization
-from nplm.data.tokenize import file_tokens
+from nplm.data.typed_text import file_tokens
 from nplm.data.vocab import Vocabulary
 from nplm.perplexity import perplexity
 from nplm.use.ngram_run import NgramRun
