@@ -1,8 +1,10 @@
-"""README's commands, run as written: every line of every ```sh block after the first (the
-set-up commands, which .ci/run runs) and every ```python block, in order, in one fresh temporary current directory, by
-bash, each to status 0 with no traceback. A new README command is a new test here.
+"""The commands of README.md and of every page of docs/, run as written: every line of every
+```sh block (README's first excepted: the set-up commands, which .ci/run runs) and every
+```python block, page by page. Each page's commands run in order, in a fresh temporary
+current directory of the page's own, by bash, each to status 0 with no traceback. A new
+command in README or docs/ is a new test here.
 
-The small corpora are put at the paths README names (data/ptb, data/wikitext-2, my_book.txt,
+The small corpora are put at the paths the pages name (data/ptb, data/wikitext-2, my_book.txt,
 letter.txt); HOME is a temporary directory, so TFDS's default data dir (~/tensorflow_datasets)
 is too; `nplm` and `python` on PATH are wrappers that run the command through
 tests/readme_substitutions.py, which gives Brown the tiny fixture corpus and serves TFDS
@@ -10,7 +12,8 @@ catalogue downloads from local files (its docstring says exactly what it replace
 experiments.…` finds the checkout's experiments package as it would from the checkout.
 
 Lines not run are matched by NOT_RUN below, each with why; test_not_run_patterns_are_current
-keeps that list honest.
+keeps that list honest. test_relative_links_resolve checks the links of README, WORKSPACE and
+docs/ (files, and the headings that anchors name).
 """
 
 import os
@@ -27,9 +30,11 @@ from tests.conftest import write_text_corpus
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / 'README.md'
+# README first, then docs/'s pages: each runs on its own, in a directory of its own.
+PAGES = [README, *sorted((ROOT / 'docs').glob('*.md'))]
 
 NOT_RUN = {
-    r'^pip install ': 'installs packages: .ci/run installs requirements.txt in a fresh venv '
+    r'^pip install ': 'installs packages: .ci/run installs requirements-test.txt in a fresh venv '
                       'and tests/test_package.py checks the wheel',
     r'\.\.\.': 'a placeholder to fill in (the coordinator of a multi-host run)',
     r'-m experiments\.benchmarks\.': 'a benchmark (minutes): tests/test_*benchmark.py run '
@@ -39,25 +44,34 @@ NOT_RUN = {
 }
 
 
-def readme_lines() -> list[str]:
-  """The commands of README's ```sh blocks (a line each) and ```python blocks (a block each,
-  run as `python -c BLOCK`), in README's order."""
-  blocks = re.findall(r'^```(sh|python)\n(.*?)^```', README.read_text(), re.S | re.M)
+def page_name(page: Path) -> str:
+  return page.relative_to(ROOT).as_posix()
+
+
+def page_lines(page: Path) -> list[str]:
+  """The commands of a page's ```sh blocks (a line each) and ```python blocks (a block each,
+  run as `python -c BLOCK`), in the page's order."""
+  blocks = re.findall(r'^```(sh|python)\n(.*?)^```', page.read_text(), re.S | re.M)
   commands = []
   for index, (language, text) in enumerate(blocks):
     if language == 'python':
       commands.append(f'python -c {shlex.quote(text)}')
-    elif index:  # The first block: the set-up commands, which .ci/run runs.
+    elif index or page != README:  # README's first block: the set-up, which .ci/run runs.
       commands += [line.strip() for line in text.splitlines()
                    if line.strip() and not line.strip().startswith('#')]
   return commands
+
+
+def all_lines() -> list[str]:
+  return [line for page in PAGES for line in page_lines(page)]
 
 
 def not_run_reason(line: str) -> str | None:
   return next((why for pattern, why in NOT_RUN.items() if re.search(pattern, line)), None)
 
 
-COMMANDS = [line for line in readme_lines() if not_run_reason(line) is None]
+COMMANDS = [pytest.param(page_name(page), line, id=f'{page_name(page)} {line}')
+            for page in PAGES for line in page_lines(page) if not_run_reason(line) is None]
 
 
 def write_wrappers(bin_dir: Path) -> None:
@@ -74,7 +88,7 @@ def write_wrappers(bin_dir: Path) -> None:
 
 
 def write_corpora(cwd: Path) -> None:
-  """The files README's commands name, small."""
+  """The files the pages' commands name, small."""
   ptb = write_text_corpus(cwd / 'data' / 'ptb')
   wikitext = cwd / 'data' / 'wikitext-2'
   wikitext.mkdir(parents=True)
@@ -89,10 +103,8 @@ def write_corpora(cwd: Path) -> None:
                                   'The election was held in Atlanta.\n')
 
 
-@pytest.fixture(scope='module')
-def user_machine(tmp_path_factory):
-  """A current directory with README's corpora, and the environment the commands run in."""
-  root = tmp_path_factory.mktemp('readme')
+def user_machine(root: Path) -> tuple[Path, dict]:
+  """A current directory with the pages' corpora, and the environment the commands run in."""
   cwd, home = root / 'work', root / 'home'
   cwd.mkdir()
   home.mkdir()
@@ -105,19 +117,71 @@ def user_machine(tmp_path_factory):
   return cwd, env
 
 
-@pytest.mark.parametrize('command', COMMANDS)
-def test_readme_command(user_machine, command):
-  cwd, env = user_machine
+@pytest.fixture(scope='module')
+def machine_of(tmp_path_factory):
+  """A page's user machine, made when its first command runs: a fresh one per page."""
+  machines = {}
+
+  def machine(page: str) -> tuple[Path, dict]:
+    if page not in machines:
+      machines[page] = user_machine(tmp_path_factory.mktemp(re.sub(r'\W+', '_', page)))
+    return machines[page]
+
+  return machine
+
+
+@pytest.mark.parametrize('page, command', COMMANDS)
+def test_page_command(machine_of, page, command):
+  cwd, env = machine_of(page)
   result = subprocess.run(['bash', '-c', command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
   output = result.stdout + result.stderr
-  assert result.returncode == 0, f'{command}\n{output[-3000:]}'
-  assert 'Traceback' not in output, f'{command}\n{output[-3000:]}'
+  assert result.returncode == 0, f'{page}: {command}\n{output[-3000:]}'
+  assert 'Traceback' not in output, f'{page}: {command}\n{output[-3000:]}'
 
 
 def test_not_run_patterns_are_current():
-  """Each pattern still matches a README line, and the run lines are most of README's."""
-  lines = readme_lines()
+  """Each pattern still matches a line of README or docs/, and the run lines are most of
+  theirs."""
+  lines = all_lines()
   for pattern in NOT_RUN:
     assert any(re.search(pattern, line) for line in lines), pattern
   assert len(COMMANDS) >= 0.7 * len(lines)
+
+
+def prose(page: Path) -> str:
+  """A page without its fenced blocks."""
+  kept, fenced = [], False
+  for line in page.read_text().splitlines():
+    if re.fullmatch(r'```[\w-]*\s*', line):
+      fenced = not fenced
+    elif not fenced:
+      kept.append(line)
+  return '\n'.join(kept)
+
+
+def slug(heading: str) -> str:
+  """A heading's anchor as GitHub makes it."""
+  heading = re.sub(r'[^\w\- ]', '', heading.strip().lower())
+  return heading.replace(' ', '-')
+
+
+def anchors(page: Path) -> set[str]:
+  return {slug(heading) for heading in re.findall(r'^#+ (.*)$', prose(page), re.M)}
+
+
+def test_relative_links_resolve():
+  """Every relative link of README, WORKSPACE and docs/ names a file that is there, and an
+  anchor a heading of its page."""
+  broken = []
+  for page in [README, ROOT / 'WORKSPACE.md', *sorted((ROOT / 'docs').glob('*.md'))]:
+    for target in re.findall(r'\]\(([^)\s]+)\)', prose(page)):
+      if re.match(r'[a-z]+:', target):
+        continue
+      path, _, anchor = target.partition('#')
+      linked = (page.parent / path).resolve() if path else page
+      if not linked.exists():
+        broken.append(f'{page_name(page)}: {target}')
+      elif anchor and linked.suffix == '.md' and anchor not in anchors(linked):
+        broken.append(f'{page_name(page)}: {target} (no such heading)')
+  assert not broken, broken

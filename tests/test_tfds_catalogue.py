@@ -29,7 +29,7 @@ from tests import tfds_offline
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ('--order=3', '--feature_size=8', '--hidden_size=8', '--batch_size=8')
-# README's line, as the shell splits it.
+# The lm1b line of docs/datasets-and-tokenizers.md, as the shell splits it.
 README_LM1B = ("--dataset=tfds:lm1b --tfds_splits='train[:99%],train[99%:],test' --head=nce "
                '--workdir=runs/lm1b')
 
@@ -62,6 +62,7 @@ def assert_one_line_error(result, *phrases):
   return errors[0]
 
 
+@pytest.mark.slow
 def test_tiny_shakespeare_is_prepared_offline_and_trained(tmp_path):
   result = nplm('train', '--dataset=tfds:tiny_shakespeare', '--data_dir=tfds',
                 '--workdir=runs/shakespeare', '--max_steps=30', *TINY_MODEL, cwd=tmp_path)
@@ -91,6 +92,7 @@ def test_tiny_shakespeare_is_prepared_offline_and_trained(tmp_path):
       'valid': line_tokens(valid), 'test': line_tokens(test)}
 
 
+@pytest.mark.slow
 def test_a_tfds_dataset_is_cut_into_learned_subwords(tmp_path):
   """tiny_shakespeare's raw, cased text under --tokenizer=bpe --lowercase: more tokens than
   words, per-word perplexity over the words counted here, typed text read by the run."""
