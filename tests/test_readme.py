@@ -72,6 +72,23 @@ def not_run_reason(line: str) -> str | None:
 
 COMMANDS = [pytest.param(page_name(page), line, id=f'{page_name(page)} {line}')
             for page in PAGES for line in page_lines(page) if not_run_reason(line) is None]
+# The test file that runs each page's commands: pytest-xdist runs a file on one worker, so
+# the pages (minutes of programs each) are spread over files that the workers share out.
+PAGE_FILES = {
+    'README.md': 'test_readme.py',
+    'docs/devices-and-launch.md': 'test_readme.py',
+    'docs/reliability.md': 'test_readme.py',
+    'docs/using-a-model.md': 'test_docs_using_a_model.py',
+    'docs/models-and-heads.md': 'test_docs_models_and_heads.py',
+    'docs/datasets-and-tokenizers.md': 'test_docs_datasets.py',
+    'docs/reproducing-the-papers.md': 'test_docs_reproducing.py',
+}
+
+
+def commands_of(test_file: str) -> list:
+  """The commands of the pages that PAGE_FILES gives to `test_file` (its __file__)."""
+  name = Path(test_file).name
+  return [command for command in COMMANDS if PAGE_FILES.get(command.values[0]) == name]
 
 
 def write_wrappers(bin_dir: Path) -> None:
@@ -130,14 +147,27 @@ def machine_of(tmp_path_factory):
   return machine
 
 
-@pytest.mark.parametrize('page, command', COMMANDS)
-def test_page_command(machine_of, page, command):
+def run_page_command(machine_of, page: str, command: str) -> None:
+  """`command` run by bash in `page`'s user machine: status 0, no traceback."""
   cwd, env = machine_of(page)
   result = subprocess.run(['bash', '-c', command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
   output = result.stdout + result.stderr
   assert result.returncode == 0, f'{page}: {command}\n{output[-3000:]}'
   assert 'Traceback' not in output, f'{page}: {command}\n{output[-3000:]}'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('page, command', commands_of(__file__))
+def test_page_command(machine_of, page, command):
+  run_page_command(machine_of, page, command)
+
+
+def test_every_page_with_commands_has_a_test_file():
+  pages = {page_name(page) for page in PAGES
+           if any(not_run_reason(line) is None for line in page_lines(page))}
+  assert pages <= set(PAGE_FILES), f'add {sorted(pages - set(PAGE_FILES))} to PAGE_FILES'
+  assert all((Path(__file__).parent / name).exists() for name in PAGE_FILES.values())
 
 
 def test_not_run_patterns_are_current():
