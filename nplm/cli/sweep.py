@@ -34,7 +34,8 @@ from pathlib import Path
 from absl import flags
 
 from nplm import cli, flagfiles, ngram, parallel, paths, stop_requests
-from nplm.config import AUTO_TRAIN_TOKENS, DATA_FIELDS, PER_MODEL_FIELDS, Config, ConfigError
+from nplm.config import (AUTO_TRAIN_TOKENS, DATA_FIELDS, PER_MODEL_FIELDS, Config, ConfigError,
+                         config_class)
 from nplm.data.corpus import Corpus
 from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
@@ -87,7 +88,8 @@ def kn5_test_perplexity(corpus: Corpus, root: Path) -> float:
 def typed_config(options) -> dict:
   """The Config fields the command line set (typed, or by a --flagfile), but --workdir:
   the sweep's directory, not a point's."""
-  return {field.name: options[field.name].value for field in dataclasses.fields(Config)
+  config = config_class(options.model, options.head)  # With a model's own knobs, if any.
+  return {field.name: options[field.name].value for field in dataclasses.fields(config)
           if options[field.name].present and field.name != 'workdir'}
 
 
