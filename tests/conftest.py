@@ -7,6 +7,7 @@ from pathlib import Path
 import jax
 import pytest
 
+from nplm.config import Config
 from nplm.data import brown_format, load_corpus
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
@@ -78,3 +79,49 @@ def real_data_dir(tmp_path_factory):
     fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
     load_corpus(data_dir=directory)
   return str(directory)
+
+
+# A run trained briefly: one epoch, nothing logged or checkpointed along the way.
+QUICK = dict(epochs=1, patience=1, log_every=1000, checkpoint_every=1000)
+
+
+def quick_config(kind: str, workdir: Path):
+  """The Config of quick_runs(kind): the tiny models of test_train, test_rnn,
+  test_transformer and test_word2vec, for one epoch of the tiny corpus; 'chars', a character
+  model of its text as text:DIR (written beside the workdir)."""
+  from tests.test_rnn import rnn_config  # pylint: disable=import-outside-toplevel
+  from tests.test_train import tiny_config  # pylint: disable=import-outside-toplevel
+  from tests.test_transformer import transformer_config  # pylint: disable=import-outside-toplevel
+  from tests.test_word2vec import tiny_run_config  # pylint: disable=import-outside-toplevel
+  return {'nnlm': lambda: tiny_config(workdir, **QUICK),
+          'nnlm_nce': lambda: tiny_config(workdir, head='nce', **QUICK),
+          'nnlm_tree': lambda: tiny_config(workdir, head='tree', **QUICK),
+          'lstm': lambda: rnn_config(workdir, **QUICK),
+          'transformer': lambda: transformer_config(workdir, **QUICK),
+          'word2vec': lambda: tiny_run_config(workdir, epochs=1),
+          'chars': lambda: Config(
+              workdir=str(workdir), data_dir=str(workdir.parent / 'tfds'), tokens='chars',
+              dataset=f'text:{write_text_corpus(workdir.parent / "text")}', order=4,
+              feature_size=8, hidden_size=16, batch_size=32, eval_batch_size=64,
+              learning_rate=1e-2, **QUICK)}[kind]()
+
+
+@pytest.fixture(scope='session')
+def quick_runs(tiny_corpus, tmp_path_factory):
+  """quick_runs(kind) -> the quick run of that kind on the tiny corpus, read back as the tools
+  read it (nplm.use.trained.load_trained): trained once a worker, when a test first asks, in
+  one directory (workdirs named by kind), and only read by the tests that share it
+  (test_prediction, test_complete, test_generation, test_using_a_model, test_every_family):
+  one training each where those modules trained their own."""
+  from nplm.trainer import run  # pylint: disable=import-outside-toplevel
+  from nplm.use.trained import load_trained  # pylint: disable=import-outside-toplevel
+  root = tmp_path_factory.mktemp('quick_runs')
+  trained = {}
+
+  def quick_run(kind: str):
+    if kind not in trained:
+      config = quick_config(kind, root / kind)
+      run(config, None if kind == 'chars' else tiny_corpus)
+      trained[kind] = load_trained(config.workdir)
+    return trained[kind]
+  return quick_run

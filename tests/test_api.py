@@ -52,6 +52,7 @@ def trained(tmp_path_factory):
   return home, done
 
 
+@pytest.mark.slow
 def test_import_nplm_loads_neither_jax_nor_tfds(tmp_path):
   done = python('import sys, nplm\n'
                 'print(sorted(m for m in ("jax", "flax", "tensorflow_datasets") '
@@ -61,6 +62,7 @@ def test_import_nplm_loads_neither_jax_nor_tfds(tmp_path):
   assert done.stdout.split('\n')[:2] == ['[]', 'True True True']
 
 
+@pytest.mark.slow
 def test_train_shows_the_commands_progress_lines_unless_quiet(trained):
   _, done = trained
   shown, quiet = json.loads(done.stdout)
@@ -90,6 +92,7 @@ def test_train_takes_a_config_a_dict_or_flags_alike():
     api._configs(['--no_such_knob=1'])
 
 
+@pytest.mark.slow
 def test_load_gives_the_numbers_the_commands_print(trained):
   """A relative workdir, read from Python and by each command, in the same directory."""
   home, _ = trained

@@ -50,6 +50,7 @@ def test_rates_count_the_real_examples_only():
       'seconds_per_step': pytest.approx(2.0 / 3), 'last_loss': 0.5}
 
 
+@pytest.mark.slow
 def test_run_benchmark_reports_every_measurement(tmp_path, monkeypatch):
   BenchmarkClock(tick=0.5).install(monkeypatch)  # Every timed run (or matmul) takes 0.5 s.
   ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)

@@ -185,6 +185,7 @@ def test_a_chunk_is_cut_where_one_word_fills_the_stream():
   assert bounded_chunk(128, 96, 6, 1 / 9) == 48  # The largest divisor of the batch.
 
 
+@pytest.mark.slow
 def test_skipgram_ns_trains_on_a_text_of_one_repeated_line(tmp_path):
   """The skipgram_ns recipe on 5,000 copies of one 8-word line (|V| = 10): finite
   perplexities (before the fix: 'Training diverged ... not finite at step 1')."""

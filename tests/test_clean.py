@@ -43,6 +43,7 @@ def workdir(tiny_corpus, tmp_path_factory):
   return workdir
 
 
+@pytest.mark.slow
 def test_a_workdirs_checkpoints_are_listed_and_only_the_unneeded_removed(workdir, tmp_path):
   latest, best = steps(workdir / 'checkpoints'), steps(workdir / 'best')
   summary = json.loads((workdir / 'summary.json').read_text())
@@ -66,12 +67,14 @@ def test_a_workdirs_checkpoints_are_listed_and_only_the_unneeded_removed(workdir
   assert 'removed checkpoints/1 ' in removed.stdout
 
 
+@pytest.mark.slow
 def test_nothing_is_removed_while_a_trainer_holds_the_workdir(workdir):
   with open(workdir / 'train.lock', 'a') as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     one_line_error(clean(f'--workdir={workdir}', '--remove_unneeded'), 'is being trained')
 
 
+@pytest.mark.slow
 def test_prepared_datasets_are_listed_and_removed_by_name_unless_being_prepared(tmp_path):
   data_dir, text = tmp_path / 'tfds', write_text_corpus(tmp_path / 'text')
   load_dataset(Config(dataset=f'text:{text}', data_dir=str(data_dir),

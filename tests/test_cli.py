@@ -99,6 +99,7 @@ def test_a_typed_flag_wins_over_a_flagfiles_wherever_it_stands(tmp_path):
   assert dict(zip(cases, parsed)) == cases
 
 
+@pytest.mark.slow
 def test_nplm_train_applies_a_typed_flag_before_the_flagfile(tmp_path):
   """--order=1 typed before a recipe that sets --order=5 is the one validated."""
   result = subprocess.run(
@@ -128,6 +129,7 @@ def test_recipes_are_found_by_name_and_a_file_by_its_path(tmp_path, monkeypatch)
     config_from_flagfile('sub/mlp9')
 
 
+@pytest.mark.slow
 def test_missing_and_binary_flagfiles_are_one_line_errors(tmp_path):
   """Before: `error: ERROR:: Unable to open flagfile: [Errno 2] ...`, and a
   UnicodeDecodeError traceback (status 1)."""
@@ -165,6 +167,7 @@ def test_every_flagfile_mistake_is_a_config_error_naming_it(tmp_path, monkeypatc
     config_from_flagfile(name)
 
 
+@pytest.mark.slow
 def test_help_into_a_closed_pipe_ends_without_a_traceback():
   """`nplm export --help | head -1`: the reader is gone before the help is written (both
   ends of the pipe closed here at once, so the write fails every time, not by chance)."""
@@ -177,6 +180,7 @@ def test_help_into_a_closed_pipe_ends_without_a_traceback():
   assert stderr == '' and process.returncode == 141, stderr  # 141: as if killed by SIGPIPE.
 
 
+@pytest.mark.slow
 def test_real_corpus_smoke_run(real_data_dir, tmp_path):
   """Prepares the real corpus (fetching it once if needed) and trains a few steps."""
   data_dir = real_data_dir

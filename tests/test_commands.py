@@ -51,6 +51,7 @@ def text_run(tmp_path_factory):
   return root, corpus_dir, workdir
 
 
+@pytest.mark.slow
 def test_training_on_text_reports_eos_counted_tokens(text_run):
   root, corpus_dir, workdir = text_run
   summary = json.loads((workdir / 'summary.json').read_text())
@@ -63,6 +64,7 @@ def test_training_on_text_reports_eos_counted_tokens(text_run):
   assert Vocabulary.load(workdir / 'vocab.txt').unk_max_count == 0
 
 
+@pytest.mark.slow
 def test_evaluate_on_its_own_dataset_gives_trainings_exact_numbers(text_run):
   root, _, workdir = text_run
   summary = json.loads((workdir / 'summary.json').read_text())
@@ -73,6 +75,7 @@ def test_evaluate_on_its_own_dataset_gives_trainings_exact_numbers(text_run):
     assert results[split]['tokens'] == summary['tokens'][split]
 
 
+@pytest.mark.slow
 def test_evaluate_a_text_file_against_a_numpy_recurrence(text_run, tmp_path):
   _, _, workdir = text_run
   path = tmp_path / 'new.txt'
@@ -90,6 +93,7 @@ def test_evaluate_a_text_file_against_a_numpy_recurrence(text_run, tmp_path):
   assert got['unk_rate'] == pytest.approx(2 / 11)
 
 
+@pytest.mark.slow
 def test_evaluate_on_another_dataset_maps_through_the_models_vocabulary(text_run, tmp_path):
   root, _, workdir = text_run
   other = write_dir(tmp_path / 'other', {'train': 'x\n', 'valid': 'the cat\n',
@@ -100,6 +104,7 @@ def test_evaluate_on_another_dataset_maps_through_the_models_vocabulary(text_run
   assert 'tokens         4' in result.stdout and '<unk> rate 50.00%' in result.stdout
 
 
+@pytest.mark.slow
 def test_score_tokenizes_as_the_dataset_and_generate_continues_a_prompt(text_run):
   _, _, workdir = text_run
   trained = load_trained(workdir)
@@ -111,6 +116,7 @@ def test_score_tokenizes_as_the_dataset_and_generate_continues_a_prompt(text_run
   assert "'the zebra': read as <unk> (not in the vocabulary): zebra" in result.stderr
 
 
+@pytest.mark.slow
 def test_mix_and_neighbours_read_a_text_run(text_run):
   root, _, workdir = text_run
   mixed = program('mix', f'--workdir={workdir}', f'--data_dir={root / "tfds"}')
@@ -122,6 +128,7 @@ def test_mix_and_neighbours_read_a_text_run(text_run):
   assert near.stdout.splitlines()[1].split()[1] == 'the'  # A word is nearest itself.
 
 
+@pytest.mark.slow
 def test_models_trained_together_on_a_text_dataset(tmp_path):
   corpus_dir = write_dir(tmp_path / 'ptb')
   base = Config(workdir='unused', dataset=f'text:{corpus_dir}', data_dir=str(tmp_path / 'tfds'),
@@ -134,6 +141,7 @@ def test_models_trained_together_on_a_text_dataset(tmp_path):
     assert summary['tokens']['test'] == len(expected_tokens((corpus_dir / 'test.txt').read_text()))
 
 
+@pytest.mark.slow
 def test_ngram_command_counts_the_tokens_and_matches_the_library(tmp_path):
   corpus_dir = write_dir(tmp_path / 'ptb')
   out = tmp_path / 'kn'
@@ -157,6 +165,7 @@ def test_ngram_command_counts_the_tokens_and_matches_the_library(tmp_path):
   assert 'DelInt3' in delint.stdout
 
 
+@pytest.mark.slow
 def test_a_tfds_dataset_trains_from_the_command_line_and_exports(tmp_path):
   data_dir = tmp_path / 'tfds'
   NplmTestLines(data_dir=str(data_dir), file_format='array_record').download_and_prepare()
@@ -209,6 +218,7 @@ def test_file_types_index_every_token_once():
 
 # --- the package ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_package_installs_and_imports_from_outside_the_checkout(tmp_path):
   # From a copy: setuptools builds in the source tree, and the checkout must stay clean.
   source = tmp_path / 'source'
@@ -232,6 +242,7 @@ def test_the_package_installs_and_imports_from_outside_the_checkout(tmp_path):
   assert 'evaluate' in usage.stdout and 'ngram' in usage.stdout
 
 
+@pytest.mark.slow
 def test_prepare_benchmark_times_a_generated_corpus_it_counts_right(tmp_path):
   result = program('benchmarks.prepare', f'--out={tmp_path}', '--tokens=20000', '--types=500',
                    '--repeats=1', f'--report={tmp_path / "report"}')
@@ -247,6 +258,7 @@ def test_prepare_benchmark_times_a_generated_corpus_it_counts_right(tmp_path):
   assert 'prepare' in result.stdout and 'peak MiB' in result.stdout
 
 
+@pytest.mark.slow
 def test_dataset_mistakes_are_one_line_errors(tmp_path):
   corpus_dir = write_dir(tmp_path / 'ptb')
   for flags, phrase in [((f'--dataset=text:{tmp_path / "nowhere"}',), 'no such file or directory'),
@@ -261,6 +273,7 @@ def test_dataset_mistakes_are_one_line_errors(tmp_path):
         result.stderr), result.stderr
 
 
+@pytest.mark.slow
 def test_help_shows_each_programs_own_flags_and_usage():
   for name, flag in (('train', '--dataset'), ('evaluate', '--text_file'), ('ngram', '--order'),
                      ('score', '--json')):

@@ -53,6 +53,7 @@ def rows_of(base: Path, *runs: str) -> list[dict]:
     return comparison.read_runs([f'runs/{run}' for run in runs])
 
 
+@pytest.mark.slow
 def test_rows_hold_each_runs_recorded_numbers_ranked_by_valid_perplexity(base):
   rows = rows_of(base, 'b', 'kn3', 'a')
   for row, run in zip(rows, ('b', 'kn3', 'a')):
@@ -82,6 +83,7 @@ def test_rows_hold_each_runs_recorded_numbers_ranked_by_valid_perplexity(base):
     assert f'{recorded["vocab_size"]:,}' in cells
 
 
+@pytest.mark.slow
 def test_runs_on_different_vocabularies_carry_a_warning_and_keep_their_order(base):
   rows = rows_of(base, 'c', 'a', 'kn3', 'b')
   a, c = (set(Path(base / 'runs' / run / 'vocab.txt').read_text().splitlines())
@@ -101,6 +103,7 @@ def test_runs_on_different_vocabularies_carry_a_warning_and_keep_their_order(bas
   assert [line.split()[-1] for line in lines[2:]] == ['A', 'B', 'B', 'B']
 
 
+@pytest.mark.slow
 def test_a_vocabulary_is_recognized_by_its_data_fingerprint_where_none_is_recorded(base,
                                                                                    tmp_path):
   recorded = summary(base, 'kn3')
@@ -112,6 +115,7 @@ def test_a_vocabulary_is_recognized_by_its_data_fingerprint_where_none_is_record
   assert [row['vocabulary'] for row in rows] == ['A', 'B', 'B']
 
 
+@pytest.mark.slow
 def test_a_run_without_its_summary_is_a_row_marked_unfinished(base):
   rows = rows_of(base, 'a', 'cut')
   cut = rows[1]
@@ -122,6 +126,7 @@ def test_a_run_without_its_summary_is_a_row_marked_unfinished(base):
   assert comparison.table(report['runs'])[-1].split()[6] == 'unfinished'
 
 
+@pytest.mark.slow
 def test_the_figure_has_each_runs_validation_curve(base):
   rows = rows_of(base, 'a', 'b', 'kn3', 'c')
   (axes,) = comparison.figure(rows).axes
@@ -140,6 +145,7 @@ def test_the_figure_has_each_runs_validation_curve(base):
   assert 'vocabularies differ' in axes.get_title()
 
 
+@pytest.mark.slow
 def test_per_word_perplexity_and_bits_per_character_get_columns_where_recorded(base, tmp_path):
   shutil.copytree(base / 'runs' / 'a', tmp_path / 'words')
   recorded = summary(base, 'a')
@@ -159,6 +165,7 @@ def test_per_word_perplexity_and_bits_per_character_get_columns_where_recorded(b
       == ['wall', 'examples/s']
 
 
+@pytest.mark.slow
 def test_nothing_to_read_is_one_error(base, tmp_path):
   with pytest.raises(ConfigError, match='no such directory'):
     rows_of(base, 'a', 'gone')
@@ -174,6 +181,7 @@ def nplm(*args: str, cwd: Path) -> tuple[int, str, str]:
   return child.returncode, child.stdout, child.stderr
 
 
+@pytest.mark.slow
 def test_the_program_from_another_directory_with_relative_paths(base):
   elsewhere = base / 'elsewhere'
   elsewhere.mkdir()
@@ -203,6 +211,16 @@ def test_the_program_from_another_directory_with_relative_paths(base):
     assert phrase in stderr and len(stderr.strip().splitlines()) == 1, stderr
 
 
+def test_the_program_names_a_run_that_is_not_there_in_one_line(tmp_path):
+  """The program's refusal, without a trained run (the fast tier's test of `nplm compare`)."""
+  (tmp_path / 'runs').mkdir()
+  for args, phrase in ((['runs/gone'], 'runs/gone: no such directory'),
+                       (['runs'], 'holds no run'), ([], 'name the runs')):
+    code, stdout, stderr = nplm(*args, cwd=tmp_path)
+    assert code == 2 and stdout == '' and stderr.startswith('error: '), stderr
+    assert phrase in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
 @pytest.fixture(scope='module')
 def stopped(base):
   """runs/stopped: a's settings stopped by --max_steps=3, before its first validation;
@@ -213,6 +231,7 @@ def stopped(base):
   return base
 
 
+@pytest.mark.slow
 def test_a_run_stopped_before_its_first_validation_is_a_marked_row_and_a_star(stopped):
   rows = rows_of(stopped, 'a', 'stopped', 'kn3')
   recorded = summary(stopped, 'stopped')
@@ -237,6 +256,7 @@ def test_a_run_stopped_before_its_first_validation_is_a_marked_row_and_a_star(st
   assert stars == sorted([(a['best_epoch'], a['valid_ppl']), (0, recorded['valid_ppl'])])
 
 
+@pytest.mark.slow
 def test_a_character_runs_final_perplexity_and_bits_are_in_the_table_and_figure(stopped):
   rows = rows_of(stopped, 'chars', 'a')
   recorded = summary(stopped, 'chars')

@@ -15,15 +15,10 @@ import pytest
 import nplm
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
-from nplm.trainer import run
 from nplm.use.completion import MAX_WORDS, SENTENCE_END, complete
 from nplm.use.prediction import read_prompt
 from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
-from tests.test_prediction import QUICK
-from tests.test_rnn import rnn_config
-from tests.test_train import tiny_config
-from tests.test_word2vec import tiny_run_config
 
 END_MARKS = ('<eos>', '</p>', '</text>')
 SENTENCE_MARKS = ('.', '!', '?')
@@ -43,24 +38,20 @@ def finished(child: subprocess.Popen) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope='module')
-def models(tiny_corpus, tmp_path_factory):
-  """A window and a recurrent model on the tiny Brown corpus (|V| = 51), and KN3 runs of its
-  text as text:DIR (words, characters, subwords) written by `nplm ngram --out`, as the
-  tools read them."""
+def models(quick_runs, tmp_path_factory):
+  """A window and a recurrent model on the tiny Brown corpus (|V| = 51) and a word2vec model
+  (the session's quick runs), and KN3 runs of its text as text:DIR (words, characters,
+  subwords) written by `nplm ngram --out`, as the tools read them."""
   root = tmp_path_factory.mktemp('complete')
   text = write_text_corpus(root / 'text')
   fits = [nplm_program('ngram', f'--dataset=text:{text}', f'--data_dir={root / "tfds"}',
                        f'--out={root / name}', '--order=3', *flags, cwd=root)
           for name, flags in NGRAMS.items()]  # Fitted while the networks train.
-  configs = {'nnlm': tiny_config(root / 'nnlm', **QUICK),
-             'lstm': rnn_config(root / 'lstm', **QUICK),
-             'word2vec': tiny_run_config(root / 'word2vec', epochs=1)}
-  for config in configs.values():
-    run(config, tiny_corpus)
+  networks = {name: quick_runs(name) for name in ('nnlm', 'lstm', 'word2vec')}
   for fit in fits:
     status, _, stderr = finished(fit)
     assert status == 0, stderr
-  return {name: load_trained(root / name) for name in [*configs, *NGRAMS]}
+  return {**networks, **{name: load_trained(root / name) for name in NGRAMS}}
 
 
 def brute_force(model, prefix: str, max_words: int) -> dict[tuple[int, ...], float]:
@@ -93,6 +84,7 @@ def best(scored: dict[tuple[int, ...], float], k: int) -> list[tuple[tuple[int, 
 
 @pytest.mark.parametrize('name,prefix', [('nnlm', 'The jury said'), ('nnlm', ''),
                                          ('lstm', 'the election'), ('kn3', 'The jury said')])
+@pytest.mark.slow
 def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones(
     models, name, prefix):
   model, k, max_words = models[name], 10, 3
@@ -169,6 +161,7 @@ def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2
     nplm.load(models['word2vec'].config.workdir).complete('the')
 
 
+@pytest.mark.slow
 def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_path):
   model = models['kn3']
   workdir = os.path.relpath(model.config.workdir, tmp_path)

@@ -110,6 +110,7 @@ MISTAKES = {
 }
 
 
+@pytest.mark.slow
 def test_every_commands_user_errors_are_one_line_with_status_2():
   running = {name: subprocess.Popen([sys.executable, '-m', *command],
                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

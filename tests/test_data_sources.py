@@ -61,6 +61,7 @@ def test_a_source_of_ones_own_declares_its_markers_and_split():
   assert (told.train_tokens, told.valid_tokens) == (200, 20)
 
 
+@pytest.mark.slow
 def test_a_source_of_ones_own_trains_through_run(tmp_path):
   workdir = tmp_path / 'run'
   summary = run(Config(workdir=str(workdir), dataset=f'{TOY}:80', order=3, feature_size=8,

@@ -336,6 +336,7 @@ def tiny_run_config(tmp_path, dataset, **fields):
                 epochs=1, log_every=100, checkpoint_every=100, **fields)
 
 
+@pytest.mark.slow
 def test_a_workdir_refuses_to_continue_on_other_data(tmp_path):
   directory = write_dir(tmp_path / 'ptb')
   config = tiny_run_config(tmp_path, f'text:{directory}')
@@ -351,6 +352,7 @@ def test_a_workdir_refuses_to_continue_on_other_data(tmp_path):
     run(config.replace(dataset=f'text:{write_dir(tmp_path / "other")}'))
 
 
+@pytest.mark.slow
 def test_a_character_model_reports_bits_per_character(tmp_path):
   config = tiny_run_config(tmp_path, f'text:{write_dir(tmp_path / "ptb")}', tokens='chars')
   summary = run(config)

@@ -15,6 +15,8 @@ from nplm.training import optimizer
 from nplm.training.families import feed_of
 from nplm.training.config_checks import validated
 
+pytestmark = pytest.mark.slow
+
 COUNTS = np.arange(40, 0, -1)
 
 # Per model: the config, and by hand the parameters that are weights and the embedding tables;

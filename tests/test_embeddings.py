@@ -240,6 +240,7 @@ def finish(child: subprocess.Popen) -> tuple[int, str, str]:
   return child.returncode, stdout, stderr
 
 
+@pytest.mark.slow
 def test_the_program_writes_c_and_its_scores(family_run, tmp_path):
   children = [run_program(f'--workdir={family_run}', f'--out={tmp_path / "out"}'),
               run_program(f'--workdir={tmp_path}', f'--out={tmp_path / "never"}'),

@@ -23,6 +23,7 @@ def steps_per_epoch(tiny_corpus, tmp_path) -> int:
   return summary['steps']
 
 
+@pytest.mark.slow
 def test_validations_fall_every_n_updates_and_the_last_update_is_never_dropped(
     tiny_corpus, tmp_path):
   per_epoch = steps_per_epoch(tiny_corpus, tmp_path)
@@ -48,6 +49,7 @@ def test_validations_fall_every_n_updates_and_the_last_update_is_never_dropped(
   assert summary['valid_ppl'] == pytest.approx(want, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_the_last_parameters_are_reported_when_better_and_the_best_otherwise(
     tiny_corpus, tmp_path, monkeypatch):
   # Planted: validations at 5, 10 and 15; the run ends at 17, its last update scored 60.
@@ -83,6 +85,7 @@ def test_a_run_shorter_than_an_epoch_reports_its_last_update(tiny_corpus, tmp_pa
   assert summary['phase_seconds']['validation'] == 0
 
 
+@pytest.mark.slow
 def test_a_run_stopped_at_a_validation_step_resumes_as_the_uninterrupted_run(
     tiny_corpus, tmp_path):
   changes = dict(eval_every=6, epochs=3, patience=10)
@@ -96,6 +99,7 @@ def test_a_run_stopped_at_a_validation_step_resumes_as_the_uninterrupted_run(
     assert resumed[key] == whole[key], key
 
 
+@pytest.mark.slow
 def test_the_command_line_says_which_parameters_it_reports(tmp_path):
   corpus, workdir = write_text_corpus(tmp_path / 'text'), tmp_path / 'run'
   result = subprocess.run(

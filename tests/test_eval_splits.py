@@ -92,6 +92,7 @@ def test_more_valid_tokens_than_the_split_holds_validate_the_whole_split(caplog)
 
 
 @pytest.mark.parametrize('model', ['nnlm', 'transformer', 'lstm', 'cbow'])
+@pytest.mark.slow
 def test_a_placed_prefix_scores_as_the_first_tokens_of_the_whole_split(tiny_corpus, model):
   """Every family: the prefix's log-probs are the whole split's first N (word2vec's last
   words read their right-hand window beyond the prefix, as in the whole split)."""
@@ -198,6 +199,7 @@ def test_a_finished_run_is_reused_only_with_the_splits_asked_for(tiny_corpus, pa
     run(config.replace(valid_tokens_per_eval=60), tiny_corpus)
 
 
+@pytest.mark.slow
 def test_models_trained_together_validate_on_the_first_tokens(tmp_path):
   """K = 2 on a text:DIR dataset loaded by the trainer (its load timed): each model's
   history is its own checkpoints' perplexity of the first 40 valid tokens; train and test

@@ -11,28 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nplm.config import Config
-from nplm.trainer import run
 from nplm.use.prediction import predict
 from nplm.use.sentences import score_sentences
-from nplm.use.trained import load_trained
-from tests.conftest import write_text_corpus
-from tests.test_word2vec import tiny_run_config
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope='module')
-def runs(tiny_corpus, tmp_path_factory):
-  root = tmp_path_factory.mktemp('families')
-  chars = Config(workdir=str(root / 'chars'), dataset=f'text:{write_text_corpus(root / "text")}',
-                 data_dir=str(root / 'tfds'), tokens='chars', order=4, feature_size=8,
-                 hidden_size=16, batch_size=32, eval_batch_size=64, learning_rate=1e-2,
-                 epochs=1, max_steps=20)
-  word2vec = tiny_run_config(root / 'word2vec', epochs=1)
-  run(chars)
-  run(word2vec, tiny_corpus)
-  return {'chars': load_trained(chars.workdir), 'word2vec': load_trained(word2vec.workdir)}
+def runs(quick_runs):
+  """A character model of the tiny corpus's text and a word2vec model (the session's quick
+  runs)."""
+  return {'chars': quick_runs('chars'), 'word2vec': quick_runs('word2vec')}
 
 
 def start_of_text(model, text: str) -> np.ndarray:

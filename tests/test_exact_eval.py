@@ -130,6 +130,7 @@ def test_heads_log_prob_in_chunks_is_normalized_and_equals_numpy(name, knobs, mo
   np.testing.assert_allclose(every_word, expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_k_model_evaluation_pass_in_chunks_equals_numpy_eq1(monkeypatch):
   """The feed's vmapped scoring pass over a split (two NNLMs, 61 words in chunks of 16, the
   last clamped), against Eq. 1 in numpy, token by token."""
@@ -152,6 +153,7 @@ def test_a_k_model_evaluation_pass_in_chunks_equals_numpy_eq1(monkeypatch):
     np.testing.assert_allclose(log_p, expected[np.arange(len(ids)), ids], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_benchmark_reports_every_figure_from_its_measurements(tmp_path):
   sizes, tokens, batch = (300, 1500), 400, 64
   out = tmp_path / 'exact_eval'

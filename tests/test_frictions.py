@@ -60,6 +60,7 @@ def runs(tmp_path_factory):
 
 # --- 1, 2: a mistyped command or setting ----------------------------------------------------
 
+@pytest.mark.slow
 def test_a_mistyped_command_is_one_line_naming_the_close_match(tmp_path):
   typo, unknown = nplm('trian', cwd=tmp_path), nplm('xyzzy', cwd=tmp_path)
   assert typo.returncode == unknown.returncode == 2
@@ -81,6 +82,7 @@ def test_a_mistyped_setting_is_a_config_error_naming_the_close_match():
 
 # --- 3: one sentence, one result ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_one_sentence_gives_one_result_and_a_list_a_list(runs):
   model = api.load(runs['cased'])
   sentences = ['The jury said it', 'It was the election']
@@ -120,6 +122,7 @@ def listed_words(stdout: str) -> dict[str, list[str]]:
   return blocks
 
 
+@pytest.mark.slow
 def test_neighbours_takes_words_as_arguments_and_reads_them_as_the_model_does(runs):
   cased, lower = runs['cased'], runs['lower']
   done = nplm('neighbours', f'--workdir={cased.name}', 'jury', 'said', '--words=the', '--k=4',
@@ -140,6 +143,7 @@ def test_neighbours_takes_words_as_arguments_and_reads_them_as_the_model_does(ru
 
 # --- 5: control characters shown escaped ----------------------------------------------------
 
+@pytest.mark.slow
 def test_control_characters_print_escaped_and_are_scored_as_given(runs):
   model = load_trained(runs['cased'])
   typed = f'The {ESCAPE}jury\x1b[0m said\r it'
@@ -214,6 +218,7 @@ def test_a_line_without_end_is_written_as_it_comes():
   assert first == ['the jury the jury', ' the jury the jury', ' the jury the jury']
 
 
+@pytest.mark.slow
 def test_a_huge_length_prints_as_it_goes_and_stops_on_a_signal(runs):
   """The old program drew every token before printing any (and held them all)."""
   workdir = runs['cased']
@@ -265,6 +270,7 @@ def test_characters_end_a_sentence_at_a_mark_followed_by_a_space_only():
   assert ''.join(model.vocab.decode(ids)) == "3.5a?'"  # Not at '3.5'; the quote is its own.
 
 
+@pytest.mark.slow
 def test_sampled_sentences_stop_after_the_nth_as_a_reader_counts(runs):
   model = load_trained(runs['cased'])
   free = generate_text(model, '', Sampling(400, temperature=1.2, samples=4), seed=2)
@@ -285,6 +291,7 @@ def test_generate_help_says_what_a_sentence_is(tmp_path):
   assert "a sentence ends at '.', '!' or '?'" in ' '.join(done.stdout.split())
 
 
+@pytest.mark.slow
 def test_the_start_up_line_names_the_tokens_and_the_progress_line_the_run_left(
     tiny_corpus, tmp_path, caplog):
   from nplm.data.tokenizers import token_kind

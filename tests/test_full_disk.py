@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_stops import corpus, train_argv  # noqa: F401 (a fixture)
 from tests.test_train import ROOT
+
+pytestmark = pytest.mark.slow
 
 # `nplm train` whose TensorBoard event files cannot be flushed once the final evaluation has
 # begun (ENOSPC, as from a full disk): the writer's close then fails as it did on a tmpfs

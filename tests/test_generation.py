@@ -10,29 +10,17 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.config import Config
 from nplm.data import tokenizers
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
-from nplm.trainer import run
 from nplm.use.generation import Sampling, as_text, generate, generate_text, sampling_logits
-from nplm.use.trained import load_trained
-from tests.conftest import write_text_corpus
-from tests.test_prediction import QUICK, numpy_next_log_probs
-from tests.test_train import tiny_config
+from tests.test_prediction import numpy_next_log_probs
 
 
 @pytest.fixture(scope='module')
-def runs(tiny_corpus, tmp_path_factory):
-  """A word model on the tiny Brown corpus and a character model on its text as text:DIR."""
-  root = tmp_path_factory.mktemp('runs')
-  words = tiny_config(root / 'words', **QUICK)
-  chars = Config(workdir=str(root / 'chars'), dataset=f'text:{write_text_corpus(root / "text")}',
-                 data_dir=str(root / 'tfds'), tokens='chars', order=4, feature_size=8,
-                 hidden_size=16, batch_size=32, eval_batch_size=64, learning_rate=1e-2,
-                 **QUICK)
-  run(words, tiny_corpus)
-  run(chars)
-  return {'words': load_trained(words.workdir), 'chars': load_trained(chars.workdir)}
+def runs(quick_runs):
+  """A word model on the tiny Brown corpus and a character model on its text as text:DIR (the
+  session's quick runs)."""
+  return {'words': quick_runs('nnlm'), 'chars': quick_runs('chars')}
 
 
 # --- the draw reshaped: a numpy reading of temperature, top-k and top-p -------------------
@@ -85,6 +73,7 @@ def test_greedy_takes_the_first_of_tied_best_words():
   np.testing.assert_array_equal(got, [0, 0, 1, 0, 0])
 
 
+@pytest.mark.slow
 def test_top_p_draws_follow_the_nucleus_of_the_model(runs):
   trained, draws = runs['words'], 4000
   prompt = trained.vocab.encode('the jury'.split())
@@ -215,6 +204,7 @@ def finish(child: subprocess.Popen) -> tuple[int, str, str]:
   return child.returncode, stdout, stderr
 
 
+@pytest.mark.slow
 def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_path):
   chars, words = (Path(runs[k].config.workdir) for k in ('chars', 'words'))
   cwd = chars.parent  # Workdirs typed relative to it.

@@ -383,6 +383,7 @@ def initial_valid_perplexity(config, corpus) -> float:
 
 
 @pytest.mark.parametrize('head', ['softmax', 'class', 'tree', 'is', 'nce', 'adaptive'])
+@pytest.mark.slow
 def test_training_lowers_exact_validation_perplexity(trained, tiny_corpus, head):
   """Two epochs of nplm.trainer.run cut the exact validation perplexity of the parameters the
   run started from by at least 5% (NCE and the Huffman tree start near the unigram's)."""
@@ -393,6 +394,7 @@ def test_training_lowers_exact_validation_perplexity(trained, tiny_corpus, head)
 
 
 @pytest.mark.parametrize('head', ['is', 'nce'])
+@pytest.mark.slow
 def test_sampled_heads_report_the_exact_softmax_perplexity(trained, tiny_corpus, head):
   """The reported perplexity is the full softmax over the best parameters, summed in numpy,
   not anything sampled."""
@@ -403,6 +405,7 @@ def test_sampled_heads_report_the_exact_softmax_perplexity(trained, tiny_corpus,
     assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_negative_sampling_trains_and_is_evaluated_normalized(trained):
   """Not a language model, but it trains and its exact perplexity is finite (its log_prob is
   normalized: see test_log_prob_is_normalized_and_equals_the_numpy_formula)."""
@@ -412,6 +415,7 @@ def test_negative_sampling_trains_and_is_evaluated_normalized(trained):
 
 
 @pytest.mark.parametrize('examples', [None, 5])
+@pytest.mark.slow
 def test_the_proposal_draws_what_jax_random_choice_draws_from_q(examples):
   """Q's running sum is hoisted out of the step (XLA folded it at every compilation, 3.4 s
   at |V| = 300k); the ids drawn for a key are still jax.random.choice's, so runs recorded

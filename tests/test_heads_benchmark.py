@@ -125,6 +125,7 @@ def test_shapes_get_a_table_each_and_sequential_timing_takes_one_head_at_a_time(
   assert '### a (' in markdown and '### b (' in markdown and 'interleaved' not in markdown
 
 
+@pytest.mark.slow
 def test_real_train_steps_are_timed(monkeypatch):
   """The real jitted steps, of the softmax and of the head that needs the tiny cutoffs."""
   BenchmarkClock(tick=0.5).install(monkeypatch)  # Every timed run takes 0.5 s.
@@ -143,6 +144,7 @@ def test_real_train_steps_are_timed(monkeypatch):
       assert rate['runs'] == [32.0, 32.0]  # 2 steps of 8 examples in 0.5 s.
 
 
+@pytest.mark.slow
 def test_training_reports_exact_perplexities_and_reuses_finished_runs(tiny_corpus, tmp_path):
   corpus = tiny_corpus
   boundary = int(corpus.vocab.encode(['</text>'])[0])

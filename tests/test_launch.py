@@ -35,6 +35,7 @@ def test_committed_notebook_is_valid_and_has_no_outputs():
       assert cell.execution_count is None and cell.outputs == [], cell.source[:60]
 
 
+@pytest.mark.slow
 def test_notebook_runs_top_to_bottom_on_the_tiny_corpus(tmp_path, monkeypatch):
   workdir = tmp_path / 'run'
   text_dir = write_text_corpus(tmp_path / 'text')
@@ -170,6 +171,7 @@ def test_ctrl_c_reaches_every_process_as_sigterm(stub_python, tmp_path):
     # Output rows split across processes.
     ('data:2,model:2', {'head': 'nce', 'num_samples': 10}, {'data': 2, 'model': 2}),
 ])
+@pytest.mark.slow
 def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_data_dir,
                                                             tmp_path, mesh, head, shape):
   """2 processes × 2 CPU devices (jax.distributed, gloo collectives) train the same model as
@@ -196,6 +198,7 @@ def test_two_processes_on_loopback_give_the_metrics_of_one(tiny_corpus, tiny_dat
   assert json.loads((workdir / 'run.json').read_text())['config']['process_id'] == 0
 
 
+@pytest.mark.slow
 def test_a_two_process_run_stopped_by_ctrl_c_resumes_to_the_same_numbers(
     tiny_corpus, tiny_data_dir, tmp_path):
   """Ctrl-C reaches the processes at different updates; they agree on one to stop at, save

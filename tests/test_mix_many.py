@@ -52,6 +52,7 @@ def numpy_perplexity(log_probs: list[np.ndarray], weights: np.ndarray) -> float:
   return math.exp(-np.mean(np.log(np.sum(np.broadcast_to(weights, p.shape) * p, axis=1))))
 
 
+@pytest.mark.slow
 def test_three_models_mixed_three_ways_match_numpy(models):
   corpus, where, log_probs = models
   names = ['net1', 'net2', 'KN3']
@@ -91,6 +92,7 @@ def nplm(*args: str) -> subprocess.CompletedProcess:
                         capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_mix_of_four_from_the_command_line(models):
   corpus, where, log_probs = models
   result = nplm('mix', f'--workdir={where["net1"]}', f'--with={where["net2"]}, {where["KN3"]}',

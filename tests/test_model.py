@@ -83,6 +83,7 @@ def test_the_int32_shuffle_is_numpys_permutation_of_the_strided_positions(num_to
   assert all(p.dtype == np.int32 for p, _ in batches)
 
 
+@pytest.mark.slow
 def test_nnlm_dropout_is_inverted_dropout_in_training_and_off_in_evaluation():
   order, hidden_size, rate, vocab_size = 4, 16, 0.5, 23
   config = Config(workdir='unused', order=order, feature_size=8, hidden_size=hidden_size,

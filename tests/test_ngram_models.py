@@ -235,6 +235,7 @@ def network(fitted, tmp_path_factory):
   return load_trained(workdir)
 
 
+@pytest.mark.slow
 def test_mix_of_a_network_and_an_ngram_dir_from_the_command_line(fitted, network):
   corpus, models = fitted
   kn3 = models['KN3'][0]
@@ -258,6 +259,7 @@ def test_mix_of_a_network_and_an_ngram_dir_from_the_command_line(fitted, network
       [numpy_perplexity(network_lp[s], kn3_lp[s], weight) for s in ('valid', 'test')], abs=0.01)
 
 
+@pytest.mark.slow
 def test_mix_refuses_another_vocabulary_in_one_line(fitted, tmp_path):
   corpus, models = fitted
   config = json.loads((models['KN3'][1] / 'ngram.json').read_text())['config']
@@ -270,6 +272,7 @@ def test_mix_refuses_another_vocabulary_in_one_line(fitted, tmp_path):
   assert 'has another vocabulary than' in refused.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_score_and_predict_read_an_ngram_dir(fitted, tmp_path):
   corpus, models = fitted
   config = json.loads((models['KN3'][1] / 'ngram.json').read_text())['config']
@@ -318,6 +321,7 @@ def test_a_damaged_or_older_ngram_dir_is_refused_in_one_line(fitted, tmp_path):
     load_trained(older)
 
 
+@pytest.mark.slow
 def test_a_learned_tokenizer_is_saved_beside_the_ngram_model(fitted, tmp_path):
   pytest.importorskip('sentencepiece')
   _, models = fitted

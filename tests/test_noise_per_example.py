@@ -32,6 +32,7 @@ def expected_noise_loss(params, hidden, counts, k, power, negative_sampling):
 
 
 @pytest.mark.parametrize('head_name', ['nce', 'negative_sampling'])
+@pytest.mark.slow
 def test_noise_per_example_is_drawn_apart_and_matches_the_expected_loss(head_name):
   """With one hidden vector and one target for every example, noise shared by the batch
   gives every example the same loss; noise drawn per example gives them different losses,
@@ -71,6 +72,7 @@ def test_noise_per_example_is_refused_for_other_heads_and_vocabulary_parallel_ro
                D, two_row_shards)
 
 
+@pytest.mark.slow
 def test_a_run_with_noise_per_example_learns_and_reports_the_exact_softmax_perplexity(
     tiny_corpus, tmp_path):
   """Two epochs of an NNLM under NCE with noise drawn per example lower the exact validation

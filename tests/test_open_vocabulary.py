@@ -50,6 +50,7 @@ def prefix_mass(model: spelling.Spelling, words: list[str]) -> np.ndarray:
   return np.exp(np.add.reduceat(log_p, starts))
 
 
+@pytest.mark.slow
 def test_q_sums_to_one_over_the_strings_outside_the_vocabulary():
   model = spelling.fit(ALPHABET_WORDS, VOCAB, np.array([9, 5, 4, 3, 2]), order=3)
   assert set(model.alphabet) == set('abc<>/pnku')
@@ -202,6 +203,7 @@ def test_an_older_dir_learns_its_spelling_from_its_data_once(minutes, tmp_path):
   assert load_trained(older).spelling_note is None  # Saved: learned once.
 
 
+@pytest.mark.slow
 def test_an_older_dir_whose_data_is_gone_is_read_closed_with_a_note(minutes, tmp_path):
   shutil.copytree(minutes / 'text', tmp_path / 'text')
   result = nplm('ngram', '--dataset=text:text', '--data_dir=tfds', '--order=2', '--out=kn2',
@@ -218,6 +220,7 @@ def test_an_older_dir_whose_data_is_gone_is_read_closed_with_a_note(minutes, tmp
   assert scored.stderr.count('\n') == 1 and 'closed vocabulary' in scored.stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_spelling_model_is_refused_in_one_line(minutes, tmp_path):
   damaged = tmp_path / 'damaged'
   shutil.copytree(minutes / 'kn3', damaged)
@@ -247,6 +250,7 @@ def test_unk_is_trained_unless_the_text_ships_its_own(minutes, tmp_path):
   assert kept.vocab.unk_max_count == 0 and set(counts) <= set(kept.vocab.words)
 
 
+@pytest.mark.slow
 def test_a_runs_summary_gives_the_open_perplexity_beside_the_closed(minutes, tmp_path):
   config = Config(workdir=str(tmp_path / 'run'), dataset=f'text:{minutes / "text"}',
                   data_dir=str(tmp_path / 'tfds'), order=3, feature_size=8, hidden_size=8,
@@ -269,6 +273,7 @@ def test_a_runs_summary_gives_the_open_perplexity_beside_the_closed(minutes, tmp
   assert recorded['trained_on']['what'].startswith('the training tokens that fell to <unk>')
 
 
+@pytest.mark.slow
 def test_a_text_run_recorded_with_every_type_kept_resumes_where_its_vocabulary_is_kept(
     minutes, tmp_path):
   shipped = tmp_path / 'shipped'

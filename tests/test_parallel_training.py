@@ -206,10 +206,12 @@ def runs(tiny_corpus, tiny_data_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize('check', CHECKS)
+@pytest.mark.slow
 def test_on_8_devices(runs, check):
   assert runs['report'][check] == 'ok', runs['report'][check]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_moves_between_8_devices_and_1(runs):
   """Saved on 8 and finished on 1, or saved on 1 and finished on 8: the numbers of a run
   that never moved (one device, uninterrupted)."""
@@ -227,6 +229,7 @@ def test_a_checkpoint_moves_between_8_devices_and_1(runs):
   assert finished_on_8['devices']['mesh'] == {'data': 2, 'model': 4}
 
 
+@pytest.mark.slow
 def test_models_trained_together_on_8_devices_equal_them_on_one(runs):
   assert runs['report']['check_models_trained_together_split_their_batch_over_data'] == 'ok'
   tmp_path = runs['tmp_path']

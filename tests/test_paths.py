@@ -100,6 +100,7 @@ def test_run_json_records_where_the_data_lies_absolute(here):
   assert config['workdir'] == str(base / RUN)
 
 
+@pytest.mark.slow
 def test_every_reader_reads_a_relative_workdir(here):
   base, summary = here
   (base / 'plots').mkdir(exist_ok=True)
@@ -121,6 +122,7 @@ def test_every_reader_reads_a_relative_workdir(here):
   assert out['mix'].startswith(f'{RUN}: nnlm') and 'text:data/toy' in out['mix']
 
 
+@pytest.mark.slow
 def test_a_workdir_reads_from_another_directory_and_moved(here, tmp_path):
   base, summary = here
   # Where the old code looked for the relative dataset: another, smaller corpus.
@@ -188,6 +190,7 @@ def test_an_old_workdir_with_relative_paths_resumes_and_reads_from_its_directory
 
 # --- its own data, unless told ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_evaluate_refuses_data_other_than_its_own_unless_named(here):
   base, summary = here
   toy, away = base / 'data' / 'toy', base / 'data' / 'toy_moved'
@@ -229,6 +232,7 @@ def test_evaluate_refuses_data_other_than_its_own_unless_named(here):
 
 # --- one-line errors ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_mistakes_are_one_line_errors(here, tmp_path):
   base, _ = here
   edited, broken = copy_run(base, 'edited'), copy_run(base, 'broken')

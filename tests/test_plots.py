@@ -54,6 +54,7 @@ def test_a_step_written_twice_counts_once_with_its_last_record(tmp_path):
   assert [r['ppl'] for r in metrics['valid']] == [20.0]
 
 
+@pytest.mark.slow
 def test_the_learning_curve_draws_the_losses_perplexities_and_rates_written(tmp_path, drawn):
   write_metrics(tmp_path, [
       {'kind': 'train', 'step': 2, 'loss': 3.0, 'learning_rate': 0.1},
@@ -175,6 +176,7 @@ def test_the_sweep_axis_spans_the_data_not_zero():
   assert plots.value_range([5.0, 5.0]) == pytest.approx((4.925, 5.0625))  # One value: room.
 
 
+@pytest.mark.slow
 def test_a_run_without_records_or_epochs_still_draws(tmp_path, drawn):
   (tmp_path / 'metrics.jsonl').write_text('')
   path = plots.learning_curve(tmp_path)

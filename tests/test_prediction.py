@@ -12,32 +12,23 @@ import pytest
 
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
-from nplm.trainer import run
 from nplm.use.prediction import next_log_probs, predict, read_prompt, unknown_note
-from nplm.use.trained import load_trained
 from tests.test_heads import numpy_tree_log_probs
 from tests.test_model import numpy_eq1
-from tests.test_rnn import numpy_model, rnn_config
-from tests.test_train import tiny_config
-from tests.test_transformer import HEADS, numpy_log_probs, transformer_config
+from tests.test_rnn import numpy_model
+from tests.test_transformer import HEADS, numpy_log_probs
 
-QUICK = dict(epochs=1, patience=1, log_every=1000, checkpoint_every=1000)
+pytestmark = pytest.mark.slow
+
 KINDS = ('nnlm', 'nnlm_nce', 'nnlm_tree', 'lstm', 'transformer')
 PREFIXES = ('', 'The jury said', 'the election zebra of')  # 'zebra' is not in the vocabulary.
 
 
 @pytest.fixture(scope='module')
-def runs(tiny_corpus, tmp_path_factory):
-  """One tiny run per kind of model and head, read back as the tools read them."""
-  root = tmp_path_factory.mktemp('runs')
-  configs = {'nnlm': tiny_config(root / 'nnlm', **QUICK),
-             'nnlm_nce': tiny_config(root / 'nnlm_nce', head='nce', **QUICK),
-             'nnlm_tree': tiny_config(root / 'nnlm_tree', head='tree', **QUICK),
-             'lstm': rnn_config(root / 'lstm', **QUICK),
-             'transformer': transformer_config(root / 'transformer', **QUICK)}
-  for config in configs.values():
-    run(config, tiny_corpus)
-  return {kind: load_trained(config.workdir) for kind, config in configs.items()}
+def runs(quick_runs):
+  """One tiny run per kind of model and head, read back as the tools read them (the
+  session's quick runs, which other modules read too)."""
+  return {kind: quick_runs(kind) for kind in KINDS}
 
 
 def log_softmax(y):

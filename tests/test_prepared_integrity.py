@@ -334,6 +334,7 @@ def test_a_full_data_dir_is_what_the_command_names_not_the_workdir(tmp_path):
 
 # --- (e) SIGTERM during a preparation -------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigterm_during_a_preparation_exits_75_with_a_message_and_leaves_nothing(tmp_path):
   corpus = tmp_path / 'corpus'
   words = [f'w{i}' for i in range(997)]

@@ -105,6 +105,7 @@ def test_pytorch_recipe_divides_the_rate_by_4_as_main_py():
   assert got == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_zaremba_small_trains_on_a_tiny_corpus_and_keeps_the_last_parameters(tmp_path):
   """Four epochs of one update each, the decay moved to epoch 3: the rates logged by the run
   are the paper's rule, and the parameters reported are the last update's."""

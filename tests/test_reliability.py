@@ -48,11 +48,20 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize('damage', DAMAGE)
-def test_a_damaged_newest_checkpoint_is_passed_over_and_the_run_ends_as_an_undamaged_one(
-    tiny_corpus, reference, tmp_path, damage):
-  workdir = tmp_path / 'run'
+@pytest.fixture(scope='module')
+def stopped_at_46(tiny_corpus, tmp_path_factory):
+  """The workdir of the reference's run stopped at update 46 (each test damages a copy)."""
+  workdir = tmp_path_factory.mktemp('stopped') / 'run'
   run(tiny_config(workdir, max_steps=46, **CONFIG), tiny_corpus)
+  return workdir
+
+
+@pytest.mark.parametrize('damage', DAMAGE)
+@pytest.mark.slow
+def test_a_damaged_newest_checkpoint_is_passed_over_and_the_run_ends_as_an_undamaged_one(
+    tiny_corpus, reference, stopped_at_46, tmp_path, damage):
+  workdir = tmp_path / 'run'
+  shutil.copytree(stopped_at_46, workdir)
   damaged = newest(workdir)
   assert damaged.name == '46'
   DAMAGE[damage](damaged)
@@ -110,6 +119,7 @@ print(run(tiny_config(sys.argv[1], epochs=3, patience=3, checkpoint_every=1),
 """
 
 
+@pytest.mark.slow
 def test_readers_looping_against_a_trainer_leave_it_alone(tiny_corpus, tiny_data_dir, tmp_path):
   workdir = tmp_path / 'run'
   trainer = subprocess.Popen([sys.executable, '-c', _TRAINER, str(workdir), str(tiny_data_dir)],
@@ -185,6 +195,7 @@ def test_an_exploded_final_evaluation_leaves_the_summary_alone(
   assert (workdir / 'summary.json').read_text() == before
 
 
+@pytest.mark.slow
 def test_a_stop_during_the_final_evaluation_interrupts_and_the_rerun_finishes(
     tiny_corpus, reference, tmp_path, monkeypatch):
   workdir = tmp_path / 'run'
@@ -237,6 +248,7 @@ def test_a_damaged_run_json_is_named_not_a_traceback(tiny_corpus, reference, tmp
     load_trained(workdir)
 
 
+@pytest.mark.slow
 def test_a_full_disk_and_an_interrupted_run_get_their_exit_statuses(tmp_path):
   """2 and one line for a full disk (simulated: Orbax's save raises ENOSPC), 75 for a run
   stopped by SIGTERM, which a scheduler can then tell from a finished one (0)."""
@@ -273,6 +285,7 @@ def test_a_full_disk_and_an_interrupted_run_get_their_exit_statuses(tmp_path):
   assert 'Rerun the same command to resume' in out
 
 
+@pytest.mark.slow
 def test_a_flagfile_line_without_dashes_and_a_workdir_without_checkpoints_are_one_line(
     reference, tmp_path):
   flagfile = tmp_path / 'bad.flags'

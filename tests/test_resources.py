@@ -84,6 +84,7 @@ def nbytes(tree) -> int:
 
 
 @pytest.mark.parametrize('name', STATES)
+@pytest.mark.slow
 def test_the_state_is_counted_exactly_as_a_real_one_holds_it(name):
   config, lm, feed = built(**STATES[name])
   state = feed.create_state(jax.random.key(0))
@@ -105,6 +106,7 @@ ACTIVATIONS = {
 
 
 @pytest.mark.parametrize('name', ACTIVATIONS)
+@pytest.mark.slow
 def test_the_activation_formula_is_within_twice_xla_s_count_of_a_compiled_step(name):
   counts = np.maximum(1, 100000 // np.arange(1, 3001))  # |V| = 3,000
   config, lm, feed = built(counts, **ACTIVATIONS[name])
@@ -122,6 +124,7 @@ def test_the_activation_formula_is_within_twice_xla_s_count_of_a_compiled_step(n
 
 
 @pytest.mark.parametrize('head', ['softmax', 'adaptive'])
+@pytest.mark.slow
 def test_the_evaluation_formula_follows_a_normalizer_summed_in_chunks(head, monkeypatch):
   """With the chunk budget lowered to 1,000 rows of the 1,024 examples, XLA's count of the
   evaluation step falls with the formula's, and stays within twice it."""
@@ -211,6 +214,7 @@ TOO_SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_runs_too_large_or_corpora_too_small_are_refused_in_one_line_before_allocating(
     corpus, tmp_path):
   """Each case through nplm train's main, in one child process (an interpreter each would
@@ -299,6 +303,7 @@ def interrupted(corpus, workdir, flags, trigger, ready=None, stop=signal.SIGTERM
 
 
 @pytest.mark.parametrize('phase', PHASES)
+@pytest.mark.slow
 def test_a_stop_in_each_phase_ends_the_run_within_seconds_with_75(corpus, tmp_path, phase):
   flags, trigger, said = PHASES[phase]
   workdir = tmp_path / 'run'

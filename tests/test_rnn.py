@@ -137,6 +137,7 @@ def test_streams_hold_every_token_once_after_the_word_before_it(tokens, num_stre
 
 
 @pytest.mark.parametrize('cell', CELLS)
+@pytest.mark.slow
 def test_segmented_evaluation_equals_one_unsegmented_numpy_pass(cell, tiny_corpus):
   config = rnn_config(model=cell, num_layers=2)
   lm = build_language_model(config, tiny_corpus.vocab.counts)
@@ -150,6 +151,7 @@ def test_segmented_evaluation_equals_one_unsegmented_numpy_pass(cell, tiny_corpu
     np.testing.assert_allclose(got, want, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_training_carries_the_state_from_segment_to_segment_and_resets_it_each_epoch(
     tiny_corpus):
   """Each update's loss is the numpy NLL of its segment given everything before it in its
@@ -181,6 +183,7 @@ def test_training_carries_the_state_from_segment_to_segment_and_resets_it_each_e
 # --- every head, tied embeddings, clipping ---------------------------------------------
 
 @pytest.mark.parametrize('head', sorted(HEADS))
+@pytest.mark.slow
 def test_every_head_scores_recurrent_states_normalized_and_trains(head, tiny_corpus):
   sampled = {'num_samples': 5} if head in ('is', 'nce', 'negative_sampling') else {}
   config = rnn_config(model='gru', head=head, **sampled)
@@ -263,6 +266,7 @@ def test_clipping_bounds_the_update_to_the_clip_norm():
 # --- the loop -------------------------------------------------------------------------
 
 @pytest.mark.parametrize('cell', CELLS)
+@pytest.mark.slow
 def test_a_short_run_lowers_validation_perplexity_and_reports_exact_numbers(
     cell, tiny_corpus, tmp_path):
   config = rnn_config(tmp_path / cell, model=cell, epochs=3, patience=3, dropout=0.1,
@@ -282,6 +286,7 @@ def test_a_short_run_lowers_validation_perplexity_and_reports_exact_numbers(
       lm, best, tiny_corpus.splits['test'], boundary), atol=2e-5)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_mid_epoch_resumes_its_state_to_the_uninterrupted_result(
     tiny_corpus, tmp_path):
   config = rnn_config(tmp_path / 'whole', dropout=0.2)

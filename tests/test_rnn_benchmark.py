@@ -24,6 +24,7 @@ def _feed(corpus, config) -> StreamFeed:
   return StreamFeed(config, lm, corpus.splits, int(corpus.vocab.encode([TEXT_END])[0]))
 
 
+@pytest.mark.slow
 def test_measure_times_nplm_and_pytorch_on_the_same_segments(tiny_corpus, tmp_path,
                                                              monkeypatch):
   """Holds with and without PyTorch installed: its rate, or the reason it was skipped."""
@@ -54,6 +55,7 @@ def test_measure_times_nplm_and_pytorch_on_the_same_segments(tiny_corpus, tmp_pa
           in (tmp_path / 'bench' / 'rnn_benchmark.md').read_text())
 
 
+@pytest.mark.slow
 def test_a_whole_epoch_counts_each_training_token_once(tiny_corpus, monkeypatch):
   """2 streams of 210 tokens in 4-word segments: 53 segments, the last half padding."""
   BenchmarkClock(tick=0.5).install(monkeypatch)

@@ -64,6 +64,7 @@ def rerun(workdir, report: str, tiny_corpus, monkeypatch) -> dict:
   return run(tiny_config(workdir, **CHANGES), tiny_corpus)
 
 
+@pytest.mark.slow
 def test_without_its_summary_a_run_is_read_with_the_parameters_it_reported(finished, tmp_path):
   last = copied(finished, 'last', tmp_path)
   (last / 'summary.json').unlink()
@@ -79,6 +80,7 @@ def test_without_its_summary_a_run_is_read_with_the_parameters_it_reported(finis
 
 
 @pytest.mark.parametrize('damage', ['cut short', 'reported edited', 'checksum edited'])
+@pytest.mark.slow
 def test_a_damaged_summary_is_refused_in_one_line_and_a_rerun_rewrites_it(
     finished, tiny_corpus, tmp_path, monkeypatch, damage):
   workdir = copied(finished, 'last', tmp_path)
@@ -126,6 +128,7 @@ def test_a_finished_run_whose_best_dir_was_deleted_reruns_from_the_same_steps_co
   assert (workdir / 'summary.json').read_text() == before
 
 
+@pytest.mark.slow
 def test_a_lost_run_json_is_restored_from_the_checkpoints_and_still_guards_the_workdir(
     tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'
@@ -156,6 +159,7 @@ def test_checkpoints_without_a_copy_of_the_lost_run_json_are_refused(tiny_corpus
   assert os.listdir(workdir / 'checkpoints') == ['3']
 
 
+@pytest.mark.slow
 def test_keep_checkpoints_bounds_the_periodic_checkpoints_and_the_run_resumes(
     tiny_corpus, tmp_path):
   whole = run(tiny_config(tmp_path / 'whole', epochs=2), tiny_corpus)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 HEADS = ('nce', 'tree')
 HIDDEN = 128  # The benchmark's --hidden_size; no direct connections: D = 128.
 MATMUL_SIZE = 256

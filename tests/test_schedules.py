@@ -101,6 +101,7 @@ def logged_rates(workdir) -> dict[int, float]:
   return {r['step']: r['learning_rate'] for r in records if r.get('kind') == 'train'}
 
 
+@pytest.mark.slow
 def test_plateau_in_a_run_decays_on_its_validations_and_resumes_with_its_factor(
     tiny_corpus, tmp_path, monkeypatch):
   every = 4
@@ -126,6 +127,7 @@ def test_plateau_in_a_run_decays_on_its_validations_and_resumes_with_its_factor(
     assert rate == pytest.approx(want, rel=1e-6), step
 
 
+@pytest.mark.slow
 def test_step_schedule_in_a_run_logs_the_hand_rates_and_resumes_exactly(tiny_corpus, tmp_path):
   changes = dict(optimizer='sgd', learning_rate=0.2, lr_schedule='step', lr_keep_epochs=2,
                  lr_factor=0.5, epochs=4, patience=0, log_every=1)

@@ -27,6 +27,8 @@ from tests.test_train import tiny_config
 from tests.test_transformer import numpy_split_log_probs as numpy_transformer_log_probs
 from tests.test_transformer import transformer_config
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parent.parent
 # Lengths 1 to 20 tokens (with <eos>): several length buckets, and 'zebra' outside the
 # vocabulary.

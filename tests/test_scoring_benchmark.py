@@ -4,10 +4,14 @@ file's tokens as nplm scores them (each line's words and its <eos>)."""
 import importlib.util
 import re
 
+import pytest
+
 from experiments.benchmarks import scoring
 from nplm.trainer import run
 from tests.conftest import write_text_corpus
 from tests.test_train import tiny_config
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_benchmark_times_every_token_of_its_file(tmp_path):

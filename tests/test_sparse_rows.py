@@ -45,6 +45,7 @@ def dense_sgd(config: Config) -> optax.GradientTransformation:
 @pytest.mark.parametrize('head, changes', [
     ('nce', dict()), ('tree', dict(weight_decay=0.3, lr_decay=0.2)),
     ('nce', dict(weight_decay=0.1, lr_decay=0.1, clip_norm=0.5))])
+@pytest.mark.slow
 def test_sgd_on_read_rows_equals_dense_sgd(head, changes):
   """Six row-sparse steps (C and the head's rows read by row; a word absent from most
   batches owes several steps of decay) give the dense SGD's parameters."""
@@ -89,6 +90,7 @@ def numpy_lazy_adam(table, steps, config, b1=0.9, b2=0.999, eps=1e-8, decayed=Tr
   return table
 
 
+@pytest.mark.slow
 def test_lazy_adam_equals_numpy_lazy_adam():
   """Four updates of a table (repeated ids, rows never read, decay, decaying rate) and its
   biases against numpy; a dense weight beside them takes optax's AdamW."""
@@ -128,6 +130,7 @@ def test_lazy_adam_equals_numpy_lazy_adam():
                                 params['C']['bias'][never_read])
 
 
+@pytest.mark.slow
 def test_a_step_writes_only_the_rows_it_reads():
   """Without decay, the rows of C no window of the batch holds are bit-for-bit unchanged."""
   config = window_config(optimizer='lazy_adam', head='is')
@@ -146,6 +149,7 @@ def test_a_step_writes_only_the_rows_it_reads():
 
 
 @pytest.mark.parametrize('optimizer', ['sgd', 'lazy_adam'])
+@pytest.mark.slow
 def test_the_train_states_own_update_is_refused_naming_the_real_one(optimizer):
   """A row-sparse update needs the row gradients, which TrainState.apply_gradients cannot
   pass: calling it by mistake says which function updates."""

@@ -24,6 +24,8 @@ from nplm.data.datasets import load_dataset
 from tests.conftest import write_text_corpus
 from tests.test_train import ROOT
 
+pytestmark = pytest.mark.slow
+
 SAVE_DELAY = 4.0  # Longer than the 3 s a save used to get after a signal.
 # `nplm train` with every checkpoint save slowed by argv[1] seconds once its files are
 # written into Orbax's temporary directory, before it is renamed, and its first update and

@@ -78,6 +78,7 @@ class CountingRun:
     return trainer.run(config, corpus)
 
 
+@pytest.mark.slow
 def test_a_grid_sweep_runs_each_point_writes_results_and_reuses_them(tiny_corpus, tmp_path):
   base = tiny_config(tmp_path / 'unused', epochs=1, max_steps=4)
   points = grid(hidden_size=[4, 8])
@@ -125,6 +126,7 @@ def test_an_invalid_point_fails_the_sweep_before_any_run(tiny_corpus, tmp_path):
   assert not (tmp_path / 'sweep').exists()
 
 
+@pytest.mark.slow
 def test_cli_names_the_known_sweeps_for_an_unknown_one(tmp_path):
   """`nplm sweep`, run outside the checkout: it needs no `experiments` package."""
   result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'sweep', '--sweep=nonexistent'],
@@ -146,6 +148,7 @@ def test_every_named_sweep_is_valid_on_its_flagfile(tmp_path):
   assert len(run_checks.check_together(point_configs(shared_order, points, tmp_path))) == 16
 
 
+@pytest.mark.slow
 def test_a_sweep_trained_together_equals_it_trained_point_by_point(tiny_corpus, tmp_path,
                                                                    monkeypatch):
   base = tiny_config(tmp_path / 'unused', epochs=2, data_seed=3)

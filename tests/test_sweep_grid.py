@@ -71,6 +71,7 @@ def test_a_named_sweeps_points_cross_a_grid_but_not_on_its_own_fields():
 
 
 @pytest.mark.parametrize('damage', ['truncated', 'not an object', 'unknown status'])
+@pytest.mark.slow
 def test_a_damaged_summary_json_resumes_its_point_and_is_written_anew(tiny_corpus, tmp_path,
                                                                        damage):
   base = tiny_config(tmp_path / 'unused', epochs=1, max_steps=3, eval_splits='valid,test')
@@ -143,6 +144,7 @@ def user(tmp_path_factory) -> Path:
 TINY = ('--order=3', '--feature_size=8', '--hidden_size=8', '--batch_size=16')
 
 
+@pytest.mark.slow
 def test_a_grid_sweep_on_any_dataset_with_a_tokenizer_as_typed(user):
   result = nplm('sweep', '--dataset=text:data/toy', '--tokenizer=nltk', '--lowercase',
                 '--grid=learning_rate=0.01,0.003', '--epochs=1', '--max_steps=2',
@@ -174,6 +176,7 @@ def test_a_grid_sweep_on_any_dataset_with_a_tokenizer_as_typed(user):
   assert (user / 'sweeps' / 'x' / 'results.png').read_bytes().startswith(b'\x89PNG')
 
 
+@pytest.mark.slow
 def test_a_named_sweep_takes_train_flags_and_a_workdir_as_its_directory(user):
   result = nplm('sweep', '--sweep=table1_direct', '--dataset=text:data/toy',
                 '--unk_max_count=1', '--grid=seed=0', '--epochs=1', '--max_steps=1',
@@ -198,6 +201,7 @@ def test_a_named_sweep_takes_train_flags_and_a_workdir_as_its_directory(user):
     (['--flagfile=mlp1', '--grid=order=1', '--out=sweeps/o'], 'point order=1: --order must'),
     (['--grid=seed=1', '--workdir=sweeps/a', '--out=sweeps/b'], 'name two directories'),
 ])
+@pytest.mark.slow
 def test_the_command_refuses_a_bad_sweep_in_one_line(user, args, message):
   result = nplm('sweep', *args, cwd=user)
   assert result.returncode == 2, result.stderr

@@ -45,6 +45,7 @@ def numpy_token_log_probs(workdir, ids):
   return log_p[np.arange(len(ids)), ids]
 
 
+@pytest.mark.slow
 def test_rows_are_the_requested_ones_beside_the_paper(table_run):
   workdir, report = table_run
   assert list(report['rows']) == ['MLP2', 'MLP3', 'DelInt3', 'KN3']
@@ -128,6 +129,7 @@ def test_cli_reports_a_bad_row_in_one_line(tmp_path):
       f"error: unknown rows ['KN6']; known: {', '.join(table1.ROW_ORDER)}"]
 
 
+@pytest.mark.slow
 def test_real_corpus_kneser_ney_rows_match_kenlm(real_data_dir, tmp_path):
   """The CLI on the real corpus; KN3-5 against KenLM lmplz's perplexities on the same tokens,
   recorded by experiments/kenlm_check.py in experiments/results/kenlm/."""
@@ -158,6 +160,7 @@ def test_mix_program_mixes_any_trained_network(table_run, tiny_corpus):
   assert learned[0] <= min(numbers['network alone'][0], numbers['DelInt3 alone'][0]) + 0.01
 
 
+@pytest.mark.slow
 def test_regularized_rows_train_their_flagfile_beside_the_papers_unregularized(tmp_path,
                                                                               tiny_corpus):
   """MLP2R needs MLP1R (trained from mlp1_regularized.flags: dropout on), DelInt3 and KN5;

@@ -114,6 +114,7 @@ def test_a_tfds_dataset_is_cut_into_learned_subwords(tmp_path):
   assert ' oov   0 ' in scored.stdout, scored.stdout
 
 
+@pytest.mark.slow
 def test_lm1b_trains_with_readme_splits(tmp_path):
   args = [a for a in shlex.split(README_LM1B) if not a.startswith('--workdir')]
   result = nplm('train', *args, '--workdir=runs/lm1b', '--data_dir=tfds', '--max_steps=30',

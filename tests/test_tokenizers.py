@@ -15,7 +15,7 @@ import pytest
 
 from nplm import cli
 from nplm.config import Config, ConfigError
-from nplm.data import datasets, tokenize, tokenizers
+from nplm.data import datasets, tokenizers, typed_text
 from nplm.data.sources import source_of
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.trainer import run
@@ -89,7 +89,7 @@ def test_nltk_lowercase_preparation_and_typed_text_agree(corpus_dir, tmp_path):
   # Treebank words, by hand: punctuation apart, lowercased, "Mr." kept whole mid-text.
   assert tokenizer.tokens('Mr. Smith saw the River, then left.') == [
       'mr.', 'smith', 'saw', 'the', 'river', ',', 'then', 'left', '.']
-  typed = tokenize.words_of('The cat saw the river.', config.dataset, tokenizer)
+  typed = typed_text.words_of('The cat saw the river.', config.dataset, tokenizer)
   assert typed == ['the', 'cat', 'saw', 'the', 'river', '.']
   assert UNK not in corpus.vocab.decode(corpus.vocab.encode(typed))
   for split in SPLITS:
@@ -195,6 +195,7 @@ def test_per_word_perplexity_divides_by_whitespace_words(bpe_run, corpus_dir):
              for split, line in zip(SPLITS, lines))
 
 
+@pytest.mark.slow
 def test_evaluate_gives_a_text_files_perplexity_per_word(bpe_run, corpus_dir, tmp_path):
   """`nplm evaluate --text_file`, typed as a user types it: the same division by the
   file's whitespace words and line ends, counted here."""

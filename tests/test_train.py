@@ -47,11 +47,25 @@ def brute_force_perplexity(params, ids, vocab, config) -> float:
   return math.exp(nll / len(ids))
 
 
+@pytest.fixture(scope='module')
+def default_run(tiny_corpus, tmp_path_factory):
+  """(workdir, summary) of tiny_config's run, uninterrupted (several tests read it)."""
+  workdir = tmp_path_factory.mktemp('default') / 'run'
+  return workdir, run(tiny_config(workdir), tiny_corpus)
+
+
+@pytest.fixture(scope='module')
+def untrained(tiny_corpus, tmp_path_factory):
+  """The summary of tiny_config's run stopped after its first update."""
+  return run(tiny_config(tmp_path_factory.mktemp('untrained') / 'run', max_steps=1),
+             tiny_corpus)
+
+
 def test_reported_perplexities_are_brute_force_sums_with_the_best_parameters(
-    tiny_corpus, tmp_path):
-  config = tiny_config(tmp_path / 'run')
-  summary = run(config, tiny_corpus)
-  params = jax.tree.map(np.asarray, saved_params(tmp_path / 'run'))
+    tiny_corpus, default_run):
+  workdir, summary = default_run
+  config = tiny_config(workdir)
+  params = jax.tree.map(np.asarray, saved_params(workdir))
   for split in ('train', 'valid', 'test'):
     want = brute_force_perplexity(params, tiny_corpus.splits[split], tiny_corpus.vocab, config)
     assert summary[f'{split}_ppl'] == pytest.approx(want, rel=1e-5)
@@ -59,24 +73,23 @@ def test_reported_perplexities_are_brute_force_sums_with_the_best_parameters(
   assert summary['tokens'] == {name: len(ids) for name, ids in tiny_corpus.splits.items()}
 
 
-def test_training_lowers_validation_perplexity(tiny_corpus, tmp_path):
+@pytest.mark.slow
+def test_training_lowers_validation_perplexity(tiny_corpus, tmp_path, untrained):
   summary = run(tiny_config(tmp_path / 'run', epochs=4, patience=4), tiny_corpus)
-  untrained = run(tiny_config(tmp_path / 'untrained', max_steps=1),
-                                 tiny_corpus)
   assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
   history = summary['valid_ppl_history']
   assert history[-1] < history[0]
 
 
+@pytest.mark.slow
 def test_bfloat16_training_lowers_perplexity_and_evaluates_exactly_in_float32(tiny_corpus,
-                                                                            tmp_path):
+                                                                            tmp_path, untrained):
   """Under --dtype=bfloat16 (with lazy Adam and decay: rows settled before every evaluation
   and save) training lowers the perplexity, the saved parameters are float32, the reported
   perplexities are float64 numpy sums over them, and they differ from float32 training's."""
   changes = dict(epochs=4, patience=4, optimizer='lazy_adam', weight_decay=1e-3)
   summary = run(tiny_config(tmp_path / 'bf16', dtype='bfloat16', **changes),
                                tiny_corpus)
-  untrained = run(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
   assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
   params = jax.tree.map(np.asarray, saved_params(tmp_path / 'bf16'))
   assert {leaf.dtype for leaf in jax.tree.leaves(params)} == {np.dtype(np.float32)}
@@ -90,7 +103,9 @@ def test_bfloat16_training_lowers_perplexity_and_evaluates_exactly_in_float32(ti
 
 
 @pytest.mark.parametrize('optimizer', ['adamw', 'sgd'])
-def test_nnlm_dropout_trains_and_evaluates_without_dropout(tiny_corpus, tmp_path, optimizer):
+@pytest.mark.slow
+def test_nnlm_dropout_trains_and_evaluates_without_dropout(tiny_corpus, tmp_path, untrained,
+                                                           optimizer):
   """With dropout on x and the tanh units (dense AdamW, and row-sparse SGD with decay),
   training lowers the perplexity, the reported perplexities are the brute-force sums of the
   saved parameters without dropout, and the dropout masks changed the training."""
@@ -98,7 +113,6 @@ def test_nnlm_dropout_trains_and_evaluates_without_dropout(tiny_corpus, tmp_path
                  learning_rate=1e-2 if optimizer == 'adamw' else 0.5)
   config = tiny_config(tmp_path / 'dropout', dropout=0.3, **changes)
   summary = run(config, tiny_corpus)
-  untrained = run(tiny_config(tmp_path / 'untrained', max_steps=1), tiny_corpus)
   assert summary['valid_ppl'] < 0.7 * untrained['valid_ppl']
   params = jax.tree.map(np.asarray, saved_params(tmp_path / 'dropout'))
   for split in ('valid', 'test'):
@@ -126,6 +140,7 @@ def test_workdir_receives_summary_metrics_and_tensorboard_events(tiny_corpus, tm
   assert list((workdir / 'tensorboard').glob('events.out.tfevents.*'))
 
 
+@pytest.mark.slow
 def test_logged_steps_record_the_learning_rate_of_their_update(tiny_corpus, tmp_path):
   config = tiny_config(tmp_path / 'run', max_steps=4, log_every=2, lr_decay=0.5)
   run(config, tiny_corpus)
@@ -137,8 +152,10 @@ def test_logged_steps_record_the_learning_rate_of_their_update(tiny_corpus, tmp_
       (4, pytest.approx(config.learning_rate / 2.5))]
 
 
-def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path):
-  uninterrupted = run(tiny_config(tmp_path / 'a'), tiny_corpus)
+@pytest.mark.slow
+def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path,
+                                                                  default_run):
+  _, uninterrupted = default_run
   stopped = run(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
   assert stopped['status'] == 'max_steps' and stopped['steps'] == 33
   again = run(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
@@ -161,8 +178,17 @@ print(run(tiny_config(sys.argv[1], epochs=8, patience=8,
 """
 
 
+@pytest.fixture(scope='module')
+def uninterrupted_of_killed(tiny_corpus, tmp_path_factory):
+  """The summary of the killed runs' config, never stopped."""
+  workdir = tmp_path_factory.mktemp('whole') / 'run'
+  return run(tiny_config(workdir, epochs=8, patience=8, checkpoint_every=4), tiny_corpus)
+
+
 @pytest.mark.parametrize('kill_signal', [signal.SIGTERM, signal.SIGKILL])
-def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path, kill_signal):
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path, kill_signal,
+                                                          uninterrupted_of_killed):
   """SIGTERM saves and exits cleanly; SIGKILL loses the steps since the last checkpoint."""
   workdir = tmp_path / 'killed'
   child = subprocess.Popen([sys.executable, '-c', _CHILD, str(workdir), str(tmp_path / 'tfds')],
@@ -180,8 +206,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path,
     assert child.returncode == -signal.SIGKILL
   config = tiny_config(workdir, epochs=8, patience=8, checkpoint_every=4)
   resumed = run(config, tiny_corpus)
-  uninterrupted = run(config.replace(workdir=str(tmp_path / 'whole')),
-                                     tiny_corpus)
+  uninterrupted = uninterrupted_of_killed
   assert resumed['status'] == uninterrupted['status'] != 'interrupted'
   for key in ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps'):
     assert resumed[key] == uninterrupted[key], key
@@ -201,6 +226,7 @@ def test_an_incompatible_workdir_is_refused_and_its_checkpoints_kept(tiny_corpus
   run(tiny_config(workdir, max_steps=12, log_every=3), tiny_corpus)
 
 
+@pytest.mark.slow
 def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'
   run(tiny_config(workdir, max_steps=10), tiny_corpus)

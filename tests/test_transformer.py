@@ -140,6 +140,7 @@ def test_sinusoidal_encodings_follow_the_formula():
 
 
 @pytest.mark.parametrize('positions', ['sinusoidal', 'learned'])
+@pytest.mark.slow
 def test_log_probs_and_training_loss_match_a_numpy_forward(positions):
   """Every position's distribution equals the numpy model's; log_prob and log_probs read the
   last position and agree; the training loss is the mean over the window of -log p of the
@@ -182,6 +183,7 @@ def test_the_mask_is_causal_and_every_word_of_the_window_counts():
     assert np.all(np.abs(after[position:] - before[position:]).max(axis=-1) > 1e-4)
 
 
+@pytest.mark.slow
 def test_exact_evaluation_sums_every_token_with_its_n_minus_1_previous_words(tiny_corpus):
   """WindowFeed's log p of every token of a split (padded last batch) equals the numpy
   model's, each window built by hand from the boundary-padded split."""
@@ -247,6 +249,7 @@ def valid_perplexity(feed, params) -> float:
 
 
 @pytest.mark.parametrize('head', ['softmax', 'class', 'tree', 'is', 'nce', 'adaptive'])
+@pytest.mark.slow
 def test_every_head_trains_and_evaluates_normalized(tiny_corpus, head):
   """A short training lowers the exact validation perplexity by at least 5%, and the trained
   model's distributions sum to 1 with log_prob equal to log_probs at the target."""
@@ -264,6 +267,7 @@ def test_every_head_trains_and_evaluates_normalized(tiny_corpus, head):
   np.testing.assert_allclose(log_prob, log_probs[np.arange(20), targets], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_run_with_dropout_tied_learned_positions_and_bfloat16(tiny_corpus, tmp_path):
   """nplm.trainer with dropout, tied embeddings, learned positions and --dtype=bfloat16: the
   hidden vectors are bfloat16 in training, the saved parameters float32; the reported
@@ -330,6 +334,7 @@ def test_dropout_masks_change_the_training_loss(tiny_corpus):
   assert not np.allclose(loss(jax.random.key(1)), no_dropout)
 
 
+@pytest.mark.slow
 def test_a_model_trained_together_equals_it_trained_alone(tiny_corpus, tmp_path):
   """Two transformers in one vmapped program (other seed and learning rate): the second's
   numbers equal the same config trained alone."""

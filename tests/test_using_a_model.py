@@ -18,12 +18,9 @@ from nplm.use import neighbours
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
 from nplm.use.generation import Sampling, generate, generate_text, sampling_logits
-from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
-from nplm.trainer import run
 from tests.test_model import numpy_eq1
-from tests.test_rnn import numpy_model, numpy_split_log_probs, rnn_config
-from tests.test_train import tiny_config
+from tests.test_rnn import numpy_model, numpy_split_log_probs
 
 ROOT = Path(__file__).parent.parent
 SENTENCE = 'The jury said zebra , and the election'  # 'zebra' is not in the tiny vocabulary.
@@ -31,14 +28,10 @@ KINDS = ('nnlm', 'lstm')
 
 
 @pytest.fixture(scope='module')
-def runs(tiny_corpus, tmp_path_factory):
-  """A feed-forward and a recurrent run, trained briefly and read back as the tools read them."""
-  root = tmp_path_factory.mktemp('runs')
-  configs = {'nnlm': tiny_config(root / 'nnlm', epochs=2, patience=2),
-             'lstm': rnn_config(root / 'lstm', epochs=2)}
-  for config in configs.values():
-    run(config, tiny_corpus)
-  return {kind: load_trained(config.workdir) for kind, config in configs.items()}
+def runs(quick_runs):
+  """A feed-forward and a recurrent run, trained briefly and read back as the tools read them
+  (the session's quick runs)."""
+  return {kind: quick_runs(kind) for kind in KINDS}
 
 
 def numpy_params(trained) -> dict:
@@ -63,6 +56,7 @@ def numpy_next_log_probs(trained, history: list[int]) -> np.ndarray:
 
 # --- scoring -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_feed_forward_scores_are_the_log_probs_of_explicit_windows(runs):
   trained = runs['nnlm']
   lm, vocab, n = trained.lm, trained.vocab, trained.config.order
@@ -120,6 +114,7 @@ def greedy_path(trained, prompt: list[int], length: int, no_unk: bool = False) -
 
 
 @pytest.mark.parametrize('kind', KINDS)
+@pytest.mark.slow
 def test_top_1_and_a_tiny_temperature_follow_the_greedy_path(runs, kind):
   trained = runs[kind]
   prompt = trained.vocab.encode('The jury said'.split()).tolist()
@@ -131,6 +126,7 @@ def test_top_1_and_a_tiny_temperature_follow_the_greedy_path(runs, kind):
 
 
 @pytest.mark.parametrize('kind', KINDS)
+@pytest.mark.slow
 def test_samples_are_reproducible_per_seed_and_only_vocabulary_words(runs, kind):
   trained = runs[kind]
   sampling, prompt = Sampling(length=40, samples=3), trained.vocab.encode(['The'])
@@ -143,6 +139,7 @@ def test_samples_are_reproducible_per_seed_and_only_vocabulary_words(runs, kind)
     assert len(ids) == 40 and all(0 <= i < trained.vocab.size for i in ids)
 
 
+@pytest.mark.slow
 def test_draws_follow_the_tempered_top_k_distribution_and_no_unk_removes_unk(runs):
   trained, draws, temperature, k = runs['lstm'], 4000, 2.0, 12
   prompt = trained.vocab.encode('the jury'.split())
@@ -225,6 +222,7 @@ def finish(child: subprocess.Popen) -> tuple[int, str, str]:
   return child.returncode, stdout, stderr
 
 
+@pytest.mark.slow
 def test_programs_print_scores_samples_and_neighbours(runs, tmp_path):
   nnlm, lstm = (runs[k].config.workdir for k in KINDS)
   # 'about 15 minutes from' alone would be all <unk> in the tiny vocabulary, and refused.
@@ -253,6 +251,7 @@ def test_programs_print_scores_samples_and_neighbours(runs, tmp_path):
   assert (tmp_path / 'c.png').read_bytes()[:4] == b'\x89PNG'
 
 
+@pytest.mark.slow
 def test_programs_refuse_bad_input_in_one_line(runs, tmp_path):
   nnlm = runs['nnlm'].config.workdir
   children = [start('score', f'--workdir={tmp_path}', 'a sentence'),

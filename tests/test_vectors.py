@@ -58,6 +58,7 @@ def brute_force_analogy(words, C, positive, negative, added, k) -> list[tuple[st
   return sorted(cosines, key=lambda pair: -pair[1])[:k]
 
 
+@pytest.mark.slow
 def test_analogies_are_the_brute_force_3cosadd_and_gensims_answers(trained):
   words, C = saved_C(trained.config.workdir)
   vectors = neighbours.feature_vectors(trained)
@@ -99,6 +100,7 @@ def finish(child: subprocess.Popen) -> tuple[int, str, str]:
   return child.returncode, stdout, stderr
 
 
+@pytest.mark.slow
 def test_the_program_skips_unknown_words_with_a_note(trained):
   workdir = trained.config.workdir
   children = [start(f'--workdir={workdir}', '--words=the,Monday,king', '--k=3',

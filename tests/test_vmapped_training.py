@@ -50,6 +50,7 @@ def together(tiny_corpus, tmp_path_factory):
   return root, run(configs(root, 'together'), tiny_corpus)
 
 
+@pytest.mark.slow
 def test_each_model_trained_together_equals_it_trained_alone(tiny_corpus, together, tmp_path):
   root, summaries = together
   alone = [run(config, tiny_corpus) for config in configs(tmp_path, 'alone')]
@@ -68,6 +69,7 @@ def test_each_model_trained_together_equals_it_trained_alone(tiny_corpus, togeth
     assert (root / f'together{k}' / 'learning_curve.png').stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_model_trained_together_goes_on_alone(tiny_corpus, together, tmp_path):
   """Its workdir is a run's: nplm.trainer continues it as it would its own."""
   root, _ = together
@@ -78,6 +80,7 @@ def test_a_model_trained_together_goes_on_alone(tiny_corpus, together, tmp_path)
   assert went_on['test_ppl'] == pytest.approx(alone['test_ppl'], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_to_the_same_numbers(tiny_corpus, together, tmp_path):
   _, uninterrupted = together
   first = run([c.replace(max_steps=130) for c in configs(tmp_path, 'm')], tiny_corpus)
@@ -88,6 +91,7 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(tiny_corpus, together, t
     assert mine['test_ppl'] == pytest.approx(theirs['test_ppl'], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_validations_every_n_steps_and_plateau_decays_are_each_models_own(tiny_corpus,
                                                                           tmp_path):
   """Validations every 7 updates, plateau halving, the last update validated off the grid:
@@ -108,6 +112,7 @@ def test_validations_every_n_steps_and_plateau_decays_are_each_models_own(tiny_c
   assert len({tuple(sorted(logged_rates(tmp_path / f'alone{k}').values())) for k in range(3)}) == 3
 
 
+@pytest.mark.slow
 def test_a_diverging_model_stops_alone_and_the_others_finish(tiny_corpus, tmp_path):
   runs = configs(tmp_path, 'd', epochs=2)
   runs[1] = runs[1].replace(learning_rate=1e30)
@@ -135,6 +140,7 @@ def test_configs_that_cannot_share_a_program_are_refused(tmp_path, first, others
     check_together(runs)
 
 
+@pytest.mark.slow
 def test_the_benchmark_times_the_same_models_both_ways(tmp_path):
   ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)
   counts = np.ones(TINY_VOCAB)

@@ -207,6 +207,7 @@ def report():
 
 
 @pytest.mark.parametrize('check', CHECKS)
+@pytest.mark.slow
 def test_on_8_devices(report, check):
   assert report[check] == 'ok', report[check]
 

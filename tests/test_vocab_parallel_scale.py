@@ -11,6 +11,8 @@ import pytest
 
 from experiments.benchmarks import vocab_parallel_scale as benchmark
 
+pytestmark = pytest.mark.slow
+
 TYPES, TRAIN_TOKENS, HELDOUT_TOKENS, STEPS, DEVICES = 2_000, 20_000, 500, 2, 8
 VOCAB = TYPES + 2  # <unk> and <eos> beside the training types.
 HIDDEN = 64  # The runs' --hidden_size: the width of an output row.

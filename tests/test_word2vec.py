@@ -142,6 +142,7 @@ def test_the_logged_loss_is_the_mean_over_the_steps_examples_of_their_tree_losse
   assert float(loss) == pytest.approx(np.mean(losses), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_models_trained_together_take_the_updates_each_takes_alone():
   """K = 2 skip-gram models (negative sampling) in one vmapped step, each with its own
   learning rate and key, against each stepped alone on the same batch."""
@@ -379,6 +380,7 @@ def cbow_run(tiny_corpus, tmp_path_factory):
   return config, run(config, tiny_corpus)
 
 
+@pytest.mark.slow
 def test_cbow_learns_and_reports_exact_scores_of_its_last_parameters(cbow_run, tiny_corpus):
   config, summary = cbow_run
   losses = logged_losses(config.workdir)
@@ -392,6 +394,7 @@ def test_cbow_learns_and_reports_exact_scores_of_its_last_parameters(cbow_run, t
   assert summary['valid_ppl'] == pytest.approx(summary['valid_ppl_history'][-1], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_mid_epoch_resumes_to_the_same_numbers(cbow_run, tiny_corpus, tmp_path):
   config, summary = cbow_run
   steps_per_epoch = summary['steps'] // config.epochs
@@ -403,6 +406,7 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_numbers(cbow_run, tiny_corp
     assert resumed[key] == pytest.approx(summary[key], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_skipgram_with_the_huffman_tree_learns(tiny_corpus, tmp_path):
   """Its training loss falls, and the summary's figure is the last validation's."""
   config = tiny_run_config(tmp_path / 'skipgram', model='skipgram', head='tree')

@@ -98,6 +98,7 @@ def expected_over_seeds(runs: list[dict], figure: str):
   return statistics.mean(values), max(values) - min(values)
 
 
+@pytest.mark.slow
 def test_each_seed_trains_both_and_the_report_aggregates_them(tiny_corpus, tmp_path,
                                                               monkeypatch):
   BenchmarkClock(tick=0.5).install(monkeypatch, benchmark)  # gensim's train() takes 0.5 s.
@@ -153,6 +154,7 @@ def test_each_seed_trains_both_and_the_report_aggregates_them(tiny_corpus, tmp_p
   assert f'| {wps["mean"]:,.0f} ± {wps["spread"]:,.0f} |' in table
 
 
+@pytest.mark.slow
 def test_the_speed_section_on_a_generated_corpus(tmp_path, monkeypatch):
   BenchmarkClock(tick=0.25).install(monkeypatch, benchmark)
   configs, generated = benchmark.speed_configs(['cbow_ns'], tmp_path, tokens=30_000, types=2000)

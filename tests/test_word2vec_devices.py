@@ -14,6 +14,8 @@ from nplm.training import word2vec_update
 from nplm.training.word2vec_feed import Word2VecFeed, context_windows, window_radii
 from tests import multidevice
 
+pytestmark = pytest.mark.slow
+
 DEVICES = 2
 IDS = np.random.default_rng(0).integers(0, 12, 90).astype(np.int32)
 

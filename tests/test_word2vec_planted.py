@@ -10,6 +10,8 @@ from nplm.data.corpus import corpus_from_tokens
 from nplm.trainer import run
 from nplm.use import embeddings
 
+pytestmark = pytest.mark.slow
+
 # Two families of interchangeable words, each with its own context words: 'cat' and 'dog'
 # are only ever seen between pet-context words, 'car' and 'bus' between road-context words.
 FAMILIES = {('cat', 'dog'): ('feed', 'pet', 'groom', 'walk'),

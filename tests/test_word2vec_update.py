@@ -255,6 +255,7 @@ def scores_and_labels(model, kind, syn0, out, windows, centers, negatives) -> np
 # --- one example, beyond ±MAX_EXP, a batch, chunks ----------------------------------------
 
 @MODELS_AND_KINDS
+@pytest.mark.slow
 def test_one_example_is_the_tools_update(model, kind):
   """Skip-gram: a position whose window holds one context word (one pair); CBOW: three
   context words, one of them twice (it receives neu1e twice). Negative sampling: the target,
@@ -272,6 +273,7 @@ def test_one_example_is_the_tools_update(model, kind):
 
 
 @pytest.mark.parametrize('kind', ['tree', 'sampled'])
+@pytest.mark.slow
 def test_scores_beyond_max_exp_are_skipped_or_clamped_as_the_tool(kind):
   """Vectors scaled up (scores of ±8 typically): the tree skips a node beyond ±6 even where
   its decision is wrong; negative sampling takes σ as 1 or 0 there, a change of up to
@@ -291,6 +293,7 @@ def test_scores_beyond_max_exp_are_skipped_or_clamped_as_the_tool(kind):
 
 
 @MODELS_AND_KINDS
+@pytest.mark.slow
 def test_a_batch_is_the_sum_of_its_examples_updates(model, kind):
   """Six positions sharing words, one with no context word: each example's update from the
   tables as the batch found them, summed (the module's docstring); unlike the tool's
@@ -309,6 +312,7 @@ def test_a_batch_is_the_sum_of_its_examples_updates(model, kind):
 
 
 @MODELS_AND_KINDS
+@pytest.mark.slow
 def test_chunked_step_applies_its_chunks_one_after_another(model, kind):
   """Eight positions two at a time (skip-gram's sampled pairs four at a time: two positions'
   worth at radius 1): each chunk's examples summed from the tables the previous chunks
@@ -386,6 +390,7 @@ def update_batch(ids, seed: int, epoch: int, index: int, batch_size: int):
 
 
 @pytest.mark.parametrize('model,head', [('cbow', 'negative_sampling'), ('skipgram', 'tree')])
+@pytest.mark.slow
 def test_a_feed_update_is_the_tools_at_the_linear_rate_of_its_step(model, head):
   """Update t = T/2 (t updates before it) of epoch 1's fourth batch: the transcription's
   chunks at α = ε_t, with the draws of the key the feed derives from the run's."""
