@@ -35,6 +35,11 @@ from nplm.training.window_feed import WindowFeed
 from tests.test_train import ROOT, tiny_config
 
 STOP_BOUND = 5.0  # Seconds from a stop request to the process's end: generous (it is 3).
+# Where a checkpoint is saved first (the compile and the step it was in finish, then the
+# process's first Orbax save, about 1.2 s on a quiet 2-core machine and twice that beside
+# the suite's other worker): still far within --stop_seconds (25 s, what nplm promises).
+SAVING_STOP_BOUND = 10.0
+SAVING_PHASES = ('compiling', 'training', 'validation', 'validation, Ctrl-C')
 
 
 @pytest.fixture(scope='module')
@@ -312,11 +317,11 @@ def test_a_stop_in_each_phase_ends_the_run_within_seconds_with_75(corpus, tmp_pa
   stop = signal.SIGINT if 'Ctrl-C' in phase else signal.SIGTERM
   status, output, seconds = interrupted(corpus, workdir, flags, trigger, ready, stop)
   assert status == 75, output
-  assert seconds < STOP_BOUND, (seconds, output)
+  assert seconds < (SAVING_STOP_BOUND if phase in SAVING_PHASES else STOP_BOUND), (seconds, output)
   assert said in output, output
   assert 'Traceback' not in output, output
   assert re.search(r'Interrupted.*Rerun the same command', output), output
-  if phase.startswith(('training', 'validation')):
+  if phase in SAVING_PHASES:
     assert re.search(r'Interrupted at step \d+; checkpoint saved', output), output
     step = re.search(r'Interrupted at step (\d+)', output).group(1)
     assert (workdir / 'checkpoints' / step).is_dir()
