@@ -40,6 +40,10 @@ STOP_BOUND = 5.0  # Seconds from a stop request to the process's end: generous (
 # the suite's other worker): still far within --stop_seconds (25 s, what nplm promises).
 SAVING_STOP_BOUND = 10.0
 SAVING_PHASES = ('compiling', 'training', 'validation', 'validation, Ctrl-C')
+# A stop while compiling is saved with the first update if the compile ends within
+# stop_requests.QUICK_SECONDS, else the process ends at once with nothing saved: both are kept
+# promises, and which one comes depends on the machine's load.
+SAVED_IF_IN_TIME = ('compiling',)
 
 
 @pytest.fixture(scope='module')
@@ -321,10 +325,13 @@ def test_a_stop_in_each_phase_ends_the_run_within_seconds_with_75(corpus, tmp_pa
   assert said in output, output
   assert 'Traceback' not in output, output
   assert re.search(r'Interrupted.*Rerun the same command', output), output
-  if phase in SAVING_PHASES:
-    assert re.search(r'Interrupted at step \d+; checkpoint saved', output), output
-    step = re.search(r'Interrupted at step (\d+)', output).group(1)
-    assert (workdir / 'checkpoints' / step).is_dir()
+  saved = re.search(r'Interrupted at step (\d+); checkpoint saved', output)
+  if phase in SAVED_IF_IN_TIME and not saved:
+    assert 'at once; no checkpoint had been saved' in output, output
+    assert not any((workdir / 'checkpoints').glob('[0-9]*')), output
+  elif phase in SAVING_PHASES:
+    assert saved, output
+    assert (workdir / 'checkpoints' / saved.group(1)).is_dir()
   if phase.startswith('validation'):
     assert not (workdir / 'best').exists()  # It never finished.
   assert not (workdir / 'summary.json').exists()
