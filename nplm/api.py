@@ -48,7 +48,7 @@ def _configs(given) -> Config | list[Config]:
   if isinstance(given, Config):
     return given
   if isinstance(given, dict):
-    config = config_class(given.get('model', ''), given.get('head', ''))
+    config = config_class(*(given.get(name, '') for name in ('model', 'head', 'dataset')))
     refuse_unknown(given, config, 'setting', '`nplm train --help` lists the settings')
     return config(**given)
   if isinstance(given, str):

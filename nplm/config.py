@@ -1,25 +1,28 @@
-"""The configuration of one run: the run's own settings, and a field per knob of the models
-and heads (each declared in its component's file: nplm.knobs).
+"""The configuration of one run: the run's own settings, and a field per knob of its
+components (each declared in the component's file: nplm.knobs).
 
-`Config` is a frozen dataclass assembled, when first used, from the run's settings declared
-below (data, optimizer, run bounds, observation, devices, per-model) and the knobs the
-registries' models and heads declare; `config_class(model, head)` adds those of a model or
-head named by its import path. The trainer's flags (`nplm train`, nplm/cli), flagfiles,
+`Config` is a frozen dataclass assembled, when first used, from the run's own settings
+declared below (the dataset, the vocabulary, the batch, run bounds, observation, devices, the
+seed) and the knobs that the optimizer, the schedule, the tokenizers and the registries'
+sources, models and heads declare; `config_class(model, head, dataset)` adds those of a
+component named by its import path. The trainer's flags (`nplm train`, nplm/cli), flagfiles,
 `--help` and run.json come from its fields, with their groups and help texts. The lists of
-fields that play a part (which resume, which are per model, which name the data) derive
-from the groups, below the class. This module imports no component: it asks the registries
-(names and import paths) for them, and `import nplm.config` loads neither Flax nor TFDS.
+fields that play a part (which resume, which are per model, which name the data) derive from
+the groups and roles, below the class. This module imports no component: it names them (the
+registries' import paths, KNOB_MODULES) and imports them when Config is first assembled, so
+`import nplm.config` loads neither Flax nor TFDS.
 """
 
 import dataclasses
 import functools
+import importlib
 from typing import Any
 
 from nplm import components, heads, models, paths
 from nplm.components import ComponentImportError
 from nplm.errors import ConfigError
-from nplm.knobs import (DATA, DEVICES, HEAD, MODEL, OBSERVATION, OPTIMIZER, PER_MODEL,
-                        RUN_BOUNDS, Knob)
+from nplm.knobs import (DATA, DEVICES, HEAD, LOCATION, MODEL, OBSERVATION, OPTIMIZER,
+                        PER_MODEL, RUN_BOUNDS, SPLIT_CUT, Knob)
 
 __all__ = ['Config', 'ConfigError', 'config_class']
 
@@ -34,10 +37,6 @@ GROUP_HELP = {
     DEVICES: 'where the run computes (no effect on the numbers)',
     PER_MODEL: 'may differ between models trained together',
 }
-# Roles of some data fields: where the data lies (no effect on the numbers), how the text
-# is cut into splits.
-LOCATION = 'location'
-SPLIT_CUT = 'split cut'
 
 
 # --eval_splits=auto scores the train split up to this many tokens: a pass over it costs an
@@ -59,19 +58,8 @@ class RunSettings:
   dataset: str = _knob(DATA, 'brown', "The corpus: brown (the paper's), text:DIR (train.txt, "
                        'valid.txt, test.txt), text:FILE (cut by lines) or '
                        'tfds:NAME[/CONFIG][:FEATURE] (a TFDS text dataset).')
-  tokens: str = _knob(DATA, 'words', "words (whitespace-separated; Brown's words) or chars "
-                      '(every character a token, the space too; reports bits per character).')
-  tokenizer: str = _knob(DATA, 'whitespace', 'text:, tfds: words cut by whitespace (PTB, '
-                         "WikiText come tokenized), nltk (NLTK's: punctuation apart), or "
-                         'subwords learned from the training split by SentencePiece: bpe or '
-                         'unigram (summaries add per-word perplexity).')
-  lowercase: bool = _knob(DATA, False, 'text:, tfds: lowercase the text before cutting it.')
-  subword_vocab_size: int = _knob(DATA, 8000, '--tokenizer=bpe, unigram: the subwords '
-                                  'SentencePiece learns (fewer if the text has fewer).')
   data_dir: str = _knob(DATA, '', 'TFDS data dir for the prepared corpus (empty: TFDS '
                         'default).', role=LOCATION)
-  corpus_dir: str = _knob(DATA, '', 'Directory of the 500 Brown files ca01 … cr09 (empty: '
-                          'search).', role=LOCATION)
   unk_max_count: int = _knob(DATA, -1, 'Training-split tokens seen at most this often become '
                              "<unk> (-1: the dataset's default: 3 for brown as the paper; for text: and "
                              "tfds: 0, every type kept, where the training text has its own <unk> "
@@ -79,17 +67,6 @@ class RunSettings:
   max_vocab_size: int = _knob(DATA, 0, 'Keep at most this many ids, <unk> and the special '
                               'tokens included: the most frequent (ties by the token); 0 = '
                               'no bound.')
-  train_tokens: int = _knob(DATA, 0, "brown: the first this-many tokens train (0: the paper's "
-                            '800,000); text:FILE: the lines of the first this-many.',
-                            role=SPLIT_CUT)
-  valid_tokens: int = _knob(DATA, 0, 'The next this-many validate (0: brown 200,000; '
-                            'text:FILE by --split_fractions); the rest is the test split.',
-                            role=SPLIT_CUT)
-  split_fractions: str = _knob(DATA, '0.8,0.1,0.1', 'text:FILE: the train, valid, test shares '
-                               'of its lines (unless --train_tokens).', role=SPLIT_CUT)
-  tfds_splits: str = _knob(DATA, 'train,validation,test', 'tfds: the TFDS splits read as '
-                           'train, valid and test (slices allowed: '
-                           'train[:95%],train[95%:],test).', role=SPLIT_CUT)
 
   model: str = _knob(MODEL, 'nnlm', f'{", ".join(models.MODELS)} (nplm.models), or '
                      'module.path:Name, a model class of your own with their interface.')
@@ -97,40 +74,12 @@ class RunSettings:
   head: str = _knob(HEAD, 'softmax', f'{", ".join(heads.HEADS)} (nplm.heads), or '
                     'module.path:Name, a head class of your own with their interface.')
 
-  optimizer: str = _knob(OPTIMIZER, 'adamw', 'sgd (the paper; updates only the rows of C and '
-                         'of sampled or tree output layers a step reads, decay paid lazily), '
-                         'adamw (dense), or lazy_adam (Adam per row: moments and rows of those '
-                         'tables move only when read).')
-  lr_schedule: str = _knob(OPTIMIZER, 'inverse', 'ε_t, the rate of update t + 1 '
-                           '(nplm.training.schedules): inverse ε0 / (1 + r·t) (--lr_decay = r; '
-                           'the paper); linear from ε0 to --min_learning_rate over the run '
-                           '(word2vec); step: ε0 for --lr_keep_epochs epochs, then × '
-                           '--lr_factor each epoch (Zaremba et al. 2014); plateau: × '
-                           '--lr_factor after each validation that does not improve on the best '
-                           'by --plateau_threshold (Mikolov\'s RNNLM, PyTorch\'s '
-                           'word_language_model); cosine: from ε0 to --min_learning_rate after '
-                           'the warm-up; rsqrt: ε0·√(W/t) after W = --warmup_steps (Vaswani et '
-                           'al. 2017). The run is T = --epochs × the steps per epoch '
-                           '(--max_steps cuts it short, never changes it).')
-  warmup_steps: int = _knob(OPTIMIZER, 0, 'W: the rate rises linearly over the first W '
-                            'updates, ε0·t/W, before any schedule (rsqrt needs W ≥ 1).')
-  lr_keep_epochs: int = _knob(OPTIMIZER, 1, '--lr_schedule=step: epochs at ε0 before the '
-                              'first decay.')
-  lr_factor: float = _knob(OPTIMIZER, 0.5, '--lr_schedule=step, plateau: what each decay '
-                           'multiplies the rate by.')
-  plateau_threshold: float = _knob(OPTIMIZER, 0.0, '--lr_schedule=plateau: a validation '
-                                   'perplexity not below the best × (1 - this) decays the rate.')
-  decay_embeddings: bool = _knob(OPTIMIZER, True, 'Weight decay on the embedding tables too (C, '
-                                 'learned positions; the paper decays C). Biases and '
-                                 'normalization gains and offsets are never decayed.')
   batch_size: int = _knob(OPTIMIZER, 256, 'Training examples per update, over all devices '
                           '(recurrent models: parallel streams B, each giving --bptt_length '
                           'words).')
   dtype: str = _knob(OPTIMIZER, 'float32', 'The train step\'s arithmetic: float32, or bfloat16 '
                      '(matmuls and activations in bfloat16; parameters, optimizer state, '
                      'scores\' log-sum-exp and losses in float32). Evaluation is float32.')
-  clip_norm: float = _knob(OPTIMIZER, 0.0, 'Clip the gradient to this global norm before the '
-                           'update (0 = no clipping).')
   data_seed: int = _knob(OPTIMIZER, -1, 'Seeds the per-epoch shuffles of the training windows '
                          '(-1: --seed). Models trained together share one.')
 
@@ -181,15 +130,6 @@ class RunSettings:
 
   seed: int = _knob(PER_MODEL, 0, 'Seeds initialization, sampling and (unless --data_seed) the '
                     'per-epoch shuffles.')
-  learning_rate: float = _knob(PER_MODEL, 1e-3, 'ε0: the initial learning rate (word2vec '
-                               'models: per pair or position, as word2vec\'s -alpha).')
-  min_learning_rate: float = _knob(PER_MODEL, 0.0, 'ε_min: where --lr_schedule=linear ends '
-                                   '(word2vec\'s and gensim\'s min_alpha, 0.0001).')
-  lr_decay: float = _knob(PER_MODEL, 0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates '
-                          '(paper: 1e-8).')
-  weight_decay: float = _knob(PER_MODEL, 0.0, 'λ on the weights and (--decay_embeddings) the '
-                              'embedding tables, never on biases or normalization parameters '
-                              '(paper: 1e-4 with SGD).')
 
   @property
   def batch_order_seed(self) -> int:
@@ -197,12 +137,12 @@ class RunSettings:
 
   @staticmethod
   def from_saved(saved: dict[str, Any]) -> 'Config':
-    """The config a run recorded (of the config_class of its model and head); knobs added
+    """The config a run recorded (of the config_class of its model, head and source); knobs added
     since it ran take their defaults, which compute what the code did before they existed,
     and knobs of components no longer there are left out."""
     try:
-      config = config_class(saved.get('model', ''), saved.get('head', ''))
-    except ComponentImportError:  # Its own model or head is not installed here: its knobs
+      config = config_class(*(saved.get(name, '') for name in ('model', 'head', 'dataset')))
+    except ComponentImportError:  # Its own component is not installed here: its knobs
       config = config_class()     # are left out; building it says what is missing.
     known = {field.name for field in dataclasses.fields(config)}
     return config(**{name: value for name, value in saved.items() if name in known})
@@ -230,7 +170,7 @@ class RunSettings:
     current directory (nplm.paths.absolute). Called once where a program or the Python API
     takes a config (training, the readers, export, ngram), so that a run records where its
     data lies and reads from any current directory; idempotent."""
-    changes = {name: paths.absolute(value) for name in _PATH_FIELDS
+    changes = {name: paths.absolute(value) for name in _path_fields()
                if (value := getattr(self, name))}
     kind, _, where = self.dataset.partition(':')
     if kind == 'text' and where:
@@ -253,7 +193,7 @@ class RunSettings:
     saved = self.from_saved(saved).resolved().absolute_paths().to_dict()
     problems = [f'{name}: checkpoint has {saved.get(name)!r}, this run has {value!r}'
                 for name, value in self.resolved().absolute_paths().to_dict().items()
-                if name not in (*RESUMABLE_FIELDS, 'unk_max_count')
+                if name not in (*_FIELD_LISTS['RESUMABLE_FIELDS'](), 'unk_max_count')
                 and saved.get(name) != value]
     for name in ('valid_tokens_per_eval', 'eval_every'):  # Early stopping compares them.
       if saved[name] != getattr(self, name):
@@ -272,85 +212,112 @@ class RunSettings:
     saved = self.from_saved(saved).resolved().absolute_paths().to_dict()
     return all(saved.get(name) == value
                for name, value in self.resolved().absolute_paths().to_dict().items()
-               if name not in OBSERVING_FIELDS)
+               if name not in _FIELD_LISTS['OBSERVING_FIELDS']())
 
 
 def _fields(groups=GROUPS, role=None) -> tuple[str, ...]:
-  return tuple(field.name for field in dataclasses.fields(RunSettings)
+  return tuple(field.name for field in dataclasses.fields(_assembled())
                if field.metadata['group'] in groups
                and role in (None, field.metadata['role']))
 
 
-# The fields that are paths (a text: dataset's path is one more, inside --dataset).
-_PATH_FIELDS = ('workdir', 'data_dir', 'corpus_dir')
-# Which corpus a run reads (nplm.data.datasets.load_dataset).
-DATA_FIELDS = _fields([DATA])
-# Where another dataset lies and how it is cut (the model's tokens and vocabulary stay).
-LOCATION_AND_SPLIT_FIELDS = _fields([DATA], LOCATION) + _fields([DATA], SPLIT_CUT)
-# A run resumes with other values of these: they bound or observe the run, or lay it out
-# over devices, but do not change what one update computes.
-RESUMABLE_FIELDS = (_fields([RUN_BOUNDS, OBSERVATION, DEVICES])
-                    + _fields([DATA], LOCATION))
-# A finished run is reused across changes to these: they leave its numbers as they are.
-OBSERVING_FIELDS = _fields([OBSERVATION, DEVICES]) + _fields([DATA], LOCATION)
-# Models trained together differ only in these (each has a workdir of its own).
-PER_MODEL_FIELDS = _fields([PER_MODEL]) + ('workdir',)
-# The per-model values that enter the train step as traced arrays (nplm.training.optimizer).
-HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(RunSettings)
-                        if field.metadata['group'] == PER_MODEL and field.type is float)
+# The lists of fields that play a part, derived from the groups and roles of every knob
+# (module attributes computed when first asked for: the knobs are the components').
+_FIELD_LISTS = {
+    # Which corpus a run reads (nplm.data.datasets.load_dataset).
+    'DATA_FIELDS': lambda: _fields([DATA]),
+    # Where another dataset lies and how it is cut (the model's tokens and vocabulary stay).
+    'LOCATION_AND_SPLIT_FIELDS': lambda: _fields([DATA], LOCATION) + _fields([DATA], SPLIT_CUT),
+    # A run resumes with other values of these: they bound or observe the run, or lay it out
+    # over devices, but do not change what one update computes.
+    'RESUMABLE_FIELDS': lambda: (_fields([RUN_BOUNDS, OBSERVATION, DEVICES])
+                                 + _fields([DATA], LOCATION)),
+    # A finished run is reused across changes to these: they leave its numbers as they are.
+    'OBSERVING_FIELDS': lambda: _fields([OBSERVATION, DEVICES]) + _fields([DATA], LOCATION),
+    # Models trained together differ only in these (each has a workdir of its own).
+    'PER_MODEL_FIELDS': lambda: _fields([PER_MODEL]) + ('workdir',),
+}
 
 
-def config_class(model: str = '', head: str = '') -> type:
-  """Config: RunSettings and a field per knob that the registries' models and heads declare
-  (nplm.knobs); with `model` or `head` named by its import path (module.path:Name), a
+def _path_fields() -> tuple[str, ...]:
+  """The fields that are paths (a text: dataset's path is one more, inside --dataset)."""
+  return ('workdir',) + _fields([DATA], LOCATION)
+
+
+# The run's components that declare their knobs as their module's KNOBS (nplm.knobs): the
+# optimizer, its learning-rate schedule, the tokenizers. Named by module, as the registries
+# name models, heads and sources, and imported when Config is first assembled.
+KNOB_MODULES = ('nplm.training.optimizer', 'nplm.training.schedules', 'nplm.data.tokenizers')
+
+
+def config_class(model: str = '', head: str = '', dataset: str = '') -> type:
+  """Config: RunSettings and a field per knob that the run's components declare (nplm.knobs):
+  the optimizer, schedule and tokenizers, and the registries' models, heads and sources;
+  with a `model`, `head` or `dataset` source named by its import path (module.path:Name), a
   subclass that adds the knobs of its own. Assembled once each: it imports the components."""
   own_model = model if components.is_import_path(model) else ''
   own_head = head if components.is_import_path(head) else ''
-  return _with_own_knobs(own_model, own_head) if own_model or own_head else _assembled()
+  own_source = dataset if _names_own_source(dataset) else ''
+  if own_model or own_head or own_source:
+    return _with_own_knobs(own_model, own_head, own_source)
+  return _assembled()
+
+
+def _names_own_source(dataset: str) -> bool:
+  """Whether --dataset names a source by its import path (module.path:Name[:ARGUMENT])."""
+  kind, _, rest = dataset.partition(':')
+  return components.is_import_path(f'{kind}:{rest.partition(":")[0]}')
 
 
 @functools.cache
 def _assembled() -> type:
-  knobs = _declared({name: models.model_class(name) for name in models.MODELS}, MODEL)
-  for name, knob in _declared({name: heads.head_class(name) for name in heads.HEADS},
-                              HEAD).items():
-    if name in knobs:
-      raise ValueError(f'--{name} is declared by a model and by a head: one reader owns it')
-    knobs[name] = knob
-  return _dataclass(knobs, RunSettings)
+  from nplm.data import sources  # Here, not above: the registries' sources import numpy.
+  declared = {}
+  for module in KNOB_MODULES:
+    declared.update(_declared({module: importlib.import_module(module)}, None))
+  declared.update(_declared({name: sources.source_class(name) for name in sources.SOURCES},
+                            DATA))
+  declared.update(_declared({name: models.model_class(name) for name in models.MODELS}, MODEL))
+  declared.update(_declared({name: heads.head_class(name) for name in heads.HEADS}, HEAD))
+  return _dataclass(declared, RunSettings)
 
 
 @functools.cache
-def _with_own_knobs(model: str, head: str) -> type:
-  own = _declared({model: models.model_class(model)} if model else {}, MODEL)
-  own.update(_declared({head: heads.head_class(head)} if head else {}, HEAD))
-  base = _assembled()
-  for name, knob in own.items():
-    if name in base.__dataclass_fields__ and knob.default != default_of(name):
-      raise ConfigError(f'{model if model and name in models.model_class(model).knobs else head}'
-                        f' declares --{name} with the default {knob.default!r}, and nplm\'s '
-                        f'--{name} is {default_of(name)!r}: declare the same default, or name '
-                        'a knob of its own')
-  added = {name: knob for name, knob in own.items() if name not in base.__dataclass_fields__}
+def _with_own_knobs(model: str, head: str, dataset: str) -> type:
+  from nplm.data import sources  # Here, not above: the registries' sources import numpy.
+  owners = {model: (models.model_class, MODEL), head: (heads.head_class, HEAD),
+            dataset: (lambda named: type(sources.source_of(named)), DATA)}
+  base, added = _assembled(), {}
+  for owner, (component_of, group) in owners.items():
+    if not owner:
+      continue
+    for name, knob in _declared({owner: component_of(owner)}, group).items():
+      if name not in base.__dataclass_fields__:
+        added[name] = knob
+      elif knob.default != default_of(name):
+        raise ConfigError(f'{owner} declares --{name} with the default {knob.default!r}, and '
+                          f'nplm\'s --{name} is {default_of(name)!r}: declare the same '
+                          'default, or name a knob of its own')
   return _dataclass(added, base)
 
 
-def _declared(readers: dict[str, type], group: str) -> dict[str, Knob]:
-  """Each knob that the components (`readers`: name -> class) declare, as one Knob: its
-  group, its default (the same for every reader, or a ValueError), and its meaning for each
-  reader ('nnlm: ...; transformer: ...'; one meaning alone where every reader shares it)."""
+def _declared(readers: dict[str, Any], group: str | None) -> dict[str, Knob]:
+  """Each knob that the components (`readers`: name -> class or module, with `knobs` or
+  KNOBS) declare, as one Knob: its group (`group` unless it names its own), its default and
+  role (the same for every reader, or a ValueError), and its meaning for each reader ('nnlm:
+  ...; transformer: ...'; one meaning alone where every reader shares it)."""
   meanings, declared = {}, {}
   for reader, component in readers.items():
-    for name, knob in component.knobs.items():
+    for name, knob in getattr(component, 'knobs', getattr(component, 'KNOBS', {})).items():
       if name in RunSettings.__dataclass_fields__:
         raise ValueError(f'{reader} declares --{name}, a setting of the run itself')
       first = declared.setdefault(name, knob)
-      if (first.default, first.group) != (knob.default, knob.group):
-        raise ValueError(f'--{name} is declared with other defaults or groups by its '
+      if (first.default, first.group, first.role) != (knob.default, knob.group, knob.role):
+        raise ValueError(f'--{name} is declared with other defaults, groups or roles by its '
                          f'readers ({reader}: {knob.default!r})')
       meanings.setdefault(name, {}).setdefault(knob.help, []).append(reader)
   return {name: Knob(knob.default, _meaning(meanings[name], list(readers)),
-                     knob.group or group) for name, knob in declared.items()}
+                     knob.group or group, knob.role) for name, knob in declared.items()}
 
 
 def _meaning(by_text: dict[str, list[str]], every: list[str]) -> str:
@@ -368,7 +335,7 @@ def _after_colon(text: str) -> str:
 
 
 def _dataclass(knobs: dict[str, Knob], base: type) -> type:
-  fields = [(name, type(knob.default), _knob(knob.group, knob.default, knob.help))
+  fields = [(name, type(knob.default), _knob(knob.group, knob.default, knob.help, knob.role))
             for name, knob in knobs.items()]
   return dataclasses.make_dataclass('Config', fields, bases=(base,), frozen=True,
                                     namespace={'__module__': __name__})
@@ -376,8 +343,9 @@ def _dataclass(knobs: dict[str, Knob], base: type) -> type:
 
 def component_knobs() -> tuple[str, ...]:
   """The knobs of the registries' models and heads (a chosen one reads some of them)."""
-  return tuple(name for name in _assembled().__dataclass_fields__
-               if name not in RunSettings.__dataclass_fields__)
+  declared = [*(models.model_class(name).knobs for name in models.MODELS),
+              *(heads.head_class(name).knobs for name in heads.HEADS)]
+  return tuple(dict.fromkeys(name for knobs in declared for name in knobs))
 
 
 def default_of(name: str) -> Any:
@@ -393,4 +361,6 @@ def __getattr__(name: str) -> Any:
   no component."""
   if name == 'Config':
     return _assembled()
+  if name in _FIELD_LISTS:
+    return _FIELD_LISTS[name]()
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

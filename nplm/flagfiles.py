@@ -31,10 +31,11 @@ def define_config_flags(flag_values: flags.FlagValues = flags.FLAGS,
 
 
 def define_own_knob_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS):
-  """The flags of the knobs of a model and head that argv (its flagfiles' flags first) names
-  by import path: a component of the user's own brings its own (nplm.config.config_class).
+  """The flags of the knobs of a model, head and source that argv (its flagfiles' flags
+  first) names by import path: a component of the user's own brings its own
+  (nplm.config.config_class).
   Returns the config class they make."""
-  named = {'model': '', 'head': ''}
+  named = {'model': '', 'head': '', 'dataset': ''}
   for arg in argv:
     name, equals, value = arg.lstrip('-').partition('=')
     if equals and name in named:

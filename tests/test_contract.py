@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY = 'tests.toy_components'
 FLAGS = [f'--model={TOY}:MeanOfContext', f'--head={TOY}:PlainSoftmax',
          f'--dataset={TOY}:Rhymes:150', '--order=3', '--feature_size=8', '--batch_size=16',
-         '--epochs=2', '--learning_rate=0.05', '--log_every=5', '--context_scale=2']
+         '--epochs=2', '--learning_rate=0.05', '--log_every=5', '--context_scale=2',
+         '--line_words=3']
 SCALE = 2.0  # --context_scale: the model's own knob.
+LINE_WORDS = 3  # --line_words: the source's own knob.
 
 
 def nplm(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -60,13 +62,16 @@ def test_a_users_model_head_and_source_train_and_are_read_back(tmp_path):
                      f'--data_dir={tmp_path / "data"}')
   assert trained_run.returncode == 0, trained_run.stderr[-2000:]
   assert 'mean of context (n=3, m=8)' in trained_run.stderr  # Its describe(), in the start-up.
-  assert json.loads((tmp_path / 'runs/toy/run.json').read_text())['config']['context_scale'] == 2
+  saved = json.loads((tmp_path / 'runs/toy/run.json').read_text())['config']
+  assert (saved['context_scale'], saved['line_words']) == (SCALE, LINE_WORDS)
   summary = json.loads((tmp_path / 'runs/toy/summary.json').read_text())
 
   config = Config.from_saved(json.loads((tmp_path / 'runs/toy/run.json').read_text())['config'])
   assert (config.train_tokens, config.valid_tokens) == (300, 100)  # The source's own split.
   corpus = load_dataset(config)
   assert corpus.vocab.words[corpus.boundary_id] == toy_components.LINE_END
+  ends = np.flatnonzero(np.asarray(corpus.splits['train']) == corpus.boundary_id)
+  assert np.diff(ends).max() - 1 == LINE_WORDS  # The longest line: the source read its knob.
   trained = load_trained(tmp_path / 'runs/toy')
   for split in ('train', 'valid', 'test'):
     ids = np.asarray(corpus.splits[split])
@@ -128,17 +133,20 @@ def test_a_users_own_knob_is_a_flag_and_a_setting_only_where_its_model_is_named(
   assert helped.returncode == 0 and '--context_scale (default: 1.0)' in helped.stdout
   assert 'The hidden vector is the mean of the context vectors' in helped.stdout
   assert '--context_scale' not in nplm(tmp_path, 'train', '--help').stdout
+  helped = nplm(tmp_path, 'train', f'--dataset={TOY}:Rhymes', '--help')
+  assert helped.returncode == 0 and '--line_words (default: 4)' in helped.stdout
+  assert '--line_words' not in nplm(tmp_path, 'train', '--help').stdout
   refused = nplm(tmp_path, 'train', '--context_scale=2', '--workdir=runs/nnlm')
   assert refused.returncode == 2
   assert refused.stderr.strip().splitlines() == [
       "error: Unknown command line flag 'context_scale' (see --help)"]
   settings = dict(model=f'{TOY}:MeanOfContext', head=f'{TOY}:PlainSoftmax',
                   dataset=f'{TOY}:Rhymes:150', order=3, feature_size=8, context_scale=2.0,
-                  batch_size=16, epochs=1, workdir=str(tmp_path / 'runs/api'),
+                  line_words=3, batch_size=16, epochs=1, workdir=str(tmp_path / 'runs/api'),
                   data_dir=str(tmp_path / 'data'))
   summary = nplm_api.train(settings, quiet=True)
   assert summary['status'] == 'epochs_done' and summary['test_ppl'] > 0
   saved = json.loads((tmp_path / 'runs/api/run.json').read_text())['config']
-  assert Config.from_saved(saved).context_scale == 2.0
+  assert (Config.from_saved(saved).context_scale, Config.from_saved(saved).line_words) == (2, 3)
   with pytest.raises(ConfigError, match="unknown setting 'context_scale'"):
     nplm_api.train({**settings, 'model': 'nnlm'}, quiet=True)

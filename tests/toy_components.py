@@ -4,7 +4,7 @@
   nplm train --model=tests.toy_components:MeanOfContext --context_scale=2 \
       --head=tests.toy_components:PlainSoftmax --dataset=tests.toy_components:Rhymes
 
-The model brings a knob of its own (--context_scale); RowSoftmax has one output row per word,
+The model and the source bring a knob of their own (--context_scale, --line_words); RowSoftmax has one output row per word,
 so that it can be tied to the model's C and split over a mesh's 'model' axis. Nothing in
 nplm/ names them. tests/test_contract.py trains them and checks the numbers against numpy.
 """
@@ -154,6 +154,9 @@ class Rhymes(sources.Source):
   boundary_token = LINE_END
   reserved_tokens = (UNK, LINE_END)
   cuts_by_tokens = True
+  knobs = {**sources.split_knobs('The first this-many tokens train (0: 300).',
+                                 'The next this-many validate (0: 100).'),
+           'line_words': Knob(4, 'The most words in a line: line i has 1 + i mod this.')}
 
   def __init__(self, argument: str):
     super().__init__(argument)
@@ -165,7 +168,8 @@ class Rhymes(sources.Source):
   def token_splits(self, config):
     tokens = []
     for line in range(self.lines):
-      tokens += [WORDS[(line * 3 + k) % len(WORDS)] for k in range(1 + line % 4)] + [LINE_END]
+      words = 1 + line % config.line_words
+      tokens += [WORDS[(line * 3 + k) % len(WORDS)] for k in range(words)] + [LINE_END]
     valid_end = config.train_tokens + config.valid_tokens
     return {'train': tokens[:config.train_tokens],
             'valid': tokens[config.train_tokens:valid_end], 'test': tokens[valid_end:]}

@@ -33,8 +33,9 @@ INTERRUPTED_EXIT_STATUS = 75
 
 def config_from_flags(**overrides) -> Config:
   """The Config the command line sets (fields without a flag keep their defaults), with the
-  knobs of a model or head of the user's own if it names one (nplm.config.config_class)."""
-  named = {name: flags.FLAGS[name].value for name in ('model', 'head') if name in flags.FLAGS}
+  knobs of a model, head or source of the user's own if it names one (nplm.config.config_class)."""
+  named = {name: flags.FLAGS[name].value for name in ('model', 'head', 'dataset')
+           if name in flags.FLAGS}
   config = config_class(**named)
   values = {f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(config)
             if f.name in flags.FLAGS}

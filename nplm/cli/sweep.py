@@ -88,7 +88,7 @@ def kn5_test_perplexity(corpus: Corpus, root: Path) -> float:
 def typed_config(options) -> dict:
   """The Config fields the command line set (typed, or by a --flagfile), but --workdir:
   the sweep's directory, not a point's."""
-  config = config_class(options.model, options.head)  # With a model's own knobs, if any.
+  config = config_class(options.model, options.head, options.dataset)  # With own knobs.
   return {field.name: options[field.name].value for field in dataclasses.fields(config)
           if options[field.name].present and field.name != 'workdir'}
 

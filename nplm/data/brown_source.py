@@ -16,9 +16,10 @@ from collections.abc import Iterable, Sequence
 
 from nplm.data import brown_format, tokenizers
 from nplm.data.corpus import Corpus, corpus_from_tokens
-from nplm.data.sources import Source
+from nplm.data.sources import Source, split_knobs
 from nplm.data.vocab import PARAGRAPH_END, SPECIAL_TOKENS, TEXT_END
 from nplm.errors import ConfigError
+from nplm.knobs import LOCATION, Knob
 
 # The paper's split: the first 800,000 tokens train, the next 200,000 valid, the rest test.
 PAPER_SPLIT = {'train_tokens': 800_000, 'valid_tokens': 200_000}
@@ -33,6 +34,12 @@ class BrownSource(Source):
   reserved_tokens = SPECIAL_TOKENS
   default_unk_max_count = PAPER_UNK_MAX_COUNT
   cuts_by_tokens = True
+  knobs = {
+      **split_knobs("The first this-many tokens train (0: the paper's 800,000).",
+                    'The next this-many validate (0: 200,000), the rest test.'),
+      'corpus_dir': Knob('', 'Directory of the 500 Brown files ca01 … cr09 (empty: search).',
+                         role=LOCATION),
+  }
   sentence_end = None  # Its paragraphs and texts end with a mark; its sentences do not.
 
   def __init__(self, argument: str):

@@ -26,6 +26,13 @@ from nplm.data import tokenizers
 from nplm.data.corpus import SPLITS, Corpus
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.errors import ConfigError
+from nplm.knobs import LOCATION, SPLIT_CUT, Knob
+
+def split_knobs(train_help: str, valid_help: str) -> dict[str, Knob]:
+  """--train_tokens and --valid_tokens, as a source that cuts its text by tokens reads them."""
+  return {'train_tokens': Knob(0, train_help, role=SPLIT_CUT),
+          'valid_tokens': Knob(0, valid_help, role=SPLIT_CUT)}
+
 
 SOURCES = {
     'brown': 'nplm.data.brown_source:BrownSource',
@@ -42,6 +49,7 @@ class Source:
   """
 
   usage = ''  # How --dataset names it, for messages.
+  knobs: dict[str, Knob] = {}  # Those it reads beside the tokenizer's (nplm.knobs).
   boundary_token = END_OF_SENTENCE  # What precedes a split's first token: a line ended.
   reserved_tokens = (UNK, END_OF_SENTENCE)  # Keep an id whatever their training count.
   # None: the training counts decide (nplm.data.vocab.trained_unk_max_count): every type
@@ -159,13 +167,13 @@ def source_of(dataset: str) -> Source:
     attribute, _, argument = argument.partition(':')
     kind = f'{kind}:{attribute}'
     if not components.is_import_path(kind):
-      known = ', '.join(_source_class(name).usage for name in SOURCES)
+      known = ', '.join(source_class(name).usage for name in SOURCES)
       raise ConfigError(f'unknown --dataset={dataset!r}: give {known}, or '
                         'module.path:Name[:ARGUMENT] for a source of your own')
-  return _source_class(kind)(argument)
+  return source_class(kind)(argument)
 
 
-def _source_class(kind: str) -> type[Source]:
+def source_class(kind: str) -> type[Source]:
   source_class = components.load('--dataset', SOURCES, kind)
   if not (isinstance(source_class, type) and issubclass(source_class, Source)):
     raise ConfigError(f'--dataset={kind} is not a source: subclass nplm.data.sources.Source')

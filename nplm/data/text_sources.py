@@ -30,9 +30,10 @@ from nplm import paths
 from nplm.data import lines
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.corpus import SPLITS
-from nplm.data.sources import PreparedSource
+from nplm.data.sources import PreparedSource, split_knobs
 from nplm.data.tokenizers import Tokenization, tokenization_of
 from nplm.errors import ConfigError
+from nplm.knobs import SPLIT_CUT, Knob
 
 # Where text:DIR looks for each split, first match wins.
 _SPLIT_FILES = ('{split}.txt', 'ptb.{split}.txt', 'wiki.{split}.tokens')
@@ -220,6 +221,13 @@ class TextSource(PreparedSource):
 
   usage = 'text:DIR (train.txt, valid.txt, test.txt), text:FILE'
   cuts_by_tokens = True  # text:FILE's lines; text:DIR refuses them (text_source).
+  knobs = {
+      **split_knobs("The lines of a FILE's first this-many tokens train (a DIR comes split).",
+                    'The lines of its next this-many validate (0: by --split_fractions), the '
+                    'rest test.'),
+      'split_fractions': Knob('0.8,0.1,0.1', "The train, valid, test shares of a FILE's lines "
+                              '(unless --train_tokens).', role=SPLIT_CUT),
+  }
 
   def lines_source(self, config):
     plan = SplitPlan(tuple(float(f) for f in config.split_fractions.split(',')),

@@ -14,12 +14,16 @@ from nplm.data.acquire import CorpusError, CorpusNotFoundError
 from nplm.data.corpus import SPLITS
 from nplm.data.sources import PreparedSource
 from nplm.data.tokenizers import Tokenization, tokenization_of
+from nplm.knobs import SPLIT_CUT, Knob
 
 
 class TfdsSource(PreparedSource):
   """--dataset=tfds:NAME[/CONFIG][:FEATURE]: its splits named by --tfds_splits."""
 
   usage = 'tfds:NAME[/CONFIG][:FEATURE]'
+  knobs = {'tfds_splits': Knob('train,validation,test', 'The TFDS splits read as train, valid '
+                               'and test (slices allowed: train[:95%],train[95%:],test).',
+                               role=SPLIT_CUT)}
 
   def config_errors(self, config) -> list[str]:
     return [f"{error} (--tfds_splits picks a TFDS dataset's splits)"

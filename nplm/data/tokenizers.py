@@ -25,6 +25,7 @@ from pathlib import Path
 from nplm import paths
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
+from nplm.knobs import DATA, Knob
 
 TOKENIZERS = ('whitespace', 'nltk', 'bpe', 'unigram')  # --tokenizer's values.
 SUBWORD_TOKENIZERS = ('bpe', 'unigram')  # SentencePiece's model types, learned from text.
@@ -268,6 +269,23 @@ class Tokenization:
     return f'{what} ({reason[0][:200] if reason else "no reason given"})'
 
 
+_DEFAULT = Tokenization()
+KNOBS = {
+    'tokens': Knob(_DEFAULT.tokens, "words (whitespace-separated; Brown's words) or chars "
+                   '(every character a token, the space too; reports bits per character).',
+                   DATA),
+    'tokenizer': Knob(_DEFAULT.tokenizer, 'text:, tfds: words cut by whitespace (PTB, '
+                      "WikiText come tokenized), nltk (NLTK's: punctuation apart), or subwords "
+                      'learned from the training split by SentencePiece: bpe or unigram '
+                      '(summaries add per-word perplexity).', DATA),
+    'lowercase': Knob(_DEFAULT.lowercase, 'text:, tfds: lowercase the text before cutting it.',
+                      DATA),
+    'subword_vocab_size': Knob(_DEFAULT.subword_vocab_size, '--tokenizer=bpe, unigram: the '
+                               'subwords SentencePiece learns (fewer if the text has fewer).',
+                               DATA),
+}
+
+
 def _sentences(line: str) -> Iterable[str]:
   """A line as SentencePiece's training sentences: whole if it is short enough, else cut at
   spaces (no piece spans one) into sentences of at most _MAX_SENTENCE_BYTES; a word longer
@@ -339,7 +357,7 @@ def check_saved_model(workdir, sha256: str) -> None:
 
 def config_errors(config) -> list[str]:
   """What in the config's tokenizer knobs cannot be read together."""
-  default_subword_vocab_size = type(config).__dataclass_fields__['subword_vocab_size'].default
+  default_subword_vocab_size = KNOBS['subword_vocab_size'].default
   checks = [
       (config.tokenizer in TOKENIZERS,
        f'unknown --tokenizer={config.tokenizer!r}; known: {", ".join(TOKENIZERS)}'),

@@ -65,7 +65,8 @@ class MetricsWriter:
     self._tensorboard.add_text('config', '\n'.join(
         f'    --{name}={value}' for name, value in config.items()), step)
     groups = {field.name: field.metadata['group'] for field in
-              dataclasses.fields(config_class(config.get('model', ''), config.get('head', '')))}
+              dataclasses.fields(config_class(*(config.get(name, '') for name in ('model', 'head',
+                                                                        'dataset'))))}
     hyperparameters = {name: value for name, value in config.items()
                        if groups.get(name) in (MODEL, HEAD, OPTIMIZER, PER_MODEL)}
     self._add_hparams(hyperparameters, finals, step)

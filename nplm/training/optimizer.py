@@ -11,9 +11,10 @@ seed) enter the train step as arrays, so that models trained together each trace
 values through one compiled step, and a lone run is the same step with one model's values.
 """
 
-import functools
+from __future__ import annotations
 
-from typing import NamedTuple
+import functools
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,10 +22,30 @@ import optax
 from flax import traverse_util
 
 from nplm import sparse_rows
-from nplm.config import HYPERPARAMETERS, Config
+from nplm.knobs import OPTIMIZER, PER_MODEL, Knob
 from nplm.training import schedules
 
+if TYPE_CHECKING:  # Config is assembled from this module's KNOBS, among others.
+  from nplm.config import Config
+
 OPTIMIZERS = ('sgd', 'adamw', 'lazy_adam')  # --optimizer
+KNOBS = {
+    'optimizer': Knob('adamw', 'sgd (the paper; updates only the rows of C and of sampled or '
+                      'tree output layers a step reads, decay paid lazily), adamw (dense), or '
+                      'lazy_adam (Adam per row: moments and rows of those tables move only '
+                      'when read).', OPTIMIZER),
+    'decay_embeddings': Knob(True, 'Weight decay on the embedding tables too (C, learned '
+                             'positions; the paper decays C). Biases and normalization gains '
+                             'and offsets are never decayed.', OPTIMIZER),
+    'clip_norm': Knob(0.0, 'Clip the gradient to this global norm before the update (0 = no '
+                      'clipping).', OPTIMIZER),
+    'weight_decay': Knob(0.0, 'λ on the weights and (--decay_embeddings) the embedding tables, '
+                         'never on biases or normalization parameters (paper: 1e-4 with SGD).',
+                         PER_MODEL),
+}
+# The per-model knobs that enter the train step as traced arrays: the rates, the decay.
+HYPERPARAMETERS = tuple(name for name, knob in {**schedules.KNOBS, **KNOBS}.items()
+                        if knob.group == PER_MODEL and isinstance(knob.default, float))
 ROW_SPARSE = ('sgd', 'lazy_adam')
 # What the schedule reads beside the config (schedules.learning_rate_at), as traced values.
 SCHEDULE_INPUTS = ('planned', 'steps_per_epoch', 'lr_scale')

@@ -7,11 +7,45 @@ a resumed run continues on the same rates. Each value is computed with jnp, trac
 step and evaluated on the host for the metrics alike.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import jax.numpy as jnp
 
-from nplm.config import Config
+from nplm.knobs import OPTIMIZER, PER_MODEL, Knob
+
+if TYPE_CHECKING:  # Config is assembled from this module's KNOBS, among others.
+  from nplm.config import Config
 
 LR_SCHEDULES = ('inverse', 'linear', 'step', 'plateau', 'cosine', 'rsqrt')  # --lr_schedule
+KNOBS = {
+    'lr_schedule': Knob('inverse', 'ε_t, the rate of update t + 1 '
+                        '(nplm.training.schedules): inverse ε0 / (1 + r·t) (--lr_decay = r; '
+                        'the paper); linear from ε0 to --min_learning_rate over the run '
+                        '(word2vec); step: ε0 for --lr_keep_epochs epochs, then × '
+                        '--lr_factor each epoch (Zaremba et al. 2014); plateau: × '
+                        '--lr_factor after each validation that does not improve on the best '
+                        'by --plateau_threshold (Mikolov\'s RNNLM, PyTorch\'s '
+                        'word_language_model); cosine: from ε0 to --min_learning_rate after '
+                        'the warm-up; rsqrt: ε0·√(W/t) after W = --warmup_steps (Vaswani et '
+                        'al. 2017). The run is T = --epochs × the steps per epoch '
+                        '(--max_steps cuts it short, never changes it).', OPTIMIZER),
+    'warmup_steps': Knob(0, 'W: the rate rises linearly over the first W updates, ε0·t/W, '
+                         'before any schedule (rsqrt needs W ≥ 1).', OPTIMIZER),
+    'lr_keep_epochs': Knob(1, '--lr_schedule=step: epochs at ε0 before the first decay.',
+                           OPTIMIZER),
+    'lr_factor': Knob(0.5, '--lr_schedule=step, plateau: what each decay multiplies the rate '
+                      'by.', OPTIMIZER),
+    'plateau_threshold': Knob(0.0, '--lr_schedule=plateau: a validation perplexity not below '
+                              'the best × (1 - this) decays the rate.', OPTIMIZER),
+    'learning_rate': Knob(1e-3, 'ε0: the initial learning rate (word2vec models: per pair or '
+                          'position, as word2vec\'s -alpha).', PER_MODEL),
+    'min_learning_rate': Knob(0.0, 'ε_min: where --lr_schedule=linear ends (word2vec\'s and '
+                              'gensim\'s min_alpha, 0.0001).', PER_MODEL),
+    'lr_decay': Knob(0.0, 'r in ε_t = ε0 / (1 + r·t), t counting updates (paper: 1e-8).',
+                     PER_MODEL),
+}
 PLANS_THE_RUN = ('linear', 'cosine')  # Read T: a resumed run keeps --epochs.
 DECAYS_TO_MINIMUM = ('linear', 'cosine')  # Read --min_learning_rate.
 DECAYS_BY_FACTOR = ('step', 'plateau')  # Read --lr_factor.
