@@ -175,7 +175,7 @@ def test_a_builder_that_needs_tensorflow_without_it_is_one_line(tmp_path):
   assert_one_line_error(result, 'tfds:lm1b', 'needs TensorFlow', 'pip install "nplm[tf]"')
   # Refused before its download is used: nothing extracted, nothing prepared.
   assert not (tmp_path / 'tfds/downloads/extracted').exists()
-  assert not (tmp_path / 'tfds/lm1b/1.1.0').exists()
+  assert not (tmp_path / 'tfds/lm1b').exists()  # Not even its lock: nothing left behind.
 
 
 def test_what_preparing_catalogue_builders_imports_is_declared():

@@ -86,13 +86,13 @@ def prepare(builder, data_dir: str | os.PathLike | None = None, what: str = '') 
     what = what or f'preparing {builder.name}'
     named = data_dir_named(data_dir, builder)
     with interrupting(f'{what} in {named}'), _data_dir_errors(builder, named, what):
+      import_tensorflow_if_used(builder)  # Before the lock: a refusal leaves no directory.
       with _locked(path.parent):
         if path.exists():  # Another process prepared it while this one waited.
           with damage_reported(path):
             builder.info.read_from_directory(builder.data_path)
         else:
           _remove_leftovers(path)
-          import_tensorflow_if_used(builder)
           try:
             builder.download_and_prepare()
             check_interrupted()  # A catalogue builder's: after it, not inside it.
