@@ -37,7 +37,7 @@ def run(configs: Config | list[Config], corpus: Corpus | None = None) -> dict | 
   """
   started, load_seconds = time.perf_counter(), None  # The summary's phase_seconds.
   lone = isinstance(configs, Config)
-  configs = check_together([config.resolved() for config in ([configs] if lone else configs)])
+  configs = check_together([configs] if lone else configs)  # Settled once, here.
   parallel.initialize_processes(configs[0])
   if corpus is None:
     loading = time.perf_counter()

@@ -25,7 +25,7 @@ from nplm.data.datasets import load_dataset
 from nplm.data.sources import source_of
 from nplm.files import write_text_atomically
 from nplm.stop_requests import Interrupted, interrupting
-from nplm.data.config_checks import validated_data
+from nplm.data.config_checks import settled_data
 
 FLAGS = flags.FLAGS
 
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> None:
   cli.show_progress_lines()
   config = cli.config_from_flags()
   try:
-    config = validated_data(config.resolved()).absolute_paths()
+    config = settled_data(config)
     with interrupting(f'exporting --dataset={config.dataset}'):
       corpus = load_dataset(config)
       paths = export_splits(corpus, FLAGS.out, config.dataset, config.tokens)

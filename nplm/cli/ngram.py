@@ -34,7 +34,7 @@ from nplm.training.memory import host_available, size
 from nplm.stop_requests import Interrupted, interrupting
 from nplm.run_files.summary import bits_per_token, open_vocabulary
 from nplm.use.ngram_run import model_name, save_ngram_run
-from nplm.data.config_checks import validated_data
+from nplm.data.config_checks import settled_data
 
 FLAGS = flags.FLAGS
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def main(argv):
     if FLAGS.model not in ('kn', 'delint'):
       raise ConfigError(f'unknown --model={FLAGS.model!r}; known: kn, delint')
     # Absolute: ngram.json records where the data lies, readable from anywhere.
-    config = validated_data(cli.config_from_flags().resolved()).absolute_paths()
+    config = settled_data(cli.config_from_flags())
     with interrupting(f'fitting an n-gram model on --dataset={config.dataset}'):
       corpus = load_dataset(config)
       out = Path(FLAGS.out)

@@ -41,7 +41,7 @@ from nplm.data.datasets import load_dataset
 from nplm.files import write_json_atomically
 from nplm.studies.sweep import (SweepInterrupted, crossed, grid, markdown, parse_grid,
                                 point_configs, run_sweep, write_results)
-from nplm.data.config_checks import validated_data
+from nplm.data.config_checks import settled_data
 
 # name: (the recipe the points start from (nplm/recipes/NAME.flags), the points).
 SWEEPS = {
@@ -151,7 +151,7 @@ def main(argv, workdir_typed: bool = False):
     parallel.initialize_processes(base)
     corpus = None
     if not varies_data(points):
-      corpus = parallel.main_process_first(lambda: load_dataset(validated_data(base.resolved())))
+      corpus = parallel.main_process_first(lambda: load_dataset(settled_data(base)))
     rows = run_sweep(base, points, root, corpus, together=options.together)
     if corpus is not None and len(corpus.splits['train']) <= AUTO_TRAIN_TOKENS:
       baseline = ('KN5', kn5_test_perplexity(corpus, root))

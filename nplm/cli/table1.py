@@ -22,6 +22,7 @@ from absl import flags
 
 from nplm import cli, stop_requests
 from nplm.config import Config
+from nplm.data.config_checks import settled_data
 from nplm.data.datasets import load_dataset
 from nplm.studies.table1 import ROW_ORDER, Interrupted, build_table, markdown, needed_rows
 
@@ -41,8 +42,8 @@ def main(argv):
   try:
     needed_rows(options.rows)  # A typo is refused before the corpus is read.
     # The corpus the recipes' rows train on: they name no --dataset, so Config's.
-    corpus = load_dataset(Config(data_dir=options.data_dir, corpus_dir=options.corpus_dir)
-                          .resolved().absolute_paths())
+    corpus = load_dataset(settled_data(Config(data_dir=options.data_dir,
+                                              corpus_dir=options.corpus_dir)))
     report = build_table(options.workdir, corpus, options.rows, overrides)
   except Interrupted as stopped:
     cli.stop_interrupted(str(stopped))

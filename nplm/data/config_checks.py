@@ -36,6 +36,12 @@ def data_checks(config) -> list[tuple[bool, str]]:
   ]
 
 
+def settled_data(config):
+  """The config as a program that reads a dataset without training takes it, settled once at
+  the edge: resolved, its data settings checked (validated_data), its paths absolute."""
+  return validated_data(config.resolved()).absolute_paths()
+
+
 def validated_data(config):
   """`config`, or ConfigError naming the first data setting that cannot work (for the
   programs that read a dataset without training)."""

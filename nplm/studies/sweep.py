@@ -30,7 +30,7 @@ from nplm.data.datasets import load_dataset
 from nplm.display import counted
 from nplm.files import write_text_atomically
 from nplm.run_files.summary import RunStatus, finished_summary
-from nplm.training.config_checks import validated
+from nplm.training.config_checks import settled
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def point_configs(base: Config, points: list[dict], root: str | Path) -> list[Co
       raise ConfigError(f'points {names[name]} and {point} share the workdir {name}')
     names[name] = point
     try:
-      configs.append(validated(base.replace(**point, workdir=str(root / name))))
+      configs.append(settled(base.replace(**point, workdir=str(root / name))))
     except ConfigError as error:
       raise ConfigError(f'point {name}: {error}') from None
   return configs

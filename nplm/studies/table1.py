@@ -30,7 +30,7 @@ from nplm.files import write_json_atomically, write_text_atomically
 from nplm.models import model_class
 from nplm.use.trained import load_trained
 from nplm.run_files.summary import RunStatus, finished_summary
-from nplm.training.config_checks import validated
+from nplm.training.config_checks import settled
 
 log = logging.getLogger('nplm.studies.table1')
 
@@ -149,7 +149,7 @@ class Table:
     """The row's recipe in <workdir>/<name>; its final evaluation scores every split, as
     the table has a train column (whatever a recipe or --eval_splits=auto would choose)."""
     config = flagfiles.config_from_flagfile(ROWS[name].flagfile, workdir=str(self.workdir / name))
-    return validated(config.replace(**{**self.overrides, 'eval_splits': ','.join(SPLITS)}))
+    return settled(config.replace(**{**self.overrides, 'eval_splits': ','.join(SPLITS)}))
 
   def network_summary(self, name: str) -> dict:
     """The finished run of a network row in <workdir>/<name>, trained or resumed if need be."""

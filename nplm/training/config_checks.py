@@ -11,6 +11,13 @@ from nplm.data.corpus import SPLITS
 from nplm.training import optimizer
 
 
+def settled(config: Config) -> Config:
+  """The config as a run takes it, settled once at the edge: its source's defaults filled in
+  (Config.resolved), every value checked (validated: ConfigError naming the first that
+  cannot work), its paths absolute (Config.absolute_paths). Idempotent."""
+  return validated(config.resolved()).absolute_paths()
+
+
 def validated(config: Config) -> Config:
   """`config`, or ConfigError naming the first value that cannot work."""
   errors = (models.config_errors(config) + heads.config_errors(config)

@@ -9,17 +9,17 @@ from nplm import models, paths
 from nplm.config import PER_MODEL_FIELDS, Config, ConfigError
 from nplm.display import counted
 from nplm.training.families import feed_of
-from nplm.training.config_checks import validated
+from nplm.training.config_checks import settled
 
 log = logging.getLogger('nplm.trainer')
 
 
 def check_together(configs: list[Config]) -> list[Config]:
-  """The configs, validated; ConfigError if they cannot be trained as one program."""
+  """The configs, settled (config_checks.settled: resolved, validated, paths absolute, so a
+  run records where its data lies); ConfigError if they cannot be trained as one program."""
   if not configs:
     raise ConfigError('no models to train')
-  # Paths absolute once, here: a run records where its data lies (Config.absolute_paths).
-  configs = [validated(config).absolute_paths() for config in configs]
+  configs = [settled(config) for config in configs]
   for name in configs[0].to_dict():
     values = sorted({repr(getattr(config, name)) for config in configs})
     if name not in PER_MODEL_FIELDS and len(values) > 1:

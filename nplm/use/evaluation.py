@@ -31,7 +31,7 @@ from nplm.use.ngram_run import NgramRun
 from nplm.use.open_vocabulary import unknown_counts
 from nplm.use.trained import TrainedModel
 from nplm.run_files.summary import bits_per_token
-from nplm.data.config_checks import validated_data
+from nplm.data.config_checks import settled_data
 
 Model = TrainedModel | NgramRun  # What nplm.use.trained.load_trained reads.
 
@@ -41,7 +41,7 @@ def dataset_types(config: Config, tokenizer_model: bytes | None = None
   """(every type, each split as type indices) of the dataset `config` names, before any
   vocabulary cut: what another model's vocabulary then maps (cut by that model's learned
   tokenizer, `tokenizer_model`, if it has one)."""
-  config = validated_data(config.resolved())
+  config = settled_data(config)
   return source_of(config.dataset).types_and_splits(config, tokenizer_model)
 
 
