@@ -272,13 +272,16 @@ def _names_own_source(dataset: str) -> bool:
 @functools.cache
 def _assembled() -> type:
   from nplm.data import sources  # Here, not above: the registries' sources import numpy.
+  kinds = [_declared({module: importlib.import_module(module)}, None) for module in KNOB_MODULES]
+  kinds += [_declared({name: sources.source_class(name) for name in sources.SOURCES}, DATA),
+            _declared({name: models.model_class(name) for name in models.MODELS}, MODEL),
+            _declared({name: heads.head_class(name) for name in heads.HEADS}, HEAD)]
   declared = {}
-  for module in KNOB_MODULES:
-    declared.update(_declared({module: importlib.import_module(module)}, None))
-  declared.update(_declared({name: sources.source_class(name) for name in sources.SOURCES},
-                            DATA))
-  declared.update(_declared({name: models.model_class(name) for name in models.MODELS}, MODEL))
-  declared.update(_declared({name: heads.head_class(name) for name in heads.HEADS}, HEAD))
+  for knobs in kinds:
+    if shared := sorted(set(declared) & set(knobs)):
+      raise ValueError(f'--{shared[0]} is declared by two kinds of component: one reader '
+                       'kind owns it')
+    declared.update(knobs)
   return _dataclass(declared, RunSettings)
 
 

@@ -124,3 +124,14 @@ def test_every_commands_user_errors_are_one_line_with_status_2():
     lines = stderr.strip().splitlines()
     assert lines[-1].startswith('error: ') and 'Traceback' not in stderr, (name, stderr)
     assert sum(line.startswith('error: ') for line in lines) == 1, (name, stderr)
+
+
+def test_a_knob_declared_by_two_kinds_of_component_is_refused(monkeypatch):
+  """A model that declared the optimizer's --learning_rate would silently replace its meaning
+  and default: refused when Config is assembled."""
+  from nplm import models
+  from nplm.knobs import Knob
+  nnlm = models.model_class('nnlm')
+  monkeypatch.setattr(nnlm, 'knobs', {**nnlm.knobs, 'learning_rate': Knob(1e-3, 'Mine.')})
+  with pytest.raises(ValueError, match='--learning_rate is declared by two kinds'):
+    config_lib._assembled.__wrapped__()  # pylint: disable=protected-access
