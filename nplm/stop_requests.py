@@ -2,10 +2,11 @@
 
 - Training (nplm.training.loop, `stop_requests`): the first request asks the loop to save at
   its next update and stop; a second Ctrl-C stops at once (KeyboardInterrupt).
-- The loop's phases with nothing to save stop at their next safe point: building the model,
-  the validation passes (an epoch's checkpoint is saved before its validation) and the final
-  evaluation call `check` between their pieces, which raises RunInterrupted. Preparing a
-  dataset and the readers (`interrupting`) raise Interrupted from the handler.
+- The loop's other phases stop at their next safe point: building the model, the validation
+  passes and the final evaluation call `check` between their pieces, which raises
+  RunInterrupted; a validation's updates not yet saved (`unsaved`: an epoch's end is saved
+  once, after its validation) are saved on the way out. Preparing a dataset and the
+  readers (`interrupting`) raise Interrupted from the handler.
 - Work is dispatched in short pieces, and `pace` keeps at most IN_FLIGHT of them queued: a
   process cannot end before the computations it has queued, so a stop never waits for a
   long queue.
@@ -14,10 +15,10 @@
   the loop runs, a watchdog thread learns of a request at once (the C-level handler writes
   the signal's wakeup fd whatever the main thread is doing) and ends the process with
   status 75, printing message(what), if it is still alive when the request's time is up:
-  `seconds` (--stop_seconds) while the loop is training or saving, so that the checkpoint it
-  asked for is written whole on a busy machine; QUICK_SECONDS in the phases with nothing to
-  save (building, compiling, validating, the final evaluation), whose checkpoints are all
-  saved already. That is a kill -9 as far as the run is concerned, which it survives: a
+  `seconds` (--stop_seconds) while the loop is training or saving, or holds updates not yet
+  saved, so that the checkpoint it asked for is written whole on a busy machine;
+  QUICK_SECONDS in the phases with nothing to save (building, compiling, the final
+  evaluation, a validation of saved updates). That is a kill -9 as far as the run is concerned, which it survives: a
   save cut short stays an Orbax temporary directory, never restored and removed by the next
   trainer, and a rerun resumes from the last finished checkpoint. A second request ends the
   process at once, whatever the phase (a person pressing Ctrl-C again).
@@ -51,9 +52,9 @@ SAVING_PHASES = (TRAINING, SAVING)
 
 
 class RunInterrupted(Exception):
-  """A stop request in one of the loop's phases with nothing to save (building the model,
-  validating, the final evaluation): its checkpoints are as they were. Its text says which
-  signal came in which phase."""
+  """A stop request in one of the loop's phases other than training (building the model,
+  validating, the final evaluation): what it has not saved yet, it saves on the way out.
+  Its text says which signal came in which phase."""
 
 
 class Interrupted(BaseException):
@@ -128,6 +129,7 @@ class StopRequests:
     self.requested = threading.Event()
     self.signal_name = self.requested_in = ''  # The first request's signal and phase.
     self.phase = 'starting'
+    self.unsaved = False  # Whether the loop holds updates that no checkpoint has yet.
     self.watched = False  # Whether a program's watchdog ends the process on a second request.
 
   def is_set(self) -> bool:
@@ -139,8 +141,9 @@ class StopRequests:
         return  # The watchdog ends the process at once, with its message.
       raise KeyboardInterrupt
     self.signal_name, self.requested_in = signal.Signals(signum).name, self.phase
-    then = {TRAINING: 'saving a checkpoint and stopping',
-            SAVING: 'stopping once it is saved'}.get(self.phase, 'stopping')
+    then = ('stopping once it is saved' if self.phase == SAVING else
+            'saving a checkpoint and stopping' if self.phase == TRAINING or self.unsaved
+            else 'stopping')
     log.warning('%s while %s: %s.', self.signal_name, self.phase, then)
     self.requested.set()
 
@@ -238,7 +241,8 @@ class _Watchdog:
   def time_allowed(self) -> float:
     """Seconds from the first request to the end: --stop_seconds while a checkpoint is to be
     saved or is being saved, QUICK_SECONDS where there is nothing to save."""
-    saving = self.stop.phase in SAVING_PHASES and not self.returned.is_set()
+    saving = ((self.stop.phase in SAVING_PHASES or self.stop.unsaved)
+              and not self.returned.is_set())
     return self.seconds if saving else min(self.seconds, QUICK_SECONDS)
 
   def leave(self) -> None:

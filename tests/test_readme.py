@@ -8,7 +8,8 @@ The small corpora are put at the paths the pages name (data/ptb, data/wikitext-2
 letter.txt); HOME is a temporary directory, so TFDS's default data dir (~/tensorflow_datasets)
 is too; `nplm` and `python` on PATH are wrappers that run the command through
 tests/readme_substitutions.py, which gives Brown the tiny fixture corpus and serves TFDS
-catalogue downloads from local files (its docstring says exactly what it replaces). `python -m
+catalogue downloads from local files (its docstring says exactly what it replaces), each in a
+child forked by the page's tests/prewarmed.py server, its imports paid once. `python -m
 experiments.…` finds the checkout's experiments package as it would from the checkout.
 
 Lines not run are matched by NOT_RUN below, each with why; test_not_run_patterns_are_current
@@ -21,6 +22,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,13 +93,14 @@ def commands_of(test_file: str) -> list:
   return [command for command in COMMANDS if PAGE_FILES.get(command.values[0]) == name]
 
 
-def write_wrappers(bin_dir: Path) -> None:
+def write_wrappers(bin_dir: Path, server: Path) -> None:
+  """`nplm` and `python -m|-c` on PATH: the command run by the page's server (`server`, its
+  socket; tests/prewarmed.py)."""
   bin_dir.mkdir()
-  real = sys.executable
+  real, client = sys.executable, f'{sys.executable} -m tests.prewarmed {server}'
   scripts = {
-      'nplm': f'exec {real} -m tests.readme_substitutions nplm "$@"\n',
-      'python': (f'case "$1" in -m|-c) exec {real} -m tests.readme_substitutions "$@";; '
-                 f'esac\nexec {real} "$@"\n'),
+      'nplm': f'exec {client} nplm "$@"\n',
+      'python': f'case "$1" in -m|-c) exec {client} "$@";; esac\nexec {real} "$@"\n',
   }
   for name, body in scripts.items():
     (bin_dir / name).write_text('#!/bin/bash\n' + body)
@@ -121,12 +124,13 @@ def write_corpora(cwd: Path) -> None:
 
 
 def user_machine(root: Path) -> tuple[Path, dict]:
-  """A current directory with the pages' corpora, and the environment the commands run in."""
+  """A current directory with the pages' corpora, and the environment the commands run in
+  (their server's socket: root/prewarmed)."""
   cwd, home = root / 'work', root / 'home'
   cwd.mkdir()
   home.mkdir()
   write_corpora(cwd)
-  write_wrappers(root / 'bin')
+  write_wrappers(root / 'bin', root / 'prewarmed')
   env = {**os.environ, 'HOME': str(home), 'PATH': f'{root / "bin"}:{os.environ["PATH"]}',
          'PYTHONPATH': str(ROOT), 'PYTHONUNBUFFERED': '1'}
   env.pop('TFDS_DATA_DIR', None)
@@ -136,15 +140,25 @@ def user_machine(root: Path) -> tuple[Path, dict]:
 
 @pytest.fixture(scope='module')
 def machine_of(tmp_path_factory):
-  """A page's user machine, made when its first command runs: a fresh one per page."""
-  machines = {}
+  """A page's user machine, made when its first command runs: a fresh one per page, with its
+  server (tests/prewarmed.py), ended with the module."""
+  machines, servers = {}, []
 
   def machine(page: str) -> tuple[Path, dict]:
     if page not in machines:
-      machines[page] = user_machine(tmp_path_factory.mktemp(re.sub(r'\W+', '_', page)))
+      root = tmp_path_factory.mktemp(re.sub(r'\W+', '_', page))
+      machines[page] = cwd, env = user_machine(root)
+      servers.append(subprocess.Popen(
+          [sys.executable, '-m', 'tests.prewarmed', 'serve', str(root / 'prewarmed')],
+          cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+      while not (root / 'prewarmed').exists() and servers[-1].poll() is None:
+        time.sleep(0.01)  # Bound: the commands wait for its imports, not for its start.
     return machines[page]
 
-  return machine
+  yield machine
+  for server in servers:
+    server.terminate()
+    server.wait()
 
 
 def run_page_command(machine_of, page: str, command: str) -> None:

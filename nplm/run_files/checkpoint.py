@@ -118,14 +118,29 @@ class Checkpoints:
         for path in (self.workdir / name).glob('*.orbax-checkpoint-tmp*'):
           shutil.rmtree(path)
 
-  def save_latest(self, step: int, state, progress: dict) -> None:
+  def save_latest(self, step: int, state, progress: dict, best: bool = False) -> None:
+    """checkpoints/STEP; with `best`, best/STEP too, as a copy of its files: the same bytes,
+    without a second Orbax save (most of an epoch's time on a small corpus)."""
     self._save(LATEST, step, state, progress)
-    best = _steps(self.workdir / BEST)[:1]
-    self._delete(LATEST, _steps(self.workdir / LATEST)[self.keep:], keep=best)
+    if best:
+      self._copy_to_best(self.workdir / LATEST / str(step))
+    best_steps = _steps(self.workdir / BEST)[:1]
+    self._delete(LATEST, _steps(self.workdir / LATEST)[self.keep:], keep=best_steps)
 
-  def save_best(self, step: int, state, progress: dict) -> None:
-    self._save(BEST, step, state, progress)
-    self._delete(BEST, _steps(self.workdir / BEST)[1:])
+  def _copy_to_best(self, source: Path) -> None:
+    """best/ holds `source`'s copy (made under a temporary name, then renamed: a copy cut
+    short is cleaned away, never read), and no other step."""
+    if self.main:
+      target = self.workdir / BEST / source.name
+      partial = target.with_name(f'{source.name}.orbax-checkpoint-tmp-copy')
+      for path in (partial, target):
+        if path.exists():
+          shutil.rmtree(path)
+      shutil.copytree(source, partial)
+      os.replace(partial, target)
+      self._delete(BEST, _steps(self.workdir / BEST)[1:])
+    if jax.process_count() > 1:  # Every process may read it next.
+      multihost_utils.sync_global_devices('nplm: best copied')
 
   def restore_latest(self, abstract_state):
     """(state, progress) of the newest good checkpoint, or None if there is none."""
@@ -135,7 +150,7 @@ class Checkpoints:
   def restore_best(self, abstract_state, step: int | None = None):
     """(state, progress) of the best checkpoint, at `step` (the progress record's best
     step; by default best/'s): from best/, or the same step's copy in checkpoints/ if
-    best/'s is damaged or gone (best/ is then saved again); None if there is no best."""
+    best/'s is damaged or gone (then copied to best/ again); None if there is no best."""
     if step is None:
       best = _steps(self.workdir / BEST)[:1]
       if not best:
@@ -151,7 +166,7 @@ class Checkpoints:
     progress = _without_identity(progress)
     progress.pop('reported', None)
     if path.parent.name != BEST:
-      self.save_best(step, state, progress)
+      self._copy_to_best(path)
     return state, progress
 
   @property

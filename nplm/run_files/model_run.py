@@ -189,15 +189,14 @@ class ModelRun:
     return self.wall_before + time.perf_counter() - self.started
 
   def save(self, state, best: bool = False) -> None:
-    """Checkpoints `state` if its parameters are finite; otherwise the model stops as
-    diverged and its last good checkpoint stays."""
+    """Checkpoints `state` (also as the best, with `best`) if its parameters are finite;
+    otherwise the model stops as diverged and its last good checkpoint stays."""
     step = int(state.step)
     if not all_finite(state.params):
       self.diverge(f'the parameters are not finite at step {step}')
       return
     self.progress.wall_seconds = self.wall_seconds()
-    (self.checkpoints.save_best if best else self.checkpoints.save_latest)(
-        step, state, self.progress.to_json())
+    self.checkpoints.save_latest(step, state, self.progress.to_json(), best=best)
     self.saved_step = step
 
   def keep_report(self, state) -> None:
@@ -242,7 +241,7 @@ class ModelRun:
     of the valid split's `of`), whether it stops the run early (--patience validations
     without a better one), and the rate's decay (`decays`: --lr_schedule=plateau's factor
     applied, nplm.training.schedules.plateau_decays); returns whether it is
-    the best so far (the caller saves the best state). With --patience=0 the run trains every
+    the best so far (the caller saves the best state: Runs.save_latest). With --patience=0 the run trains every
     planned epoch and each validation's state is the one kept (word2vec's: its validation
     score is no language model's, and the linear schedule plans the whole run)."""
     progress, config = self.progress, self.config

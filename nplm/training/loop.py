@@ -118,23 +118,25 @@ class Loop:
     try:
       every = self.config.eval_every
       if every and self.step and self.step % every == 0:
-        self.validate(self.runs.training)  # Saved for, not recorded, by the last invocation.
+        validated = self.runs.training  # Saved, not validated, by the last invocation.
+        self.validate(validated)
+        self.save_latest(validated)
       if self.out_of_steps():
         return RunStatus.MAX_STEPS  # Resumed from a run that had taken them all.
       while self.runs.training:
         epoch = self.runs.epochs_done
         status = self.train_epoch(epoch)
-        self.save_unsaved()  # Before validation too: a failed or stopped one loses nothing.
-        if status is not None:
-          return status
-        if self.step < (epoch + 1) * self.feed.steps_per_epoch:
-          continue  # Every model stopped early within the epoch.
+        if status is not None or self.step < (epoch + 1) * self.feed.steps_per_epoch:
+          self.save_unsaved()  # A stop, --max_steps, or every model stopped early.
+          if status is not None:
+            return status
+          continue
         trained = self.runs.finished_epoch(self.step)
         if not every:
           self.validate(trained)
         self.runs.end_epoch(trained, epoch + 1)
-        self.runs.save_latest(self.states, trained)
-    except RunInterrupted:  # Its checkpoint is saved: the rerun validates it.
+        self.save_latest(trained)  # One save: its records, a best among them.
+    except RunInterrupted:  # Its checkpoint is saved (validate): the rerun validates it.
       return RunStatus.INTERRUPTED
     return RunStatus.EPOCHS_DONE
 
@@ -174,6 +176,7 @@ class Loop:
       self.compiled, self.stop.phase = True, TRAINING
       self.phases['compile'] = time.perf_counter() - self.compile_started
       self.interval.restart()
+    self.stop.unsaved = True
     self.in_flight.append(losses)
     if len(self.in_flight) > stop_requests.IN_FLIGHT:
       jax.block_until_ready(self.in_flight.pop(0))
@@ -229,24 +232,35 @@ class Loop:
       self.interval.restart()
 
   def validate_periodically(self, info: StepInfo) -> None:
-    """Every --eval_every updates: a checkpoint, then validation (a run that ends here is
-    validated on its way out: train)."""
+    """Every --eval_every updates: validation, then a checkpoint with its records (a run that
+    ends here is validated on its way out: train)."""
     if info.end is None:
-      self.save_unsaved()
       validated = self.runs.training
       self.validate(validated)
-      self.runs.save_latest(self.states, validated)  # Their records, a stop among them.
+      self.save_latest(validated)  # Their records, a stop among them.
       self.stop.phase = TRAINING
       self.interval.restart()
 
   def save_unsaved(self) -> None:
     """A checkpoint of every model still training that has none at this step."""
+    self.save_states(lambda states: self.runs.save_unsaved(states, self.step))
+
+  def save_latest(self, runs: list[int]) -> None:
+    """`runs`' checkpoints of this step with their progress as it is now, a best among them."""
+    self.save_states(lambda states: self.runs.save_latest(states, runs))
+
+  def save_states(self, save) -> None:
     self.stop.phase = SAVING
     started = time.perf_counter()
-    # The rows' lazily paid decay paid: the parameters are the dense update's.
-    self.states = self.feed.pay_decay_debts(self.states)
-    self.runs.save_unsaved(self.states, self.step)
+    self.pay_decay_debts()
+    save(self.states)
+    self.stop.unsaved = False
     self.phases['checkpoints'] += time.perf_counter() - started
+
+  def pay_decay_debts(self) -> None:
+    """The rows' lazily paid decay paid: the parameters are the dense update's, to save or
+    validate."""
+    self.states = self.feed.pay_decay_debts(self.states)
 
   def progress_line(self, info: StepInfo) -> str:
     """step, where in the epoch, the loss(es), speed and the time left in the epoch and in
@@ -281,17 +295,25 @@ class Loop:
     return -np.sum(np.reshape(log_probs, (self.runs.count, -1)), axis=1)
 
   def validate(self, runs: list[int]) -> None:
-    """Validates those of `runs` that have not validated this step (their states saved, and
-    settled, before) on the valid split or its first --valid_tokens_per_eval tokens; each
-    keeps its best, decides its stop and its rate's decay. A stop request: RunInterrupted."""
+    """Validates those of `runs` that have not validated this step on the valid split or its
+    first --valid_tokens_per_eval tokens; each notes its best, decides its stop and its
+    rate's decay (the caller saves them: Runs.save_latest). A stop request (RunInterrupted)
+    or a failure (out of memory) is raised once the states are saved: it loses nothing."""
     runs = self.runs.unvalidated(self.step, runs)
     if not runs:
       return
     per_epoch = self.feed.steps_per_epoch
     epoch = (self.step // per_epoch if self.step % per_epoch == 0
              else round(self.step / per_epoch, 2))
-    nll = self.validation_nll(f'validating at step {self.step}')
-    self.runs.record_validation(nll, runs, self.states, self.step, epoch)
+    self.pay_decay_debts()
+    if jax.process_count() > 1:  # Saved before: one process's failure cannot save alone.
+      self.save_unsaved()
+    try:
+      nll = self.validation_nll(f'validating at step {self.step}')
+    except BaseException:
+      self.save_unsaved()
+      raise
+    self.runs.record_validation(nll, runs, self.step, epoch)
     self.set_hyperparameters()
 
   def validation_nll(self, phase: str) -> np.ndarray:

@@ -152,12 +152,12 @@ class Runs:
   def validation_ppl(self, nll: float) -> float:
     return perplexity(nll, self.validation['tokens'])['ppl']
 
-  def record_validation(self, nll: np.ndarray, runs: list[int], states, step: int,
+  def record_validation(self, nll: np.ndarray, runs: list[int], step: int,
                         epoch: float) -> None:
     """Each of `runs`' validation (Σ -log p over the tokens `validation` names, `nll[k]`) at
-    `step`, `epoch` epochs in: its best kept (saved), its stop and its rate's decay decided;
-    one whose perplexity exploded stops. The caller saves the latest states after
-    (save_latest)."""
+    `step`, `epoch` epochs in: its best noted, its stop and its rate's decay decided; one
+    whose perplexity exploded stops. The caller saves the states after (save_latest), a
+    new best as the best too."""
     tokens, of = self.validation['tokens'], self.validation['of']
     for k in runs:
       run, ppl = self.all[k], perplexity(nll[k], tokens)['ppl']
@@ -166,8 +166,7 @@ class Runs:
         continue
       history = run.progress.valid_ppl_history
       decays = schedules.plateau_decays(run.config, ppl, min(history) if history else None)
-      if run.record_validation(ppl, tokens, of, step, epoch, decays):
-        self.save(states, k, best=True)
+      run.record_validation(ppl, tokens, of, step, epoch, decays)
       run.writer.validation(step, epoch, ppl, tokens, of)
 
   def finished_epoch(self, step: int) -> list[int]:
@@ -183,10 +182,13 @@ class Runs:
         self.all[k].progress.epochs_done = epochs
 
   def save_latest(self, states, runs: list[int]) -> None:
-    """The latest checkpoint of each of `runs` (not diverged), its progress as it is now."""
+    """The latest checkpoint of each of `runs` (not diverged), its progress as it is now;
+    also its best, where the validation of this step was its best."""
     for k in runs:
-      if not self.all[k].diverged:
-        self.save(states, k)
+      run = self.all[k]
+      if not run.diverged:
+        state = self.member(states, k)
+        run.save(state, best=run.last_validated_step == int(state.step) == run.progress.best_step)
 
   # --- the end --------------------------------------------------------------------------
 
