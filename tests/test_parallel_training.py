@@ -6,6 +6,7 @@ padded output rows are zero past |V|), sees the same batches and the same sample
 losses, updated parameters and exact perplexities must agree to float32 rounding.
 """
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -70,13 +71,15 @@ def valid_perplexity(feed, params) -> float:
   return perplexity(-np.sum(feed.log_probs(params, 'valid')), feed.sizes['valid'])['ppl']
 
 
-def one_device():
-  return parallel.make_mesh('', devices=jax.devices()[:1])
+@functools.cache
+def on_one_device(config: Config):
+  """train_steps on one device: each config's once, though several meshes compare with it."""
+  return train_steps(config, parallel.make_mesh('', devices=jax.devices()[:1]))
 
 
 def assert_same_as_one_device(config: Config, spec: str) -> None:
   losses, params, ppl, padded = train_steps(config, parallel.make_mesh(spec))
-  want_losses, want_params, want_ppl, _ = train_steps(config, one_device())
+  want_losses, want_params, want_ppl, _ = on_one_device(config)
   np.testing.assert_allclose(losses, want_losses, **TOL)
   jax.tree.map(lambda got, want: np.testing.assert_allclose(got, want, **TOL), params,
                want_params)
