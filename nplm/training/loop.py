@@ -118,9 +118,10 @@ class Loop:
     try:
       every = self.config.eval_every
       if every and self.step and self.step % every == 0:
-        validated = self.runs.training  # Saved, not validated, by the last invocation.
-        self.validate(validated)
-        self.save_latest(validated)
+        # Saved but not validated by the last invocation (stopped in its validation).
+        validated = self.validate(self.runs.training)
+        if validated:
+          self.save_latest(validated)
       if self.out_of_steps():
         return RunStatus.MAX_STEPS  # Resumed from a run that had taken them all.
       while self.runs.training:
@@ -294,14 +295,15 @@ class Loop:
     log_probs = self.feed.log_probs(params, split, progress)
     return -np.sum(np.reshape(log_probs, (self.runs.count, -1)), axis=1)
 
-  def validate(self, runs: list[int]) -> None:
+  def validate(self, runs: list[int]) -> list[int]:
     """Validates those of `runs` that have not validated this step on the valid split or its
-    first --valid_tokens_per_eval tokens; each notes its best, decides its stop and its
-    rate's decay (the caller saves them: Runs.save_latest). A stop request (RunInterrupted)
-    or a failure (out of memory) is raised once the states are saved: it loses nothing."""
+    first --valid_tokens_per_eval tokens (returned); each notes its best, decides its stop and
+    its rate's decay (the caller saves them: Runs.save_latest). A stop request
+    (RunInterrupted) or a failure (out of memory) is raised once the states are saved: it
+    loses nothing."""
     runs = self.runs.unvalidated(self.step, runs)
     if not runs:
-      return
+      return runs
     per_epoch = self.feed.steps_per_epoch
     epoch = (self.step // per_epoch if self.step % per_epoch == 0
              else round(self.step / per_epoch, 2))
@@ -310,11 +312,12 @@ class Loop:
       self.save_unsaved()
     try:
       nll = self.validation_nll(f'validating at step {self.step}')
-    except BaseException:
+    except Exception:  # Not a second Ctrl-C (KeyboardInterrupt): that one stops at once.
       self.save_unsaved()
       raise
     self.runs.record_validation(nll, runs, self.step, epoch)
     self.set_hyperparameters()
+    return runs
 
   def validation_nll(self, phase: str) -> np.ndarray:
     """Σ -log p per model [K] of the validated tokens under the current parameters."""
