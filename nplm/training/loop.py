@@ -253,15 +253,11 @@ class Loop:
   def save_states(self, save) -> None:
     self.stop.phase = SAVING
     started = time.perf_counter()
-    self.pay_decay_debts()
+    # The rows' lazily paid decay paid: the parameters are the dense update's.
+    self.states = self.feed.pay_decay_debts(self.states)
     save(self.states)
     self.stop.unsaved = False
     self.phases['checkpoints'] += time.perf_counter() - started
-
-  def pay_decay_debts(self) -> None:
-    """The rows' lazily paid decay paid: the parameters are the dense update's, to save or
-    validate."""
-    self.states = self.feed.pay_decay_debts(self.states)
 
   def progress_line(self, info: StepInfo) -> str:
     """step, where in the epoch, the loss(es), speed and the time left in the epoch and in
@@ -307,7 +303,7 @@ class Loop:
     per_epoch = self.feed.steps_per_epoch
     epoch = (self.step // per_epoch if self.step % per_epoch == 0
              else round(self.step / per_epoch, 2))
-    self.pay_decay_debts()
+    self.states = self.feed.pay_decay_debts(self.states)  # As they are saved.
     if jax.process_count() > 1:  # Saved before: one process's failure cannot save alone.
       self.save_unsaved()
     try:
