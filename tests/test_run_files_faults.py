@@ -129,6 +129,32 @@ def test_a_finished_run_whose_best_dir_was_deleted_reruns_from_the_same_steps_co
 
 
 @pytest.mark.slow
+def test_a_best_copy_cut_short_is_never_read_and_the_next_trainer_clears_it(
+    finished, tiny_corpus, tmp_path, monkeypatch):
+  """best/ is a copy of a checkpoint's files (no second Orbax save): a copy that fails or is
+  killed halfway stays under a temporary name, which readers pass over and the next trainer
+  removes before it copies again."""
+  workdir = copied(finished, 'best', tmp_path)
+  want = params_at(workdir, 'best', 10)
+  shutil.rmtree(workdir / 'best')
+  copytree = shutil.copytree
+
+  def cut_short(source, target, **kwargs):
+    os.makedirs(target)
+    shutil.copy(os.path.join(source, '_CHECKPOINT_METADATA'), target)
+    raise OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(checkpoint.shutil, 'copytree', cut_short)
+  with pytest.raises(OSError, match='No space left'):
+    rerun(workdir, 'best', tiny_corpus, monkeypatch)
+  assert [p.name for p in (workdir / 'best').iterdir()] == ['10.orbax-checkpoint-tmp-copy']
+  assert same(saved_params(workdir), want)  # From checkpoints/10: the partial copy unread.
+  monkeypatch.setattr(checkpoint.shutil, 'copytree', copytree)
+  rerun(workdir, 'best', tiny_corpus, monkeypatch)
+  assert os.listdir(workdir / 'best') == ['10']
+  assert same(params_at(workdir, 'best', 10), want)
+
+
 def test_a_lost_run_json_is_restored_from_the_checkpoints_and_still_guards_the_workdir(
     tiny_corpus, tmp_path):
   workdir = tmp_path / 'run'

@@ -106,14 +106,11 @@ class Runs:
 
   # --- training -----------------------------------------------------------------------
 
-  def save(self, states, k: int, best: bool = False) -> None:
-    self.all[k].save(self.member(states, k), best)
-
   def save_unsaved(self, states, step: int) -> None:
     """A checkpoint of every run still training that has none at this step."""
     for k in self.training:
       if self.all[k].saved_step != step:
-        self.save(states, k)
+        self.all[k].save(self.member(states, k))
 
   def check_losses(self, losses: np.ndarray, step: int) -> None:
     """A run whose training loss has exploded stops (its state of this step is not saved)."""
