@@ -20,18 +20,28 @@ TINY_SPLIT = dict(train_tokens=420, valid_tokens=120)
 
 @pytest.fixture(scope='session', autouse=True)
 def compilation_cache(tmp_path_factory):
-  """One XLA compilation cache for the session: many tests build the same tiny steps, and a
-  compile is most of their time. Exported for the CLI tests' subprocesses too."""
-  cache = str(tmp_path_factory.mktemp('xla_cache'))
-  settings = {'jax_compilation_cache_dir': cache,
+  """One XLA compilation cache for the session, shared by pytest-xdist's workers and exported
+  to the CLI tests' subprocesses: many tests build the same tiny steps, and a compile is most
+  of their time. Its size limit makes JAX lock it (filelock) as processes read and write it
+  side by side."""
+  cache = _shared_directory(tmp_path_factory) / 'xla_cache'
+  cache.mkdir(exist_ok=True)
+  settings = {'jax_compilation_cache_dir': str(cache),
               'jax_persistent_cache_min_compile_time_secs': 0,
-              'jax_persistent_cache_min_entry_size_bytes': 0}
+              'jax_persistent_cache_min_entry_size_bytes': 0,
+              'jax_compilation_cache_max_size': 16 << 30}
   for name, value in settings.items():
     jax.config.update(name, value)
     os.environ[name.upper()] = str(value)
   yield
   for name in settings:
     os.environ.pop(name.upper())
+
+
+def _shared_directory(tmp_path_factory) -> Path:
+  """The session's temporary directory that pytest-xdist's workers share (theirs sit in it)."""
+  root = tmp_path_factory.getbasetemp()
+  return root.parent if os.environ.get('PYTEST_XDIST_WORKER') else root
 
 
 def write_text_corpus(directory: Path) -> Path:
@@ -71,8 +81,7 @@ def real_data_dir(tmp_path_factory):
   it (their temporary directories sit side by side): the first prepares, the others wait."""
   if os.environ.get('NPLM_TEST_DATA_DIR'):
     return os.environ['NPLM_TEST_DATA_DIR']
-  root = tmp_path_factory.getbasetemp()
-  shared = root.parent if os.environ.get('PYTEST_XDIST_WORKER') else root
+  shared = _shared_directory(tmp_path_factory)
   directory = shared / 'real_tfds'
   directory.mkdir(exist_ok=True)
   with open(shared / 'real_tfds.lock', 'a') as lock:

@@ -13,11 +13,17 @@ does, so it is not preloaded.
 
   python -m tests.prewarmed serve SOCKET      the server, until SIGTERM
   python -m tests.prewarmed SOCKET ARGS...    a command, ARGS as readme_substitutions takes
+  python -m tests.prewarmed SOCKET --plain -m MODULE ARGS... (or -c CODE ARGS...)
+                                              `python -m MODULE ARGS`, nothing substituted
+                                              (the suite's other commands: tests/cli.py)
 """
 
+import atexit
+import contextlib
 import importlib
 import json
 import os
+import runpy
 import select
 import signal
 import socket
@@ -34,6 +40,7 @@ PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app',
                  'complete', 'generate', 'neighbours', 'mix', 'compare', 'export', 'sweep',
                  'table1', 'clean')))
 NOT_PRELOADED = ('gensim', 'tensorflow')  # They start threads.
+PLAIN = '--plain'  # A command's first argument: `python -m MODULE ARGS` as it is.
 
 
 def environment(env) -> dict:
@@ -105,14 +112,27 @@ def run(request: dict) -> None:
   os.environ.clear()
   os.environ.update(request['env'])
   sys.path[0] = request['cwd']  # As `python -m` puts it.
+  argv = request['argv']
+  if argv[0] == PLAIN and argv[1] == '-c':
+    sys.argv = ['-c', *argv[3:]]
+    exec(compile(argv[2], '<string>', 'exec'), {'__name__': '__main__'})
+    return
+  if argv[0] == PLAIN:
+    sys.argv = argv[2:]
+    # Preloaded, it would be run again as __main__ with runpy's warning that it was loaded.
+    sys.modules.pop(f'{argv[2]}.__main__', None)
+    runpy.run_module(argv[2], run_name='__main__', alter_sys=True)
+    return
   from tests import readme_substitutions  # pylint: disable=import-outside-toplevel
-  sys.argv = [readme_substitutions.__file__, *request['argv']]
+  sys.argv = [readme_substitutions.__file__, *argv]
   readme_substitutions.main()
 
 
 # --- the client -------------------------------------------------------------------------
 
 def fresh(args: list[str]) -> None:
+  if args[0] == PLAIN:
+    os.execv(sys.executable, [sys.executable, *args[1:]])
   os.execv(sys.executable, [sys.executable, '-m', 'tests.readme_substitutions', *args])
 
 
@@ -138,8 +158,29 @@ def client(path: str, args: list[str]) -> None:
   sys.exit(status)
 
 
+def end(code) -> None:
+  """The forked child ends as Python ends a program that exits with `code` (SystemExit's),
+  less the teardown of every module, a second with jax and TensorFlow loaded: its threads
+  joined, its exit functions run, its streams flushed. Other exceptions end it as they would
+  a program."""
+  status = code if isinstance(code, int) else 0 if code is None else 1
+  if not isinstance(code, int | None):
+    print(code, file=sys.stderr)
+  threading._shutdown()  # pylint: disable=protected-access  # As Python's exit does.
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    with contextlib.suppress(Exception):
+      stream.flush()
+  os._exit(status)
+
+
 if __name__ == '__main__':
   if sys.argv[1] == 'serve':
-    run(serve(sys.argv[2]))
+    request = serve(sys.argv[2])
+    try:
+      run(request)
+    except SystemExit as exit_request:
+      end(exit_request.code)
+    end(None)
   else:
     client(sys.argv[1], sys.argv[2:])

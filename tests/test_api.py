@@ -4,7 +4,6 @@ and `nplm.load(workdir)` gives the numbers the commands print, read through the 
 functions."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +14,8 @@ from nplm import api
 from nplm.config import Config, ConfigError
 from nplm.flagfiles import config_from_flagfile
 from tests.conftest import write_text_corpus
+from tests import cli
 
-ROOT = Path(__file__).parent.parent
 TINY = ['--dataset=text:corpus', '--order=3', '--feature_size=8', '--hidden_size=8',
         '--epochs=2', '--batch_size=32', '--eval_batch_size=64', '--unk_max_count=1',
         '--data_dir=tfds']
@@ -24,15 +23,11 @@ TINY = ['--dataset=text:corpus', '--order=3', '--feature_size=8', '--hidden_size
 
 def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
   """`python -c code` in `cwd`, the checkout importable as an installed package would be."""
-  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
-  return subprocess.run([sys.executable, '-c', code], cwd=cwd, env=env, capture_output=True,
-                        text=True, timeout=600)
+  return cli.run(code=code, cwd=cwd, timeout=600)
 
 
 def nplm(*args: str, cwd: Path) -> str:
-  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
-  done = subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=600)
+  done = cli.run(*args, cwd=cwd, timeout=600)
   assert done.returncode == 0, done.stderr
   return done.stdout
 

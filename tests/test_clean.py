@@ -5,8 +5,6 @@ preparer's lock."""
 import fcntl
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -14,12 +12,12 @@ from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.trainer import run
 from tests.conftest import write_text_corpus
-from tests.test_train import ROOT, tiny_config
+from tests.test_train import tiny_config
+from tests import cli
 
 
 def clean(*args):
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', 'clean', *map(str, args)],
-                        cwd=ROOT, capture_output=True, text=True, timeout=120)
+  return cli.run('clean', *map(str, args), timeout=120)
 
 
 def one_line_error(result, text: str) -> None:

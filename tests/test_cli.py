@@ -14,14 +14,14 @@ import pytest
 from nplm import recipes, trainer
 from nplm.flagfiles import config_from_flagfile
 from nplm.config import ConfigError
+from tests import cli
 from tests.test_train import tiny_config
 
 ROOT = Path(__file__).parent.parent
 
 
 def run_cli(*flags: str, timeout: int = 300) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'experiments.train', *flags], cwd=ROOT,
-                        capture_output=True, text=True, timeout=timeout)
+  return cli.run(*flags, module='experiments.train', timeout=timeout)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *phrases: str) -> None:

@@ -25,6 +25,7 @@ from nplm.use.sentences import score_sentences
 from nplm.studies.sweep import grid, run_sweep
 from tests.test_datasets import NplmTestLines, expected_tokens, write_dir
 from tests.test_rnn import numpy_split_log_probs
+from tests import cli
 
 ROOT = Path(__file__).parent.parent
 TINY_NET = ('--order=3', '--feature_size=8', '--hidden_size=8', '--batch_size=8',
@@ -32,8 +33,7 @@ TINY_NET = ('--order=3', '--feature_size=8', '--hidden_size=8', '--batch_size=8'
 
 
 def program(name: str, *flags: str, timeout: int = 300) -> subprocess.CompletedProcess:
-  result = subprocess.run([sys.executable, '-m', f'experiments.{name}', *flags], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+  result = cli.run(*flags, module=f'experiments.{name}', timeout=timeout)
   assert result.returncode == 0, result.stderr
   assert 'Traceback' not in result.stderr
   return result

@@ -6,8 +6,6 @@ import contextlib
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from nplm.errors import ConfigError
 from nplm.run_files.summary import write_summary
 from nplm.studies import comparison
 from tests.conftest import write_text_corpus
+from tests import cli
 
 TINY = dict(dataset='text:data/toy', data_dir='tfds', order=3, feature_size=8, hidden_size=8,
             batch_size=8, eval_batch_size=64, log_every=1000)
@@ -34,9 +33,9 @@ def base(tmp_path_factory):
     trainer.run(Config(workdir='runs/a', epochs=2, **TINY).resolved())
     trainer.run(Config(workdir='runs/b', epochs=3, learning_rate=0.02, **TINY).resolved())
     trainer.run(Config(workdir='runs/c', epochs=2, unk_max_count=2, **TINY).resolved())
-  subprocess.run([sys.executable, '-m', 'nplm.cli', 'ngram', '--dataset=text:data/toy',
-                  '--data_dir=tfds', '--order=3', '--out=runs/kn3'], cwd=base, check=True,
-                 capture_output=True, timeout=300)
+  fitted = cli.run('ngram', '--dataset=text:data/toy', '--data_dir=tfds', '--order=3',
+                   '--out=runs/kn3', cwd=base)
+  assert fitted.returncode == 0, fitted.stderr
   (base / 'runs' / 'cut').mkdir()
   for name in ('run.json', 'vocab.txt', 'metrics.jsonl'):
     shutil.copy(base / 'runs' / 'a' / name, base / 'runs' / 'cut' / name)
@@ -176,8 +175,7 @@ def test_nothing_to_read_is_one_error(base, tmp_path):
 
 
 def nplm(*args: str, cwd: Path) -> tuple[int, str, str]:
-  child = subprocess.run([sys.executable, '-m', 'nplm.cli', 'compare', *args], cwd=cwd,
-                         capture_output=True, text=True, timeout=300)
+  child = cli.run('compare', *args, cwd=cwd)
   return child.returncode, child.stdout, child.stderr
 
 

@@ -15,6 +15,7 @@ from nplm import config as config_lib
 from nplm.config import GROUPS, Config
 from nplm.run_files.summary import RunStatus, finished_summary
 from nplm.training import optimizer
+from tests import cli
 
 ROOT = Path(__file__).parent.parent
 
@@ -83,8 +84,8 @@ def test_an_unfinished_run_is_not_reused(tmp_path):
 
 
 def test_help_shows_the_groups_in_their_order():
-  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'train', '--help'], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=True)
+  result = cli.run('train', '--help', timeout=120)
+  assert result.returncode == 0, result.stderr
   headings = [line.split(':')[0].lower() for line in result.stdout.splitlines()
               if line and not line.startswith(' ') and ':' in line
               and line.split(':')[0].lower() in GROUPS]

@@ -17,6 +17,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import load_trained
 from tests import toy_components
+from tests import cli
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +33,7 @@ LINE_WORDS = 3  # --line_words: the source's own knob.
 
 def nplm(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
   """`nplm ARGS` typed in `cwd`, the user's package (here the checkout) on PYTHONPATH."""
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), **env}
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=600)
+  return cli.run(*args, cwd=cwd, timeout=600, **env)
 
 
 def numpy_log_probs(params: dict, ids: np.ndarray, boundary_id: int, order: int,

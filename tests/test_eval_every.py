@@ -3,8 +3,6 @@ a final evaluation that never drops an update (a run ending between validations 
 last parameters and reports them when they are the better)."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -13,9 +11,10 @@ import pytest
 from nplm.run_files.checkpoint import saved_params
 from nplm.trainer import run
 from nplm.training import loop as loop_module
+from tests import cli
 from tests.conftest import write_text_corpus
 from tests.test_schedules import planted_validation
-from tests.test_train import ROOT, brute_force_perplexity, tiny_config
+from tests.test_train import brute_force_perplexity, tiny_config
 
 
 def steps_per_epoch(tiny_corpus, tmp_path) -> int:
@@ -102,12 +101,9 @@ def test_a_run_stopped_at_a_validation_step_resumes_as_the_uninterrupted_run(
 @pytest.mark.slow
 def test_the_command_line_says_which_parameters_it_reports(tmp_path):
   corpus, workdir = write_text_corpus(tmp_path / 'text'), tmp_path / 'run'
-  result = subprocess.run(
-      [sys.executable, '-m', 'nplm.cli', 'train', f'--dataset=text:{corpus}',
-       f'--data_dir={tmp_path / "tfds"}', f'--workdir={workdir}', '--order=3',
-       '--feature_size=8', '--hidden_size=12', '--batch_size=16', '--max_steps=4',
-       '--eval_splits=valid'],
-      capture_output=True, text=True, cwd=ROOT, check=False)
+  result = cli.run('train', f'--dataset=text:{corpus}', f'--data_dir={tmp_path / "tfds"}',
+                   f'--workdir={workdir}', '--order=3', '--feature_size=8', '--hidden_size=12',
+                   '--batch_size=16', '--max_steps=4', '--eval_splits=valid')
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'epochs: 0 (the last parameters, step 4)' in result.stdout
   assert json.loads((workdir / 'summary.json').read_text())['reported']['step'] == 4

@@ -5,7 +5,6 @@ that needs a language model, its vectors read)."""
 
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +12,9 @@ import pytest
 
 from nplm.use.prediction import predict
 from nplm.use.sentences import score_sentences
+from tests import cli
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope='module')
@@ -62,8 +60,7 @@ def test_a_character_models_predictions_are_its_split_scores_of_each_next_charac
 
 
 def nplm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, text=True,
-                        capture_output=True, timeout=300)
+  return cli.run(*args, cwd=cwd)
 
 
 @pytest.mark.parametrize('command', [

@@ -32,15 +32,14 @@ from nplm.use.prediction import predict
 from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
 from tests.test_generation import BigramReader, reader_count
+from tests import cli
 
 ROOT = Path(__file__).parent.parent
 ESCAPE = '\x1b[31m'  # An ANSI escape: red text on a terminal.
 
 
 def nplm(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=timeout)
+  return cli.run(*args, cwd=cwd, timeout=timeout)
 
 
 @pytest.fixture(scope='module')

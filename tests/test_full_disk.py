@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests import cli
 from tests.test_stops import corpus, train_argv  # noqa: F401 (a fixture)
 from tests.test_train import ROOT
 
@@ -46,13 +47,11 @@ def test_a_disk_full_in_the_final_evaluation_is_one_line_and_the_rerun_finishes(
   assert child.returncode == 2, child.stderr
   assert lines[-1].startswith('error: no space left on the disk of --workdir='), child.stderr
   assert 'Traceback' not in child.stderr and 'Exception' not in child.stderr, child.stderr
-  rerun = subprocess.run([sys.executable, '-m', 'nplm.cli', 'train', *argv], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+  rerun = cli.run('train', *argv)
   assert rerun.returncode == 0, rerun.stderr
   whole = tmp_path / 'whole'
-  subprocess.run([sys.executable, '-m', 'nplm.cli', 'train',
-                  *train_argv(corpus, whole, '--epochs=1')], cwd=ROOT, check=True,
-                 capture_output=True, timeout=300)
+  undisturbed_run = cli.run('train', *train_argv(corpus, whole, '--epochs=1'))
+  assert undisturbed_run.returncode == 0, undisturbed_run.stderr
   resumed, undisturbed = (json.loads((w / 'summary.json').read_text()) for w in (workdir, whole))
   for key in ('steps', 'valid_ppl', 'test_ppl', 'best_epoch'):
     assert resumed[key] == undisturbed[key], key

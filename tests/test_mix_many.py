@@ -3,8 +3,6 @@ model's own per-token log-probs; the command's table; a bad path in --with refus
 
 import math
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +17,8 @@ from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
 from tests.test_ngram_models import context_bins_by_hand
 from nplm.data.config_checks import validated_data
+from tests import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ('valid', 'test')
 
 
@@ -88,8 +86,7 @@ def test_three_models_mixed_three_ways_match_numpy(models):
 
 
 def nplm(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300, check=False)
+  return cli.run(*args)
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +20,13 @@ from nplm.use.ngram_run import NgramRun, save_ngram_run
 from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
 from nplm.data.config_checks import validated_data
+from tests import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 MODELS = {'KN3': ('kn', 3), 'KN5': ('kn', 5), 'DelInt3': ('delint', 3)}
 
 
 def nplm(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300, check=False)
+  return cli.run(*args)
 
 
 def succeeded(result: subprocess.CompletedProcess) -> str:

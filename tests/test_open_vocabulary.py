@@ -7,7 +7,6 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from nplm.run_files.checkpoint import IncompatibleCheckpointError
 from nplm.trainer import run
 from nplm.use.sentences import rank_sentences
 from nplm.use.trained import load_trained
+from tests import cli
 
 ALPHABET_WORDS = {'ab': 3, 'ba': 2, 'abc': 1, 'cab': 2, 'b': 1, 'ca': 1}
 VOCAB = ('<unk>', 'a', 'c', 'bab', '</p>')
@@ -150,8 +150,7 @@ def write_minutes_corpus(directory: Path) -> Path:
 
 
 def nplm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd,
-                        capture_output=True, text=True, timeout=300)
+  return cli.run(*args, cwd=cwd)
 
 
 @pytest.fixture(scope='module')

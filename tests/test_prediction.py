@@ -17,6 +17,7 @@ from tests.test_heads import numpy_tree_log_probs
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model
 from tests.test_transformer import HEADS, numpy_log_probs
+from tests import cli
 
 pytestmark = pytest.mark.slow
 
@@ -103,9 +104,7 @@ def test_unknown_words_are_read_as_unk_and_named(runs):
 # --- the program -------------------------------------------------------------------------
 
 def program(*args: str, cwd, stdin: str | None = None) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', 'predict', *args], cwd=cwd,
-                        input=stdin if stdin is not None else '', capture_output=True, text=True,
-                        timeout=300)
+  return cli.run('predict', *args, cwd=cwd, stdin=stdin or '')
 
 
 def test_the_program_prints_the_top_k_per_prefix_from_a_relative_workdir(runs):

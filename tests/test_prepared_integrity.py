@@ -26,6 +26,7 @@ from nplm.data.acquire import CorpusError, CorruptCorpusError
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.stop_requests import Interrupted
 from nplm.training.config_checks import validated
+from tests import cli
 
 SPLITS = ('train', 'valid', 'test')
 TEXT = {'train': 'the cat sat on the mat\n\nthe dog sat on a log\n',
@@ -237,9 +238,8 @@ def test_split_fractions_that_leave_a_split_empty_write_nothing(tmp_path):
 
 def test_an_empty_split_is_one_line_and_status_2_from_the_command(tmp_path):
   write_dir(tmp_path / 'corpus', {**TEXT, 'valid': ''})
-  result = subprocess.run(
-      [sys.executable, '-m', 'nplm.cli', 'train', '--dataset=text:corpus', '--data_dir=tfds',
-       '--workdir=run'], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  result = cli.run('train', '--dataset=text:corpus', '--data_dir=tfds', '--workdir=run',
+                   cwd=tmp_path)
   assert result.returncode == 2, result.stderr
   assert result.stderr.splitlines()[-1] == (
       'error: corpus/valid.txt is empty: every split needs at least one word; put text in it '

@@ -4,18 +4,15 @@ source's own rule, and a short real run of zaremba_small on the tiny corpus."""
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from nplm.flagfiles import config_from_flagfile
 from nplm.training.schedules import learning_rate_at, plateau_decays
+from tests import cli
 from tests.conftest import write_text_corpus
 from nplm.training.config_checks import validated
 
-ROOT = Path(__file__).parent.parent
 
 # Zaremba, Sutskever & Vinyals (2014), section 4.1: layers, units (embeddings alike), unrolled
 # steps, batch, dropout, rate, epochs at it, the divisor after each later epoch, epochs, clip.
@@ -111,11 +108,9 @@ def test_zaremba_small_trains_on_a_tiny_corpus_and_keeps_the_last_parameters(tmp
   are the paper's rule, and the parameters reported are the last update's."""
   corpus = write_text_corpus(tmp_path / 'text')
   workdir = tmp_path / 'run'
-  result = subprocess.run(
-      [sys.executable, '-m', 'nplm.cli', 'train', '--flagfile=zaremba_small',
-       f'--dataset=text:{corpus}', f'--data_dir={tmp_path / "tfds"}', f'--workdir={workdir}',
-       '--epochs=4', '--lr_keep_epochs=2', '--log_every=1', '--eval_splits=valid'],
-      cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+  result = cli.run('train', '--flagfile=zaremba_small', f'--dataset=text:{corpus}',
+                   f'--data_dir={tmp_path / "tfds"}', f'--workdir={workdir}', '--epochs=4',
+                   '--lr_keep_epochs=2', '--log_every=1', '--eval_splits=valid')
   assert result.returncode == 0, result.stderr
   summary = json.loads((workdir / 'summary.json').read_text())
   assert summary['steps'] == 4  # The tiny train split is one update per epoch.

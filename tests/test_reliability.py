@@ -25,6 +25,7 @@ from nplm.use.trained import load_trained
 from nplm.trainer import TrainingDiverged, run
 from nplm.training.window_feed import WindowFeed
 from nplm.run_files.lock import WorkdirBusyError, WorkdirLock
+from tests import cli
 from tests.test_train import ROOT, tiny_config
 
 REPORTED = ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs',
@@ -297,8 +298,7 @@ def test_a_flagfile_line_without_dashes_and_a_workdir_without_checkpoints_are_on
   for command, error in (
       (['train', f'--flagfile={flagfile}'], "error: unexpected arguments 'epochs=3'"),
       (['score', f'--workdir={fresh}', 'a b'], f'error: {fresh} has no checkpoint yet')):
-    result = subprocess.run([sys.executable, '-m', 'nplm.cli', *command], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = cli.run(*command)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith(error)

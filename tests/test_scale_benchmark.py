@@ -5,10 +5,11 @@ recomputed from the measured ones."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import cli
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +21,7 @@ FLAGS = ['--tokens=20000', '--types=300', '--baseline_tokens=20000', '--baseline
 
 
 def benchmark(*flags: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'experiments.benchmarks.scale', *flags],
-                        capture_output=True, text=True, check=False)
+  return cli.run(*flags, module='experiments.benchmarks.scale', timeout=600)
 
 
 def split_tokens(corpus_dir: Path) -> dict:

@@ -21,6 +21,7 @@ import pytest
 
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
+from tests import cli
 from tests.conftest import write_text_corpus
 from tests.test_train import ROOT
 
@@ -113,8 +114,7 @@ def signalled(argv: list[str], moment, signals, delay: float = SAVE_DELAY, gap: 
 
 def finished(argv: list[str]) -> dict:
   """The summary of `nplm train` run to its end (no delay), as a user reruns it."""
-  child = subprocess.run([sys.executable, '-m', 'nplm.cli', 'train', *argv], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+  child = cli.run('train', *argv)
   assert child.returncode == 0, child.stderr
   workdir = Path(next(a for a in argv if a.startswith('--workdir=')).split('=', 1)[1])
   return json.loads((workdir / 'summary.json').read_text())

@@ -4,9 +4,7 @@ resumed rather than a traceback, and the results naming each point by its values
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,7 @@ from nplm.studies.sweep import (crossed, grid, parse_grid, point_name, run_sweep
 from tests.conftest import write_text_corpus
 from tests.test_sweep import CountingRun
 from tests.test_train import tiny_config
-
-ROOT = Path(__file__).parent.parent
+from tests import cli
 
 
 def test_a_grid_reads_each_value_as_its_fields_type_and_crosses_the_fields():
@@ -128,9 +125,7 @@ def test_the_plot_names_each_point_by_its_values(tmp_path, monkeypatch):
 # --- the command, as a user types it ----------------------------------------------------
 
 def nplm(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-  env = {**os.environ, 'PYTHONPATH': str(ROOT)}
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=300)
+  return cli.run(*args, cwd=cwd)
 
 
 @pytest.fixture(scope='module')

@@ -16,6 +16,7 @@ from nplm import ngram
 from nplm.run_files.checkpoint import saved_params
 from nplm.data.vocab import TEXT_END
 from nplm.use.trained import NoTrainedModelError, load_trained
+from tests import cli
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
 
@@ -133,9 +134,8 @@ def test_cli_reports_a_bad_row_in_one_line(tmp_path):
 def test_real_corpus_kneser_ney_rows_match_kenlm(real_data_dir, tmp_path):
   """The CLI on the real corpus; KN3-5 against KenLM lmplz's perplexities on the same tokens,
   recorded by experiments/kenlm_check.py in experiments/results/kenlm/."""
-  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'table1', '--rows=KN3,KN4,KN5',
-                           f'--data_dir={real_data_dir}', f'--workdir={tmp_path}'],
-                          capture_output=True, text=True, timeout=900)
+  result = cli.run('table1', '--rows=KN3,KN4,KN5', f'--data_dir={real_data_dir}',
+                   f'--workdir={tmp_path}', timeout=900)
   assert result.returncode == 0, result.stderr
   report = json.loads((tmp_path / 'table1.json').read_text())
   kenlm = json.loads(KENLM_RESULTS.read_text())['results']

@@ -15,7 +15,6 @@ counts each line's words and one <eos>.
 import collections
 import json
 import math
-import os
 import re
 import shlex
 import subprocess
@@ -26,6 +25,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import tfds_offline
+from tests import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ('--order=3', '--feature_size=8', '--hidden_size=8', '--batch_size=8')
@@ -38,10 +38,7 @@ def nplm(*args: str, cwd: Path, prelude: str = '') -> subprocess.CompletedProces
   """`nplm ARGS` in a child process, its TFDS downloads served by tests.tfds_offline
   (`prelude`: Python run first in the child)."""
   code = f'import sys; import tests.tfds_offline as t; {prelude}t.main(sys.argv[1:])'
-  env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
-      [str(ROOT), *filter(None, [os.environ.get('PYTHONPATH')])])}
-  return subprocess.run([sys.executable, '-c', code, *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=300)
+  return cli.run(*args, code=code, cwd=cwd)
 
 
 def line_tokens(text: str) -> int:

@@ -7,8 +7,6 @@ import json
 import math
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from nplm.trainer import run
 from nplm.use import evaluation
 from nplm.use.trained import load_trained
 from nplm.training.config_checks import validated
+from tests import cli
 
 SPLITS = ('train', 'valid', 'test')
 NOUNS = ('cat', 'dog', 'river', 'hill', 'bird', 'garden', 'house', 'tree')
@@ -202,9 +201,8 @@ def test_evaluate_gives_a_text_files_perplexity_per_word(bpe_run, corpus_dir, tm
   config, _ = bpe_run
   text = tmp_path / 'letter.txt'
   text.write_text('The cat saw the river.\n\nMr. Smith liked the garden, then left!\n')
-  done = subprocess.run([sys.executable, '-m', 'nplm.cli', 'evaluate',
-                         f'--workdir={config.workdir}', f'--text_file={text.name}', '--json'],
-                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  done = cli.run('evaluate', f'--workdir={config.workdir}', f'--text_file={text.name}',
+                 '--json', cwd=tmp_path)
   assert done.returncode == 0, done.stderr
   result = json.loads(done.stdout)['file']
   assert whitespace_words(text) == 5 + 1 + 1 + 7 + 1  # The blank line: its <eos>.

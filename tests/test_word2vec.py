@@ -3,8 +3,6 @@ window, the linear schedule, whole runs through nplm.trainer, and the tools that
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -26,10 +24,10 @@ from nplm.use.sentences import score_sentences
 from nplm.trainer import run
 from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
                                          keep_probabilities, padded_stream, window_radii)
+from tests import cli
 from tests.conftest import TINY_SPLIT
 from nplm.training.config_checks import validated
 
-ROOT = Path(__file__).parent.parent
 ABSENT = -1
 
 
@@ -439,9 +437,7 @@ def test_language_model_tools_refuse_a_word2vec_model_and_neighbours_read_it(cbo
 
 def test_a_program_refuses_a_word2vec_model_in_one_line(cbow_run):
   config, _ = cbow_run
-  child = subprocess.run([sys.executable, '-m', 'experiments.evaluate',
-                          f'--workdir={config.workdir}'],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+  child = cli.run(f'--workdir={config.workdir}', module='experiments.evaluate')
   assert child.returncode == 2
   (line,) = child.stderr.strip().splitlines()
   assert line.startswith('error: ') and 'not a language model' in line
