@@ -66,3 +66,9 @@ def _stop_server() -> None:
   _server['process'].terminate()
   _server['process'].wait()
   shutil.rmtree(os.path.dirname(_server['socket']), ignore_errors=True)
+
+
+def finish(child: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+  """A started command's status, standard output and standard error, once it ends."""
+  stdout, stderr = child.communicate(timeout=timeout)
+  return child.returncode, stdout, stderr

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from nplm.errors import ConfigError
 from nplm.use.completion import MAX_WORDS, SENTENCE_END, complete
 from nplm.use.prediction import read_prompt
 from nplm.use.trained import load_trained
+from tests import cli
 from tests.conftest import write_text_corpus
 
 END_MARKS = ('<eos>', '</p>', '</text>')
@@ -27,14 +27,7 @@ NGRAMS = {'kn3': [], 'kn3_chars': ['--tokens=chars'],
 
 
 def nplm_program(*args: str, cwd: Path) -> subprocess.Popen:
-  return subprocess.Popen([sys.executable, '-m', 'nplm.cli', *args], cwd=cwd, text=True,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
-
-
-def finished(child: subprocess.Popen) -> tuple[int, str, str]:
-  stdout, stderr = child.communicate(timeout=300)
-  return child.returncode, stdout, stderr
+  return cli.start(*args, cwd=cwd)
 
 
 @pytest.fixture(scope='module')
@@ -49,7 +42,7 @@ def models(quick_runs, tmp_path_factory):
           for name, flags in NGRAMS.items()]  # Fitted while the networks train.
   networks = {name: quick_runs(name) for name in ('nnlm', 'lstm', 'word2vec')}
   for fit in fits:
-    status, _, stderr = finished(fit)
+    status, _, stderr = cli.finish(fit)
     assert status == 0, stderr
   return {**networks, **{name: load_trained(root / name) for name in NGRAMS}}
 
@@ -168,7 +161,7 @@ def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_p
   prefixes = ['The jury zebra', 'the']  # 'zebra' is not in the vocabulary.
   children = [nplm_program('complete', f'--workdir={workdir}', '--k=4', '--max_words=2',
                            *json_flag, *prefixes, cwd=tmp_path) for json_flag in ([], ['--json'])]
-  (printed, stdout, stderr), (as_json, json_lines, _) = map(finished, children)
+  (printed, stdout, stderr), (as_json, json_lines, _) = map(cli.finish, children)
   assert printed == as_json == 0 and 'zebra' in stderr and UNK in stderr, stderr
   blocks = [block.splitlines() for block in stdout.rstrip('\n').split('\n\n')]
   lines = [json.loads(line) for line in json_lines.splitlines()]
@@ -186,7 +179,7 @@ def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_p
                                          (('--max_words=51', 'the'), '--max_words must be')])
 def test_the_program_refuses_bad_input_in_one_line(models, tmp_path, args, phrase):
   workdir = os.path.relpath(models['kn3'].config.workdir, tmp_path)
-  status, _, stderr = finished(nplm_program('complete', f'--workdir={workdir}', *args,
+  status, _, stderr = cli.finish(nplm_program('complete', f'--workdir={workdir}', *args,
                                             cwd=tmp_path))
   assert status == 2 and stderr.startswith('error: ') and phrase in stderr, stderr
   assert len(stderr.strip().splitlines()) == 1, stderr

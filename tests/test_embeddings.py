@@ -5,7 +5,6 @@ trained on words the benchmarks use."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,8 @@ from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
 from nplm.trainer import run
 from nplm.training.config_checks import validated
+from tests import cli
 
-ROOT = Path(__file__).parent.parent
 FAMILY = ('man woman king queen boy girl father mother brother sister son daughter husband '
           'wife he she').split()
 # Words with pairs in WordSim-353 (tiger cat, bank money, ...) or SimLex-999 (dog cat).
@@ -231,13 +230,7 @@ def family_run(tmp_path_factory):
 
 
 def run_program(*flags: str) -> subprocess.Popen:
-  return subprocess.Popen([sys.executable, '-m', 'experiments.embeddings', *flags], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(child: subprocess.Popen) -> tuple[int, str, str]:
-  stdout, stderr = child.communicate(timeout=300)
-  return child.returncode, stdout, stderr
+  return cli.start(*flags, module='experiments.embeddings')
 
 
 @pytest.mark.slow
@@ -245,7 +238,7 @@ def test_the_program_writes_c_and_its_scores(family_run, tmp_path):
   children = [run_program(f'--workdir={family_run}', f'--out={tmp_path / "out"}'),
               run_program(f'--workdir={tmp_path}', f'--out={tmp_path / "never"}'),
               run_program(f'--workdir={family_run}', f'--out={family_run / "run.json"}/x')]
-  (code, stdout, stderr), *failures = map(finish, children)
+  (code, stdout, stderr), *failures = map(cli.finish, children)
   assert code == 0, stderr
   for (code, _, stderr), phrase in zip(failures, ['holds no training run',
                                                   'cannot write into --out=']):

@@ -2,7 +2,6 @@
 
 import re
 import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from nplm.data import tokenizers
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
 from nplm.use.generation import Sampling, as_text, generate, generate_text, sampling_logits
+from tests import cli
 from tests.test_prediction import numpy_next_log_probs
 
 
@@ -195,13 +195,7 @@ def test_characters_print_joined_one_line_per_sentence(runs):
 
 
 def program(*args: str, cwd) -> subprocess.Popen:
-  return subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'generate', *args], cwd=cwd,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(child: subprocess.Popen) -> tuple[int, str, str]:
-  stdout, stderr = child.communicate(timeout=300)
-  return child.returncode, stdout, stderr
+  return cli.start('generate', *args, cwd=cwd)
 
 
 @pytest.mark.slow
@@ -215,7 +209,7 @@ def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_
   bad = {'--length=0': '--length must be at least 1', '--top_p=0': '--top_p must be in (0, 1]',
          '--top_p=1.5': '--top_p must be in (0, 1]', '--temperature=-1': '--temperature must'}
   refused = [program(f'--workdir={words.name}', flag, cwd=cwd) for flag in bad]
-  (rc, out, err), (rc2, out2, err2) = map(finish, good)
+  (rc, out, err), (rc2, out2, err2) = map(cli.finish, good)
   assert rc == rc2 == 0, err + err2
   texts = generate_text(runs['chars'], 'the ju', Sampling(40, samples=2, top_p=0.9), seed=2)
   assert out == f'--- sample 1 ---\n{texts[0]}\n--- sample 2 ---\n{texts[1]}\n'
@@ -223,7 +217,7 @@ def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_
   greedy = generate_text(runs['words'], 'zebra quagga', Sampling(5, temperature=0))
   assert out2 == greedy[0] + '\n' and greedy[0].startswith('zebra quagga')
   for child, phrase in zip(refused, bad.values()):
-    returncode, _, stderr = finish(child)
+    returncode, _, stderr = cli.finish(child)
     assert returncode == 2, stderr
     assert stderr.startswith('error: ') and phrase in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1 and 'Traceback' not in stderr, stderr

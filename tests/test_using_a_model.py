@@ -6,8 +6,6 @@ import json
 import math
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -19,10 +17,10 @@ from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
 from nplm.use.generation import Sampling, generate, generate_text, sampling_logits
 from nplm.use.sentences import score_sentences
+from tests import cli
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model, numpy_split_log_probs
 
-ROOT = Path(__file__).parent.parent
 SENTENCE = 'The jury said zebra , and the election'  # 'zebra' is not in the tiny vocabulary.
 KINDS = ('nnlm', 'lstm')
 
@@ -213,13 +211,7 @@ def test_nearest_words_are_the_most_cosine_similar_the_word_itself_first(runs, k
 
 def start(program: str, *args: str) -> subprocess.Popen:
   """The program started in a child (all children run side by side: each pays jax start-up)."""
-  return subprocess.Popen([sys.executable, '-m', f'experiments.{program}', *args], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(child: subprocess.Popen) -> tuple[int, str, str]:
-  stdout, stderr = child.communicate(timeout=300)
-  return child.returncode, stdout, stderr
+  return cli.start(*args, module=f'experiments.{program}')
 
 
 @pytest.mark.slow
@@ -233,7 +225,7 @@ def test_programs_print_scores_samples_and_neighbours(runs, tmp_path):
               start('neighbours', f'--workdir={nnlm}', '--words=the,jury', '--k=3',
                     f'--plot={tmp_path}/c.png')]
   (rc, score_out, err), (rc2, generate_out, err2), (rc3, neighbours_out, err3) = map(
-      finish, children)
+      cli.finish, children)
   assert rc == rc2 == rc3 == 0, err + err2 + err3
   want = score_program.report_lines(score_sentences(runs['nnlm'], sentences), details=True)
   assert score_out == '\n'.join(want) + '\n'
@@ -259,7 +251,7 @@ def test_programs_refuse_bad_input_in_one_line(runs, tmp_path):
               start('neighbours', f'--workdir={nnlm}', '--words=zebra,gnu')]
   for child, phrase in zip(children, ['holds no training run', '--temperature must be 0',
                                       'zebra']):
-    returncode, _, stderr = finish(child)
+    returncode, _, stderr = cli.finish(child)
     assert returncode == 2, stderr
     assert stderr.startswith('error: ') and phrase in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1 and 'Traceback' not in stderr, stderr

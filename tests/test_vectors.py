@@ -3,7 +3,6 @@ whole vocabulary (and gensim's own most_similar), C as gensim KeyedVectors, and 
 neighbours program skipping unknown words with a note, on one tiny NNLM."""
 
 import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -20,8 +19,8 @@ from nplm.trainer import run
 from nplm.use import embeddings, neighbours
 from nplm.use.trained import load_trained
 from nplm.training.config_checks import validated
+from tests import cli
 
-ROOT = Path(__file__).parent.parent
 WORDS = ('man woman king queen boy girl father mother brother sister son daughter he she the '
          'and of').split()
 ANALOGIES = [('king', 'man', 'woman'), ('father', 'man', 'woman'), ('she', 'he', 'boy')]
@@ -91,13 +90,7 @@ def test_known_and_unknown_words_keep_their_order(trained):
 
 
 def start(*args: str) -> subprocess.Popen:
-  return subprocess.Popen([sys.executable, '-m', 'experiments.neighbours', *args], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(child: subprocess.Popen) -> tuple[int, str, str]:
-  stdout, stderr = child.communicate(timeout=300)
-  return child.returncode, stdout, stderr
+  return cli.start(*args, module='experiments.neighbours')
 
 
 @pytest.mark.slow
@@ -107,7 +100,7 @@ def test_the_program_skips_unknown_words_with_a_note(trained):
                     '--analogy=king,man,woman;king,gnu,woman', '--analogy=she,he,boy'),
               start(f'--workdir={workdir}', '--words=Monday,Tuesday', '--analogy=a,b,c'),
               start(f'--workdir={workdir}', '--analogy=king,man')]
-  (code, stdout, stderr), *failures = map(finish, children)
+  (code, stdout, stderr), *failures = map(cli.finish, children)
   assert code == 0, stderr
   assert 'not in the vocabulary, skipped: Monday' in stderr
   assert 'not in the vocabulary, skipped king - gnu + woman: gnu' in stderr
