@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nplm import cli
+from nplm.cli import summary_lines
 from nplm.config import Config, ConfigError
 from nplm.data import datasets, tokenizers, typed_text
 from nplm.data.sources import source_of
@@ -189,7 +189,7 @@ def test_per_word_perplexity_divides_by_whitespace_words(bpe_run, corpus_dir):
         math.exp(summary['nll'][split] / words), rel=1e-12)
     assert summary[f'{split}_ppl'] == pytest.approx(
         math.exp(summary['nll'][split] / summary['tokens'][split]), rel=1e-12)
-  lines = cli.summary_lines(summary)
+  lines = summary_lines(summary)
   assert all(f'per word {summary[f"{split}_word_ppl"]:9.2f}' in line
              for split, line in zip(SPLITS, lines))
 
