@@ -36,6 +36,23 @@ def compilation_cache(tmp_path_factory):
     os.environ.pop(name.upper())
 
 
+# The modules that take longest (`pytest --durations=0`, summed per module), slowest first:
+# pytest-xdist hands the workers modules in the order collected, and a worker left with a long
+# one at the end leaves the other idle. A module missing here runs after them, in order.
+LONGEST_FIRST = (
+    'test_docs_models_and_heads.py', 'test_parallel_training.py', 'test_commands.py',
+    'test_readme.py', 'test_docs_reproducing.py', 'test_resources.py', 'test_rnn.py',
+    'test_launch.py', 'test_vmapped_training.py', 'test_cli.py', 'test_heads.py',
+    'test_stops.py', 'test_transformer.py', 'test_docs_datasets.py', 'test_train.py',
+    'test_word2vec_update.py', 'test_reliability.py', 'test_using_a_model.py',
+    'test_scoring.py', 'test_word2vec.py', 'test_docs_using_a_model.py')
+
+
+def pytest_collection_modifyitems(items) -> None:
+  rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # Stable: in order.
+
+
 def _shared_directory(tmp_path_factory) -> Path:
   """The session's temporary directory that pytest-xdist's workers share (theirs sit in it)."""
   root = tmp_path_factory.getbasetemp()

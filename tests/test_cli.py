@@ -45,6 +45,7 @@ def test_a_missing_corpus_gives_one_clear_error(tmp_path):
   assert_one_line_error(result, str(tmp_path / 'nowhere'))
 
 
+@pytest.mark.slow
 def test_python_api_returns_the_summary(tiny_corpus, tmp_path):
   summary = trainer.run(tiny_config(tmp_path / 'run', epochs=1), tiny_corpus)
   assert summary['status'] == 'epochs_done' and summary['epochs'] == 1

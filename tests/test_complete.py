@@ -96,6 +96,7 @@ def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones
     assert c.probability == pytest.approx(math.exp(c.log_prob))
 
 
+@pytest.mark.slow
 def test_a_text_dataset_ends_continuations_at_eos(models):
   for name, prefix in [('kn3', 'the'), ('kn3_chars', 'The jury said')]:
     completions = complete(models[name], prefix, k=50, max_words=2)
@@ -113,6 +114,7 @@ def next_log_probs(model, prefix: str, tokens: list[str]) -> np.ndarray:
 @pytest.mark.parametrize('name,word_goes_on', [
     ('kn3_chars', lambda token: token not in (' ', '<eos>')),
     ('kn3_bpe', lambda token: not token.startswith('▁') and token not in ('<eos>', UNK))])
+@pytest.mark.slow
 def test_characters_and_subwords_end_on_a_whole_word(models, name, word_goes_on):
   """A continuation's ln p is its tokens' and, at max_words, the next token's not going on
   with its last word; words are whitespace words; a wider beam finds no worse."""
@@ -138,6 +140,7 @@ def test_characters_and_subwords_end_on_a_whole_word(models, name, word_goes_on)
   assert all(w.log_prob >= c.log_prob - 1e-9 for w, c in zip(wider, completions))
 
 
+@pytest.mark.slow
 def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2vec(models):
   workdir = models['nnlm'].config.workdir
   model = nplm.load(workdir)
@@ -177,6 +180,7 @@ def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_p
 
 @pytest.mark.parametrize('args,phrase', [(('--k=0', 'the'), '--k must be from 1 to 1,000'),
                                          (('--max_words=51', 'the'), '--max_words must be')])
+@pytest.mark.slow
 def test_the_program_refuses_bad_input_in_one_line(models, tmp_path, args, phrase):
   workdir = os.path.relpath(models['kn3'].config.workdir, tmp_path)
   status, _, stderr = cli.finish(nplm_program('complete', f'--workdir={workdir}', *args,

@@ -164,6 +164,7 @@ def reader_count(text: str, closed: bool) -> int:
   return count
 
 
+@pytest.mark.slow
 def test_sampled_sentences_count_every_end_and_stop_where_the_unbounded_sample_would(runs):
   """Brown's tokens: '.' and its closing quotes '' apart, paragraphs ending </p>."""
   trained = runs['words']
@@ -184,6 +185,7 @@ def test_sampled_sentences_count_every_end_and_stop_where_the_unbounded_sample_w
 
 # --- text out ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_characters_print_joined_one_line_per_sentence(runs):
   trained = runs['chars']
   texts = generate_text(trained, 'the ju', Sampling(80, samples=3, sentences=2), seed=1)

@@ -121,6 +121,7 @@ def test_mix_of_four_from_the_command_line(models):
                           'mix, learned weights (see below)', 'mix, weights per bin (16 bins)'}
 
 
+@pytest.mark.slow
 def test_a_bad_path_in_the_list_is_one_line(models, tmp_path):
   _, where, _ = models
   missing = tmp_path / 'no_such_run'

@@ -163,6 +163,7 @@ def minutes(tmp_path_factory):
   return root
 
 
+@pytest.mark.slow
 def test_a_misspelling_no_longer_passes_for_the_class_of_rare_words(minutes):
   model = load_trained(minutes / 'kn3')
   right, wrong = 'it was about 15 minutes from the city', 'it was about 15 minuets from the city'
@@ -176,6 +177,7 @@ def test_a_misspelling_no_longer_passes_for_the_class_of_rare_words(minutes):
   assert by_text[right].log_prob == by_text[right].closed_log_prob
 
 
+@pytest.mark.slow
 def test_rank_from_another_directory_says_which_figure_is_which(minutes, tmp_path):
   (tmp_path / 'kn3').symlink_to(minutes / 'kn3')  # A relative --workdir from elsewhere.
   result = nplm('rank', '--workdir=kn3', 'it was about 15 minuets from the city',
@@ -188,6 +190,7 @@ def test_rank_from_another_directory_says_which_figure_is_which(minutes, tmp_pat
 
 # --- workdirs: saved, older, damaged ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_older_dir_learns_its_spelling_from_its_data_once(minutes, tmp_path):
   saved = load_trained(minutes / 'kn3').spelling
   older = tmp_path / 'older'
@@ -235,6 +238,7 @@ def test_a_damaged_spelling_model_is_refused_in_one_line(minutes, tmp_path):
 
 # --- <unk> trained; the summary's open figures ------------------------------------------------
 
+@pytest.mark.slow
 def test_unk_is_trained_unless_the_text_ships_its_own(minutes, tmp_path):
   config = Config(workdir='', dataset=f'text:{minutes / "text"}', data_dir=str(tmp_path))
   corpus = load_dataset(config.resolved())

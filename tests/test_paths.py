@@ -92,6 +92,7 @@ def copy_run(base: Path, name: str) -> Path:
 
 # --- relative paths, other directories, a moved workdir -------------------------------------
 
+@pytest.mark.slow
 def test_run_json_records_where_the_data_lies_absolute(here):
   base, summary = here
   config = json.loads((base / RUN / 'run.json').read_text())['config']
@@ -149,6 +150,7 @@ def test_a_workdir_reads_from_another_directory_and_moved(here, tmp_path):
   assert trained.config.dataset == f'text:{base}/data/toy'
 
 
+@pytest.mark.slow
 def test_the_python_api_takes_relative_paths(here, tmp_path):
   base, _ = here
   with contextlib.chdir(base):
@@ -169,6 +171,7 @@ def test_the_python_api_takes_relative_paths(here, tmp_path):
   assert config.absolute_paths() == config
 
 
+@pytest.mark.slow
 def test_an_old_workdir_with_relative_paths_resumes_and_reads_from_its_directory(here):
   """Runs recorded before paths were made absolute hold them as typed: read from where
   they were typed, they resume and read as before."""
@@ -280,6 +283,7 @@ def test_a_workdir_that_cannot_hold_a_run_is_refused_where_it_is_made(tmp_path, 
                           Config(workdir=str(tmp_path / 'b' / '..' / 'a'))])
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_evaluate_is_status_75_with_a_message(here, tmp_path):
   base, _ = here
   text = (base / 'data' / 'toy' / 'train.txt').read_text()

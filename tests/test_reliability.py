@@ -72,6 +72,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_and_the_run_ends_as_an_undam
   assert os.listdir(workdir / 'damaged') == ['checkpoints-46']
 
 
+@pytest.mark.slow
 def test_a_damaged_best_checkpoint_keeps_the_summary_and_the_model_is_read_exactly(
     tiny_corpus, reference, tmp_path):
   workdir = tmp_path / 'run'
@@ -91,6 +92,7 @@ def test_a_damaged_best_checkpoint_keeps_the_summary_and_the_model_is_read_exact
   assert (best / 'state').is_dir()  # Saved again from the good copy.
 
 
+@pytest.mark.slow
 def test_with_no_good_checkpoint_the_error_names_them_and_nothing_is_deleted(
     tiny_corpus, reference, tmp_path):
   workdir = tmp_path / 'run'
@@ -183,6 +185,7 @@ def test_perplexity_overflows_to_infinity_and_counts_as_exploded():
   assert exploded(float('nan'), 10) and exploded(1e4, 10_000) and not exploded(9.3, 10_000)
 
 
+@pytest.mark.slow
 def test_an_exploded_final_evaluation_leaves_the_summary_alone(
     tiny_corpus, reference, tmp_path, monkeypatch):
   workdir = tmp_path / 'run'
@@ -238,6 +241,7 @@ def test_an_unusable_workdir_is_a_one_line_error(tiny_corpus, tmp_path, monkeypa
     run(tiny_config(read_only), tiny_corpus)
 
 
+@pytest.mark.slow
 def test_a_damaged_run_json_is_named_not_a_traceback(tiny_corpus, reference, tmp_path):
   workdir = tmp_path / 'run'
   shutil.copytree(reference[0], workdir)
@@ -305,6 +309,7 @@ def test_a_flagfile_line_without_dashes_and_a_workdir_without_checkpoints_are_on
   assert sorted(os.listdir(fresh)) == ['run.json', 'vocab.txt']  # The reader made nothing.
 
 
+@pytest.mark.slow
 def test_a_finished_run_whose_best_was_deleted_reruns_from_the_same_steps_copy(
     tiny_corpus, reference, tmp_path):
   workdir = tmp_path / 'run'
@@ -329,6 +334,7 @@ def test_a_disk_too_full_for_a_checkpoint_is_found_before_writing(
   assert sorted(os.listdir(workdir / 'checkpoints')) == ['4', '5']  # Nothing half-written.
 
 
+@pytest.mark.slow
 def test_a_metrics_line_cut_short_costs_a_point_of_the_picture_not_the_run(
     tiny_corpus, reference, tmp_path):
   workdir = tmp_path / 'run'

@@ -64,6 +64,7 @@ def test_rows_are_the_requested_ones_beside_the_paper(table_run):
   assert (workdir / 'table1.json').exists()
 
 
+@pytest.mark.slow
 def test_ngram_rows_match_the_models(table_run, tiny_corpus):
   _, report = table_run
   splits, vocab = tiny_corpus.splits, tiny_corpus.vocab
@@ -74,6 +75,7 @@ def test_ngram_rows_match_the_models(table_run, tiny_corpus):
         ngram.perplexity(model.log_prob_split(splits[split])))
 
 
+@pytest.mark.slow
 def test_network_row_is_its_run_and_scoring_matches_numpy(table_run, tiny_corpus):
   workdir, report = table_run
   trained = load_trained(workdir / 'MLP3')
@@ -84,6 +86,7 @@ def test_network_row_is_its_run_and_scoring_matches_numpy(table_run, tiny_corpus
   assert report['rows']['MLP3']['test_ppl'] == pytest.approx(math.exp(-np.mean(got)), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_mixed_row_mixes_the_network_with_the_trigram(table_run, tiny_corpus):
   workdir, report = table_run
   splits, vocab = tiny_corpus.splits, tiny_corpus.vocab
@@ -100,6 +103,7 @@ def test_mixed_row_mixes_the_network_with_the_trigram(table_run, tiny_corpus):
     assert row['mixtures'][way]['valid'] <= min(network_valid, trigram_valid) * (1 + 1e-6)
 
 
+@pytest.mark.slow
 def test_rows_already_computed_are_reused(table_run, tiny_corpus, monkeypatch):
   workdir, report = table_run
 
@@ -147,6 +151,7 @@ def test_real_corpus_kneser_ney_rows_match_kenlm(real_data_dir, tmp_path):
   assert '| KN5 | 5 |' in result.stdout
 
 
+@pytest.mark.slow
 def test_mix_program_mixes_any_trained_network(table_run, tiny_corpus):
   workdir, report = table_run
   network = load_trained(workdir / 'MLP3')

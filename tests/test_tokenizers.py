@@ -134,6 +134,7 @@ def test_sentencepiece_round_trips_and_is_learned_the_same_way(corpus_dir):
       assert tokenizer.detokenize(pieces) == line
 
 
+@pytest.mark.slow
 def test_the_workdir_keeps_the_tokenizer_of_its_prepared_data(bpe_run, corpus_dir, tmp_path):
   config, _ = bpe_run
   corpus = datasets.load_dataset(config.resolved())
@@ -159,6 +160,7 @@ def test_the_workdir_keeps_the_tokenizer_of_its_prepared_data(bpe_run, corpus_di
     shutil.copytree(copy, config.data_dir)
 
 
+@pytest.mark.slow
 def test_other_data_is_cut_by_the_models_own_tokenizer(bpe_run, tmp_path):
   config, _ = bpe_run
   trained = load_trained(config.workdir)
@@ -180,6 +182,7 @@ def test_other_data_is_cut_by_the_models_own_tokenizer(bpe_run, tmp_path):
   assert evaluation.same_data(trained, *own) is True
 
 
+@pytest.mark.slow
 def test_per_word_perplexity_divides_by_whitespace_words(bpe_run, corpus_dir):
   config, summary = bpe_run
   for split in SPLITS:
@@ -211,6 +214,7 @@ def test_evaluate_gives_a_text_files_perplexity_per_word(bpe_run, corpus_dir, tm
   assert result['tokens'] > whitespace_words(text)
 
 
+@pytest.mark.slow
 def test_a_missing_or_damaged_tokenizer_model_is_one_line(bpe_run, tmp_path):
   config, _ = bpe_run
   copy = shutil.copytree(config.workdir, tmp_path / 'run')

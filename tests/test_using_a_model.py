@@ -78,6 +78,7 @@ def test_feed_forward_scores_are_the_log_probs_of_explicit_windows(runs):
   assert score.perplexity == pytest.approx(math.exp(-(got.sum() + sum(spelt)) / len(ids)))
 
 
+@pytest.mark.slow
 def test_recurrent_scores_follow_the_numpy_recurrence_and_each_sentence_starts_afresh(runs):
   trained = runs['lstm']
   scores = score_sentences(trained, ['the jury', SENTENCE])
@@ -187,6 +188,7 @@ def test_impossible_sampling_settings_are_refused_by_name(changes, message):
 # --- feature vectors -----------------------------------------------------------------------
 
 @pytest.mark.parametrize('kind', KINDS)
+@pytest.mark.slow
 def test_nearest_words_are_the_most_cosine_similar_the_word_itself_first(runs, kind, tmp_path):
   trained = runs[kind]
   vocab, C = trained.vocab, np.asarray(trained.params['model']['C']['embedding'], np.float64)

@@ -76,6 +76,7 @@ def test_analogies_are_the_brute_force_3cosadd_and_gensims_answers(trained):
     neighbours.analogy(vectors, trained.vocab, 'king', 'zebra', 'woman', 3)
 
 
+@pytest.mark.slow
 def test_keyed_vectors_are_c_keyed_by_the_vocabulary(trained):
   words, C = saved_C(trained.config.workdir)
   keyed = embeddings.keyed_vectors(trained)
@@ -84,6 +85,7 @@ def test_keyed_vectors_are_c_keyed_by_the_vocabulary(trained):
   assert keyed.key_to_index['king'] == words.index('king')
 
 
+@pytest.mark.slow
 def test_known_and_unknown_words_keep_their_order(trained):
   assert neighbours.known_and_unknown(trained.vocab, ['Monday', 'the', '<unk>', 'gnu', 'he']) \
       == (['the', '<unk>', 'he'], ['Monday', 'gnu'])
@@ -132,6 +134,7 @@ def test_analogy_flags_read_semicolons_and_repeats():
     neighbours_program.analogies_of(['a,,c'])
 
 
+@pytest.mark.slow
 def test_a_count_model_has_no_vectors_to_give(trained):
   counts_only = types.SimpleNamespace(config=trained.config, vocab=trained.vocab)  # No params.
   for read in (neighbours.feature_vectors, embeddings.keyed_vectors):

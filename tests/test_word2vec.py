@@ -417,6 +417,7 @@ def test_skipgram_with_the_huffman_tree_learns(tiny_corpus, tmp_path):
 
 # --- the tools --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_language_model_tools_refuse_a_word2vec_model_and_neighbours_read_it(cbow_run,
                                                                                tiny_corpus):
   config, _ = cbow_run
@@ -435,6 +436,7 @@ def test_language_model_tools_refuse_a_word2vec_model_and_neighbours_read_it(cbo
   assert near[0] == (word, pytest.approx(1.0)) and len(near) == 3
 
 
+@pytest.mark.slow
 def test_a_program_refuses_a_word2vec_model_in_one_line(cbow_run):
   config, _ = cbow_run
   child = cli.run(f'--workdir={config.workdir}', module='experiments.evaluate')
