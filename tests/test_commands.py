@@ -64,6 +64,14 @@ def test_training_on_text_reports_eos_counted_tokens(text_run):
   assert Vocabulary.load(workdir / 'vocab.txt').unk_max_count == 0
 
 
+def test_evaluate_names_a_workdir_that_is_not_there_in_one_line(tmp_path):
+  """The program's refusal, without a trained run (the fast tier's test of `nplm evaluate`)."""
+  done = cli.run('evaluate', '--workdir=runs/none', cwd=tmp_path)
+  assert done.returncode == 2, done.stderr
+  assert done.stderr.splitlines() == [
+      'error: runs/none: no such directory (give the --workdir of a run)']
+
+
 @pytest.mark.slow
 def test_evaluate_on_its_own_dataset_gives_trainings_exact_numbers(text_run):
   root, _, workdir = text_run

@@ -187,3 +187,11 @@ def test_the_program_refuses_bad_input_in_one_line(models, tmp_path, args, phras
                                             cwd=tmp_path))
   assert status == 2 and stderr.startswith('error: ') and phrase in stderr, stderr
   assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_the_program_names_a_workdir_that_is_not_there_in_one_line(tmp_path):
+  """The program's refusal, without a trained run (the fast tier's test of `nplm complete`)."""
+  done = cli.run('complete', '--workdir=runs/none', 'the jury', cwd=tmp_path)
+  assert done.returncode == 2, done.stderr
+  assert done.stderr.splitlines() == [
+      'error: runs/none: no such directory (give the --workdir of a run)']
