@@ -9,6 +9,7 @@ import pytest
 
 from nplm.config import Config
 from nplm.data import brown_format, load_corpus
+from tests import cli
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
 FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
@@ -31,6 +32,7 @@ def compilation_cache(tmp_path_factory):
   for name, value in settings.items():
     jax.config.update(name, value)
     os.environ[name.upper()] = str(value)
+  cli.BASE_ENVIRONMENT.update(os.environ)  # Its commands' server runs in this one.
   yield
   for name in settings:
     os.environ.pop(name.upper())

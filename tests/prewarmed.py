@@ -23,7 +23,6 @@ import contextlib
 import importlib
 import json
 import os
-import runpy
 import select
 import signal
 import socket
@@ -113,17 +112,10 @@ def run(request: dict) -> None:
   os.environ.update(request['env'])
   sys.path[0] = request['cwd']  # As `python -m` puts it.
   argv = request['argv']
-  if argv[0] == PLAIN and argv[1] == '-c':
-    sys.argv = ['-c', *argv[3:]]
-    exec(compile(argv[2], '<string>', 'exec'), {'__name__': '__main__'})
-    return
-  if argv[0] == PLAIN:
-    sys.argv = argv[2:]
-    # Preloaded, it would be run again as __main__ with runpy's warning that it was loaded.
-    sys.modules.pop(f'{argv[2]}.__main__', None)
-    runpy.run_module(argv[2], run_name='__main__', alter_sys=True)
-    return
   from tests import readme_substitutions  # pylint: disable=import-outside-toplevel
+  if argv[0] == PLAIN:
+    readme_substitutions.run_python(argv[1:])
+    return
   sys.argv = [readme_substitutions.__file__, *argv]
   readme_substitutions.main()
 

@@ -57,16 +57,22 @@ def main() -> None:
     nplm_main()
   elif sys.argv[1:3] == ['-m', 'launch.local']:
     sys.exit(_launch_local(sys.argv[3:]))
-  elif sys.argv[1] == '-c':
-    code = sys.argv[2]
-    sys.argv = ['-c', *sys.argv[3:]]
-    exec(compile(code, '<string>', 'exec'), {'__name__': '__main__'})
-  elif sys.argv[1] == '-m':
-    module = sys.argv[2]
-    sys.argv = [module, *sys.argv[3:]]
-    runpy.run_module(module, run_name='__main__', alter_sys=True)
+  elif sys.argv[1] in ('-c', '-m'):
+    run_python(sys.argv[1:])
   else:
     raise SystemExit(f'readme_substitutions: unexpected arguments {sys.argv[1:]}')
+
+
+def run_python(argv: list[str]) -> None:
+  """`python -c CODE ARGS` or `python -m MODULE ARGS` (argv: from -c or -m on), run here."""
+  if argv[0] == '-c':
+    sys.argv = ['-c', *argv[2:]]
+    exec(compile(argv[1], '<string>', 'exec'), {'__name__': '__main__'})
+    return
+  sys.argv = argv[1:]
+  # Preloaded (tests/prewarmed.py), it would be run again as __main__ with runpy's warning.
+  sys.modules.pop(f'{argv[1]}.__main__', None)
+  runpy.run_module(argv[1], run_name='__main__', alter_sys=True)
 
 
 if __name__ == '__main__':

@@ -21,9 +21,10 @@ TINY = ['--dataset=text:corpus', '--order=3', '--feature_size=8', '--hidden_size
         '--data_dir=tfds']
 
 
-def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
-  """`python -c code` in `cwd`, the checkout importable as an installed package would be."""
-  return cli.run(code=code, cwd=cwd, timeout=600)
+def python(code: str, cwd: Path, fresh: bool = False) -> subprocess.CompletedProcess:
+  """`python -c code` in `cwd`, the checkout importable as an installed package would be
+  (`fresh`: in a fresh Python, not one of the worker's forked children)."""
+  return cli.run(code=code, cwd=cwd, timeout=600, fresh=fresh)
 
 
 def nplm(*args: str, cwd: Path) -> str:
@@ -52,7 +53,8 @@ def test_import_nplm_loads_neither_jax_nor_tfds(tmp_path):
   done = python('import sys, nplm\n'
                 'print(sorted(m for m in ("jax", "flax", "tensorflow_datasets") '
                 'if m in sys.modules))\n'
-                'print(callable(nplm.load), callable(nplm.train), "jax" in sys.modules)', tmp_path)
+                'print(callable(nplm.load), callable(nplm.train), "jax" in sys.modules)', tmp_path,
+                fresh=True)
   assert done.returncode == 0, done.stderr
   assert done.stdout.split('\n')[:2] == ['[]', 'True True True']
 
