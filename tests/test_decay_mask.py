@@ -93,8 +93,7 @@ def test_row_sparse_sgd_decays_C_only_when_embeddings_are_decayed(decay_embeddin
   zeros = jax.tree.map(jnp.zeros_like, params)
   zero_rows = {tables[0]: (np.array([1, 4], np.int32), np.zeros((2, 3), np.float32))}
   for _ in range(3):
-    state = optimizer.apply_gradients(config, state, zeros,
-                                      optimizer.hyperparameters_of([config]), zero_rows)
+    state = optimizer.apply_gradients(config, state, zeros, zero_rows)
   settled = optimizer.pay_decay_debts(config, state).params
   shrink = (1 - 0.1 * 0.2) ** 3
   want_c = np.asarray(params['model']['C']['embedding']) * (shrink if decay_embeddings else 1)

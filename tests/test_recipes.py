@@ -62,7 +62,7 @@ def test_zaremba_recipes_decay_as_the_paper_each_epoch(name):
   steps_per_epoch = 7  # The rate is computed in float32: up to 41 powers of the factor.
   for epoch, rate in enumerate(zaremba_rates(paper)):
     for t in (epoch * steps_per_epoch, (epoch + 1) * steps_per_epoch - 1):
-      assert float(learning_rate_at(config, t, steps_per_epoch=steps_per_epoch)) == (
+      assert float(learning_rate_at(config, t, {'steps_per_epoch': steps_per_epoch})) == (
           pytest.approx(rate, rel=1e-5)), (name, epoch, t)
 
 
@@ -98,7 +98,7 @@ def test_pytorch_recipe_divides_the_rate_by_4_as_main_py():
     if plateau_decays(config, ppl, min(history) if history else None):
       scale *= config.lr_factor  # As the run's progress record keeps it (model_run.py).
     history.append(ppl)
-    got.append(float(learning_rate_at(config, 0, lr_scale=scale)))
+    got.append(float(learning_rate_at(config, 0, {'lr_scale': scale})))
   assert got == pytest.approx(expected, rel=1e-6)
 
 

@@ -16,7 +16,7 @@ from nplm.data import streams
 from nplm.data.vocab import TEXT_END
 from nplm.heads import HEADS
 from nplm.lm import build_language_model
-from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
+from nplm.training.optimizer import apply_gradients, make_optimizer
 from nplm.use.trained import load_trained
 from nplm.trainer import run
 from tests.conftest import TINY_SPLIT
@@ -255,7 +255,7 @@ def test_clipping_bounds_the_update_to_the_clip_norm():
   for scale in (100.0, 1e-3):
     grads = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape) * scale), params)
     norm = np.sqrt(sum(np.sum(np.asarray(g) ** 2) for g in jax.tree.leaves(grads)))
-    after = apply_gradients(config, state, grads, hyperparameters_of([config]))
+    after = apply_gradients(config, state, grads)
     updates = jax.tree.map(lambda new, old: new - old, after.params, params)
     for g, u in zip(jax.tree.leaves(grads), jax.tree.leaves(updates)):
       np.testing.assert_allclose(u, -np.asarray(g) * min(1.0, 0.5 / norm), rtol=1e-5)

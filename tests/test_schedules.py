@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from nplm.config import Config, ConfigError
+from nplm.run_files import checkpoint
 from nplm.trainer import run
 from nplm.training import loop as loop_module
 from nplm.training import optimizer
-from nplm.training.schedules import plateau_decays
+from nplm.training.schedules import learning_rate_at, plateau_decays
 from tests.test_train import tiny_config
 from nplm.training.config_checks import validated
 
@@ -64,13 +65,11 @@ def test_the_hand_rates_pass_through_their_landmarks():
 def test_each_schedule_gives_the_hand_computed_rates_on_the_host_and_traced(name):
   config = schedule_config(name)
   inputs = {'planned': T, 'steps_per_epoch': S}
-  traced = jax.jit(lambda t, values: optimizer.learning_rate_at(
-      config.replace(**optimizer.split_hyperparameters(values)[0]), t,
-      optimizer.split_hyperparameters(values)[1]))
-  values = optimizer.hyperparameters_of([config], S)
+  traced = jax.jit(lambda t, values: learning_rate_at(config, t, values))
+  values = optimizer.hyperparameters_of(config, S)  # As the optimizer state holds them.
   for t in range(T + 5):
     want = hand(name, t)
-    assert float(optimizer.learning_rate_at(config, t, inputs)) == pytest.approx(want, rel=1e-6)
+    assert float(learning_rate_at(config, t, inputs)) == pytest.approx(want, rel=1e-6)
     assert float(traced(np.int32(t), values)) == pytest.approx(want, rel=1e-5), t
 
 
@@ -125,6 +124,11 @@ def test_plateau_in_a_run_decays_on_its_validations_and_resumes_with_its_factor(
     done = [s for s in scale_after if s < step]
     want = 0.02 * (scale_after[max(done)] if done else 1)
     assert rate == pytest.approx(want, rel=1e-6), step
+  # The factor the next update reads is the optimizer state's, saved with it.
+  newest = max((tmp_path / 'run' / checkpoint.LATEST).iterdir(), key=lambda p: int(p.name))
+  state, progress = checkpoint.read(newest)
+  assert float(state['opt_state']['hyperparams']['lr_scale']) == pytest.approx(
+      progress['lr_scale'], rel=1e-7) and progress['lr_scale'] == scale_after[max(scale_after)]
 
 
 @pytest.mark.slow

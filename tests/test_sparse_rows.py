@@ -14,8 +14,8 @@ from nplm import sparse_rows
 from nplm.config import Config, ConfigError
 from nplm.data import batching
 from nplm.lm import build_language_model
-from nplm.training.optimizer import (apply_gradients, hyperparameters_of, learning_rate_at,
-                            make_optimizer, pay_decay_debts)
+from nplm.training.optimizer import apply_gradients, make_optimizer, pay_decay_debts
+from nplm.training.schedules import learning_rate_at
 from nplm.training.window_feed import WindowFeed, batch_loss
 from nplm.training.config_checks import validated
 
@@ -53,7 +53,8 @@ def test_sgd_on_read_rows_equals_dense_sgd(head, changes):
   lm = build_language_model(config, COUNTS)
   feed = WindowFeed(config, lm, {'train': TRAIN}, boundary_id=0)
   state = feed.create_state(jax.random.key(0))
-  assert set(state.opt_state.tables['model']) == {'C'} and state.opt_state.tables['head']
+  tables = state.opt_state.inner_state.tables
+  assert set(tables['model']) == {'C'} and tables['head']
   params = jax.tree.map(np.asarray, state.params)
   tx, run_rng = dense_sgd(config), jax.random.key(3)
   opt_state = tx.init(params)
@@ -115,7 +116,7 @@ def test_lazy_adam_equals_numpy_lazy_adam():
     grads = {'C': {'embedding': np.zeros((9, 3), np.float32), 'bias': np.zeros(9, np.float32)},
              'H': {'kernel': dense_grad}}
     rows = {('C', 'embedding'): (ids, row_grads), ('C', 'bias'): (ids, bias_grads)}
-    state = apply_gradients(config, state, grads, hyperparameters_of([config]), rows)
+    state = apply_gradients(config, state, grads, rows)
     updates, adamw_state = adamw.update(dense_grad, adamw_state, dense)
     dense = optax.apply_updates(dense, updates)
   settled = jax.tree.map(np.asarray, pay_decay_debts(config, state).params)

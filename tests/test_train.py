@@ -21,7 +21,7 @@ from nplm.run_files.checkpoint import (Checkpoints, IncompatibleCheckpointError,
 from nplm.config import Config, ConfigError
 from nplm.data.brown_source import build_corpus
 from nplm.data.vocab import TEXT_END
-from nplm.training.optimizer import apply_gradients, hyperparameters_of, make_optimizer
+from nplm.training.optimizer import apply_gradients, make_optimizer
 from nplm.trainer import TrainingDiverged, run
 from tests.conftest import TINY_SPLIT
 from tests.test_model import numpy_eq1
@@ -312,8 +312,7 @@ def test_sgd_follows_the_papers_schedule_and_never_decays_biases():
   state = train_state.TrainState.create(apply_fn=None, params=params,
                                         tx=make_optimizer(config))
   for _ in range(3):  # No rows read (no step ran): every parameter takes the dense update.
-    state = apply_gradients(config, state.replace(params=params), grads,
-                            hyperparameters_of([config]))
+    state = apply_gradients(config, state.replace(params=params), grads)
   updates = jax.tree.map(lambda new, old: new - old, state.params, params)
   rate = 0.1 / (1 + 0.5 * 2)  # The third update has t = 2.
   np.testing.assert_allclose(updates['H']['kernel'], -rate * (0.3 + 0.01 * 2.0), rtol=1e-5)

@@ -18,7 +18,9 @@ from nplm.use.evaluation import evaluate
 from nplm.use.generation import generate
 from nplm.lm import build_language_model
 from nplm.use.neighbours import feature_vectors, nearest
-from nplm.training.optimizer import apply_gradients, hyperparameters_of, learning_rate_at, make_optimizer
+from nplm.training.optimizer import (apply_gradients, hyperparameters_of, make_optimizer,
+                                    with_hyperparameters)
+from nplm.training.schedules import learning_rate_at
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
 from nplm.trainer import run
@@ -152,16 +154,18 @@ def test_models_trained_together_take_the_updates_each_takes_alone():
   lm = build_language_model(configs[0], np.bincount(ids, minlength=12))
   keys = [jax.random.key(k) for k in range(2)]
   together = Word2VecFeed(configs[0], lm, {'train': ids}, boundary_id=0, num_models=2)
-  states = [together.create_state(key) for key in keys]
+  states = [with_hyperparameters(together.create_state(key),
+                                 hyperparameters_of(config, together.steps_per_epoch))
+            for config, key in zip(configs, keys)]
   stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *states)
   stacked, batches = together.start_epoch(stacked, epoch=1, start=2)
   batch, _ = next(batches)
-  after, losses = together.step(stacked, batch, jax.numpy.stack(keys),
-                                hyperparameters_of(configs, together.steps_per_epoch))
+  after, losses = together.step(stacked, batch, jax.numpy.stack(keys))
   alone = Word2VecFeed(configs[0], lm, {'train': ids}, boundary_id=0)
   for k, config in enumerate(configs):
-    state, loss = alone.step(alone.create_state(keys[k]), batch, keys[k],
-                             hyperparameters_of([config], alone.steps_per_epoch))
+    state = with_hyperparameters(alone.create_state(keys[k]),
+                                 hyperparameters_of(config, alone.steps_per_epoch))
+    state, loss = alone.step(state, batch, keys[k])
     assert float(losses[k]) == pytest.approx(float(loss), rel=1e-6)
     for mine, theirs in zip(jax.tree.leaves(state.params), jax.tree.leaves(after.params)):
       np.testing.assert_allclose(np.asarray(theirs)[k], mine, rtol=1e-5, atol=1e-7)
@@ -266,9 +270,8 @@ def test_the_linear_schedule_decays_to_a_floor_over_the_planned_steps():
 def after_61_updates(config, steps_per_epoch: int) -> np.ndarray:
   """The weights after 60 updates with a zero gradient and a 61st with a fixed one."""
   state = train_state.TrainState.create(apply_fn=None, params={'w': np.zeros(3, np.float32)},
-                                        tx=make_optimizer(config))
-  hyperparameters = hyperparameters_of([config], steps_per_epoch)
-  update = jax.jit(lambda state, grads: apply_gradients(config, state, grads, hyperparameters))
+                                        tx=make_optimizer(config, steps_per_epoch=steps_per_epoch))
+  update = jax.jit(lambda state, grads: apply_gradients(config, state, grads))
   for _ in range(60):
     state = update(state, {'w': np.zeros(3, np.float32)})
   return np.asarray(update(state, {'w': np.array([1.0, -2.0, 0.5], np.float32)}).params['w'])

@@ -13,7 +13,7 @@ from nplm.heads.binary_tree import huffman_tree
 from nplm.heads.proposal import Proposal
 from nplm.lm import build_language_model
 from nplm.training import word2vec_update
-from nplm.training.optimizer import learning_rate_at
+from nplm.training.schedules import learning_rate_at
 from nplm.training.word2vec_feed import Word2VecFeed
 
 ABSENT = -1

@@ -24,7 +24,6 @@ from nplm.data import batching, load_corpus
 from nplm.data.brown import Brown
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.lm import build_language_model
-from nplm.training.optimizer import hyperparameters_of
 from nplm.training.window_feed import WindowFeed
 from nplm.training.config_checks import validated
 
@@ -106,17 +105,15 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
   feed = WindowFeed(config, lm, {}, boundary_id=None, mesh=mesh)  # The split comes padded.
   state = feed.create_state(init_rng)
   train_step = feed.train_step
-  hyperparameters = hyperparameters_of([config])
   padded = parallel.put(padded_split, mesh)
   positions = np.zeros(config.batch_size, np.int32)  # Shapes and dtypes of a real batch.
   mask = np.ones(config.batch_size, np.float32)
-  compiled = train_step.lower(state, hyperparameters, padded, positions, mask,
-                              step_rng).compile()
-  run_steps = steps_runner(train_step, state, hyperparameters, padded, step_rng)
+  compiled = train_step.lower(state, padded, positions, mask, step_rng).compile()
+  run_steps = steps_runner(train_step, state, padded, step_rng)
   return (lambda batches: float(run_steps(batches))), compiled
 
 
-def steps_runner(train_step, state, hyperparameters, padded, run_rng):
+def steps_runner(train_step, state, padded, run_rng):
   """run_steps(batches) -> the last loss(es): `train_step` (a WindowFeed's, for one
   or K stacked models) over the batches, the state carried (donated) from call to call."""
   loop = {'state': state}
@@ -124,7 +121,7 @@ def steps_runner(train_step, state, hyperparameters, padded, run_rng):
   def run_steps(batches) -> np.ndarray:
     state, loss = loop['state'], None
     for positions, mask in batches:
-      state, loss = train_step(state, hyperparameters, padded, positions, mask, run_rng)
+      state, loss = train_step(state, padded, positions, mask, run_rng)
     jax.block_until_ready((state, loss))
     loop['state'] = state
     return np.asarray(loss)

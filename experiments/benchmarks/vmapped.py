@@ -24,7 +24,7 @@ from experiments.benchmarks import harness
 from nplm import parallel
 from nplm.data import batching
 from nplm.lm import build_language_model
-from nplm.training.optimizer import hyperparameters_of
+from nplm.training.optimizer import hyperparameters_of, with_hyperparameters
 from nplm.training.window_feed import WindowFeed
 
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
@@ -41,14 +41,14 @@ def together_runner(configs, counts, padded_split: np.ndarray, mesh):
   lm = build_language_model(configs[0], counts, mesh)
   feed = WindowFeed(configs[0], lm, {}, boundary_id=None, mesh=mesh, num_models=len(configs))
   keys = [jax.random.split(jax.random.key(config.seed)) for config in configs]
-  states = [feed.create_state(init_rng) for init_rng, _ in keys]
-  hyperparameters = hyperparameters_of(configs)
+  states = [with_hyperparameters(feed.create_state(init_rng), hyperparameters_of(config))
+            for config, (init_rng, _) in zip(configs, keys)]
 
   def join(trees):  # One model is the lone step, as nplm.training.loop runs K = 1.
     return trees[0] if len(trees) == 1 else jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
   run_rngs = join([run_rng for _, run_rng in keys])
-  run_steps = harness.steps_runner(feed.train_step, join(states), hyperparameters,
+  run_steps = harness.steps_runner(feed.train_step, join(states),
                                    parallel.put(padded_split, mesh), run_rngs)
   return lambda batches: np.atleast_1d(run_steps(batches))
 

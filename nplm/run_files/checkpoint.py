@@ -38,6 +38,7 @@ import jax
 from jax.experimental import multihost_utils
 import orbax.checkpoint as ocp
 
+from nplm.run_files import state_layouts
 from nplm.run_files.checksum import checkpoint_checksum
 from nplm.run_files.summary import SummaryDamaged, read_summary
 from nplm.paths import absolute, shown
@@ -271,13 +272,16 @@ def _steps(directory: Path) -> list[int]:
 
 def read(path: Path, abstract_state=None):
   """(state, progress) of the checkpoint at `path`, verified against its checksum; restored
-  into `abstract_state`'s shapes and shardings, or without one onto this process's first
-  device: a reader's machine may have other devices than the run had (8 GPUs, a laptop)."""
+  into `abstract_state`'s shapes and shardings (an older layout into today's:
+  nplm.run_files.state_layouts), or without one as saved, onto this process's first device:
+  a reader's machine may have other devices than the run had (8 GPUs, a laptop)."""
+  as_today = lambda state: state
   try:
     with _checkpointer() as checkpointer:
       saved = checkpointer.metadata(path).item_metadata['state'].tree
       state_args = ocp.args.StandardRestore(_on_first_device(saved))
       if abstract_state is not None:
+        abstract_state, as_today = state_layouts.restore_target(saved, abstract_state)
         # Vocabulary-parallel output rows are padded to a multiple of the 'model' shards,
         # so a run resumed on another mesh may want more or fewer rows than were saved.
         # The rows past |V| are padding, masked everywhere: Orbax may pad (with zeros) or
@@ -299,7 +303,7 @@ def read(path: Path, abstract_state=None):
     log.warning('Checkpoint %s has no checksum (saved by an older nplm): not verified.', path)
   elif checkpoint_checksum(restored.state, progress) != checksum:
     raise _Unusable('its contents do not match their checksum (the files were damaged)')
-  return restored.state, progress
+  return as_today(restored.state), progress
 
 
 def saved_params(workdir: Path, latest: bool = False) -> dict | None:

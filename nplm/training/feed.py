@@ -7,8 +7,7 @@ and to the readers of a trained model (nplm.use.trained). Its family supplies:
   prepare_training(ids) its training data on the devices; returns the updates per epoch
   start_epoch           the batches of (epoch, start), and step_data: a batch as the train
                         step's data arguments, laid out over the mesh as `batch_layout` says
-  update                one update, traced: (state, hyperparameters, *data, run key) ->
-                        (state, loss)
+  update                one update, traced: (state, *data, run key) -> (state, loss)
   placed, score         a split as its scoring pass reads it; the exact log-probs of one
                         batch, traced (its data arguments laid out as `scoring_layout` says);
                         scoring_pass, if the pass is not over eval batches of positions;
@@ -17,8 +16,8 @@ and to the readers of a trained model (nplm.use.trained). Its family supplies:
 
 K models of one shape may be trained together (nplm.trainer.run of a list): their states are
 stacked along a leading axis, replicated, and one compiled step updates all of them with
-`jax.vmap`, every model reading the same batch with its own hyperparameters
-(nplm.training.optimizer).
+`jax.vmap`, every model reading the same batch with the hyperparameters its own optimizer
+state holds (nplm.training.optimizer).
 """
 
 import functools
@@ -139,8 +138,10 @@ class Feed:
 
   @functools.cached_property
   def tx(self):
-    """One optimizer for every state the feed creates: K models' states join as one tree."""
-    return optimizer.make_optimizer(self.config, self.tables)
+    """One optimizer for every state the feed creates: K models' states join as one tree,
+    each holding its own hyperparameters (set by the loop: optimizer.with_hyperparameters)."""
+    return optimizer.make_optimizer(self.config, self.tables, getattr(self, 'steps_per_epoch',
+                                                                      None))
 
   def create_state(self, rng):
     """One model's initial state, laid out over the mesh; the steps are compiled for that
@@ -164,15 +165,15 @@ class Feed:
     return [parallel.sharding(self.mesh, *([axis] if axis else [])) for axis in layout]
 
   def compile_update(self, state_sharding):
-    """The jitted update (states donated): (states, hyperparameters, *data, run keys) ->
-    (states, losses); over K stacked models when num_models > 1."""
+    """The jitted update (states donated): (states, *data, run keys) -> (states, losses);
+    over K stacked models when num_models > 1."""
     data = len(self.batch_layout)
     update = (self.update if self.num_models == 1
-              else jax.vmap(self.update, in_axes=(0, 0, *[None] * data, 0)))
+              else jax.vmap(self.update, in_axes=(0, *[None] * data, 0)))
     replicated = parallel.sharding(self.mesh)
     return jax.jit(update, donate_argnums=0,
-                   in_shardings=(state_sharding, replicated,
-                                 *self._shardings(self.batch_layout), replicated),
+                   in_shardings=(state_sharding, *self._shardings(self.batch_layout),
+                                 replicated),
                    out_shardings=(state_sharding, replicated))
 
   def compile_scoring(self, params_sharding):
@@ -182,14 +183,11 @@ class Feed:
     return jax.jit(score, in_shardings=(params_sharding, *self._shardings(self.scoring_layout)),
                    out_shardings=parallel.sharding(self.mesh))
 
-  def step(self, state, batch, run_rng, hyperparameters=None):
+  def step(self, state, batch, run_rng):
     """(state, loss) after one update on a batch of start_epoch: K stacked states and K
-    losses for K models, each with its own `hyperparameters`
-    (nplm.training.optimizer.hyperparameters_of; default: the config's)."""
-    hyperparameters = hyperparameters or optimizer.hyperparameters_of([self.config],
-                                                                      self.steps_per_epoch)
-    return parallel.wait_on_cpu_devices(self.train_step(state, hyperparameters,
-                                                        *self.step_data(batch), run_rng))
+    losses for K models."""
+    return parallel.wait_on_cpu_devices(self.train_step(state, *self.step_data(batch),
+                                                        run_rng))
 
   # --- exact log-probs ---------------------------------------------------------------
 

@@ -106,10 +106,11 @@ class Loop:
     self.runs.close()
 
   def set_hyperparameters(self) -> None:
-    """The step's per-model values, the plateau factors as the runs' progress holds them."""
-    self.hyperparameters = optimizer.hyperparameters_of(
-        [run.config for run in self.runs.all], self.feed.steps_per_epoch,
-        self.runs.lr_scales())
+    """Each run's hyperparameters in its optimizer state, for the updates to come: its
+    config's, the feed's steps per epoch, the plateau factor its progress holds."""
+    values = self.runs.join(self.runs.hyperparameters(self.feed.steps_per_epoch))
+    placed = {name: parallel.put(value, self.mesh) for name, value in values.items()}
+    self.states = optimizer.with_hyperparameters(self.states, placed)
 
   # --- training -----------------------------------------------------------------------
 
@@ -155,8 +156,7 @@ class Loop:
         self.stop.phase = 'compiling the train step'
         log.info('compiling the train step')
         self.compile_started = time.perf_counter()
-      self.states, losses = self.feed.step(self.states, batch, self.run_rngs,
-                                           self.hyperparameters)
+      self.states, losses = self.feed.step(self.states, batch, self.run_rngs)
       self.count_update(losses, examples)
       end = self.run_actions(losses, epoch)
       if end is not None or not self.runs.training:

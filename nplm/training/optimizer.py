@@ -6,9 +6,11 @@ sampled and tree heads' output rows) are updated only in the rows it read, their
 lazily and exactly; every other parameter gets the dense update. SGD's results are the dense
 SGD's; lazy Adam moves a row's moments only when the row is read. AdamW is dense throughout.
 
-Its per-model hyperparameters (Config fields of the 'per-model hyperparameter' group but the
-seed) enter the train step as arrays, so that models trained together each trace their own
-values through one compiled step, and a lone run is the same step with one model's values.
+Its per-step hyperparameters (the float knobs of the 'per-model hyperparameter' group, and
+the schedule's inputs: T, the steps per epoch, the plateau factor) are part of the optimizer
+state (optax.inject_hyperparams): a step reads its rates from the state it updates, so that
+models trained together, their states stacked, each trace their own values through one
+compiled step, and a checkpoint holds the values its step ran with.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import traverse_util
 
@@ -43,12 +46,10 @@ KNOBS = {
                          'never on biases or normalization parameters (paper: 1e-4 with SGD).',
                          PER_MODEL),
 }
-# The per-model knobs that enter the train step as traced arrays: the rates, the decay.
+# The per-model knobs that the optimizer state holds (hyperparameters_of): the rates, the decay.
 HYPERPARAMETERS = tuple(name for name, knob in {**schedules.KNOBS, **KNOBS}.items()
                         if knob.group == PER_MODEL and isinstance(knob.default, float))
 ROW_SPARSE = ('sgd', 'lazy_adam')
-# What the schedule reads beside the config (schedules.learning_rate_at), as traced values.
-SCHEDULE_INPUTS = ('planned', 'steps_per_epoch', 'lr_scale')
 
 
 def config_errors(config: Config) -> list[str]:
@@ -96,27 +97,24 @@ def planned_updates(config: Config, steps_per_epoch: int) -> int:
   return config.epochs * steps_per_epoch
 
 
-def learning_rate_at(config: Config, t, schedule_inputs: dict | None = None):
-  """ε_t, the rate of update t + 1 (schedules.learning_rate_at), from the traced or host
-  values of SCHEDULE_INPUTS (hyperparameters_of)."""
-  return schedules.learning_rate_at(config, t, **(schedule_inputs or {}))
-
-
 def reads_rows(config: Config) -> bool:
   """Whether the train step takes row gradients of the tables: a row-sparse optimizer, and
   no tied embeddings (the softmax reads every row of a tied C)."""
   return config.optimizer in ROW_SPARSE and not config.tie_embeddings
 
 
-def _dense_update(config: Config, tables=(), schedule_inputs=None) -> optax.GradientTransformation:
-  """The update of every parameter but the tables (those are sparse_rows')."""
-  learning_rate = functools.partial(learning_rate_at, config, schedule_inputs=schedule_inputs)
-  mask = decay_mask(config)
+def _dense_update(config: Config, hyperparameters: dict,
+                  tables=()) -> optax.GradientTransformation:
+  """The update of every parameter but the tables (those are sparse_rows'), with the state's
+  `hyperparameters` (traced)."""
+  learning_rate = functools.partial(schedules.learning_rate_at, config,
+                                    hyperparameters=hyperparameters)
+  weight_decay, mask = hyperparameters['weight_decay'], decay_mask(config)
   if config.optimizer == 'sgd':  # θ ← θ - ε_t (∇ + λ θ): the paper's update with decay.
-    update = optax.chain(optax.add_decayed_weights(config.weight_decay, mask),
+    update = optax.chain(optax.add_decayed_weights(weight_decay, mask),
                          optax.sgd(learning_rate))
   else:
-    update = optax.adamw(learning_rate, weight_decay=config.weight_decay, mask=mask)
+    update = optax.adamw(learning_rate, weight_decay=weight_decay, mask=mask)
   if not tables:
     return update
   return optax.masked(update, lambda params: jax.tree_util.tree_map_with_path(
@@ -127,27 +125,43 @@ def _path_of(key_path) -> tuple:
   return tuple(entry.key for entry in key_path)
 
 
-def split_hyperparameters(hyperparameters: dict) -> tuple[dict, dict]:
-  """(the config's values, the schedule's inputs) of hyperparameters_of's dict."""
-  schedule_inputs = {name: value for name, value in hyperparameters.items()
-                     if name in SCHEDULE_INPUTS}
-  return ({name: value for name, value in hyperparameters.items()
-           if name not in SCHEDULE_INPUTS}, schedule_inputs)
+def hyperparameters_of(config: Config, steps_per_epoch: int | None = None,
+                       lr_scale: float = 1.0) -> dict:
+  """One model's per-step hyperparameters as its optimizer state holds them (float32): its
+  HYPERPARAMETERS; with the feed's `steps_per_epoch`, the schedule's T ('planned') and the
+  steps per epoch (NaN without: a state that is not trained, whose rate is never read);
+  `lr_scale`, the plateau factor so far (its progress record's)."""
+  unknown = steps_per_epoch is None
+  values = {name: getattr(config, name) for name in HYPERPARAMETERS}
+  values.update(lr_scale=lr_scale,
+                planned=np.nan if unknown else planned_updates(config, steps_per_epoch),
+                steps_per_epoch=np.nan if unknown else steps_per_epoch)
+  return {name: np.asarray(value, np.float32) for name, value in values.items()}
 
 
-def make_optimizer(config: Config, tables=(), **hyperparameters) -> optax.GradientTransformation:
-  """The config's optimizer; `tables` are the paths of the parameters the step reads by row
-  (sparse_rows.tables_read; row-sparse optimizers only); `hyperparameters`
-  (hyperparameters_of: HYPERPARAMETERS and SCHEDULE_INPUTS) may replace the config's values
-  with traced arrays and give the schedule its inputs."""
-  values, schedule_inputs = split_hyperparameters(hyperparameters)
-  config = config.replace(**values)
-  if config.optimizer not in ROW_SPARSE:
-    update = _dense_update(config, schedule_inputs=schedule_inputs)
+def make_optimizer(config: Config, tables=(), steps_per_epoch: int | None = None
+                   ) -> optax.GradientTransformation:
+  """The config's optimizer, its state holding the hyperparameters (hyperparameters_of)
+  that every update reads; `tables` are the paths of the parameters the step reads by row
+  (sparse_rows.tables_read; row-sparse optimizers only)."""
+
+  # inject_hyperparams builds the update from the state's values at every step.
+  def update(learning_rate, min_learning_rate, lr_decay, weight_decay, lr_scale, planned,
+             steps_per_epoch):
+    hyperparameters = dict(locals())  # Its arguments: hyperparameters_of's names.
+    if config.optimizer in ROW_SPARSE:
+      return _row_sparse(config, tables, _dense_update(config, hyperparameters, tables))
+    dense = _dense_update(config, hyperparameters)
     if config.clip_norm:  # ∇ ← ∇ · min(1, c / ‖∇‖): exploding gradients (Pascanu et al. 2013).
-      return optax.chain(optax.clip_by_global_norm(config.clip_norm), update)
-    return update
-  dense = _dense_update(config, tables)
+      return optax.chain(optax.clip_by_global_norm(config.clip_norm), dense)
+    return dense
+
+  return optax.inject_hyperparams(update, hyperparam_dtype=jnp.float32)(
+      **hyperparameters_of(config, steps_per_epoch))
+
+
+def _row_sparse(config: Config, tables, dense) -> optax.GradientTransformation:
+  """A row-sparse optimizer's state (RowSparseState) and its refusal of a dense update."""
 
   def init(params):
     flat = traverse_util.flatten_dict(params)
@@ -163,34 +177,29 @@ def make_optimizer(config: Config, tables=(), **hyperparameters) -> optax.Gradie
   def refuse_dense_update(updates, state, params=None):
     del updates, state, params
     raise TypeError(f'--optimizer={config.optimizer} updates the rows a step read: call '
-                    'nplm.training.optimizer.apply_gradients(config, state, grads, '
-                    'hyperparameters, rows), not TrainState.apply_gradients')
+                    'nplm.training.optimizer.apply_gradients(config, state, grads, rows), '
+                    'not TrainState.apply_gradients')
 
   return optax.GradientTransformation(init, refuse_dense_update)
 
 
-def hyperparameters_of(configs: list[Config], steps_per_epoch: int = 0,
-                       lr_scales: list[float] | None = None) -> dict:
-  """The per-model hyperparameters as float32 arrays: scalars for one model, [K] for K; with
-  the feed's `steps_per_epoch`, also the schedule's T ('planned') and the steps per epoch;
-  `lr_scales`: each model's plateau factor so far (its progress record's; default 1)."""
-  values = {name: [getattr(c, name) for c in configs] for name in HYPERPARAMETERS}
-  values['lr_scale'] = lr_scales or [1.0] * len(configs)
-  if steps_per_epoch:
-    values['planned'] = [planned_updates(c, steps_per_epoch) for c in configs]
-    values['steps_per_epoch'] = [steps_per_epoch] * len(configs)
-  values = {name: jnp.asarray(value, jnp.float32) for name, value in values.items()}
-  return values if len(configs) > 1 else {name: value[0] for name, value in values.items()}
+def hyperparameters(state) -> dict:
+  """The hyperparameters a train state's next update reads (make_optimizer)."""
+  return state.opt_state.hyperparams
 
 
-def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=None):
-  """The state after one update with this model's `hyperparameters` (traced values); `rows`
+def with_hyperparameters(state, values: dict):
+  """The state with these hyperparameters (hyperparameters_of's names; each a scalar, or
+  [K] for K stacked states) for its next updates."""
+  return state.replace(opt_state=state.opt_state._replace(hyperparams=dict(values)))
+
+
+def apply_gradients(config: Config, state, grads, rows=None):
+  """The state after one update with the hyperparameters its optimizer state holds; `rows`
   (sparse_rows.value_and_row_grads) holds the tables' row gradients for a row-sparse one."""
   if config.optimizer not in ROW_SPARSE:
-    tx = make_optimizer(config, **hyperparameters)
-    return state.replace(tx=tx).apply_gradients(grads=grads).replace(tx=state.tx)
-  values, schedule_inputs = split_hyperparameters(hyperparameters)
-  config, rows = config.replace(**values), rows or {}
+    return state.apply_gradients(grads=grads)
+  values, rows = hyperparameters(state), rows or {}
   flat_params = traverse_util.flatten_dict(state.params)
   rows = {path: (ids, g.astype(flat_params[path].dtype)) for path, (ids, g) in rows.items()}
   summed = {path: sparse_rows.summed_by_row(ids, g, flat_params[path].shape[0])
@@ -202,11 +211,13 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     scale = jnp.minimum(1.0, config.clip_norm / jnp.maximum(norm, 1e-30))
     grads = jax.tree.map(lambda g: g * scale, grads)
     rows = {path: (ids, g * scale) for path, (ids, g) in rows.items()}
-  opt = state.opt_state
-  updates, dense_state = _dense_update(config, tuple(rows), schedule_inputs).update(
+  injected = state.opt_state
+  opt = injected.inner_state
+  updates, dense_state = _dense_update(config, values, tuple(rows)).update(
       grads, opt.dense, state.params)
   flat_updates = traverse_util.flatten_dict(updates)
-  learning_rate = learning_rate_at(config, state.step, schedule_inputs)
+  learning_rate = schedules.learning_rate_at(config, state.step, values)
+  weight_decay = values['weight_decay']
   new_params, table_states = {}, traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
   for path, value in flat_params.items():
     if path not in rows:
@@ -215,20 +226,20 @@ def apply_gradients(config: Config, state, grads, hyperparameters: dict, rows=No
     ids, g = rows[path]
     new_params[path], table_states[path] = sparse_rows.update_table(
         value, table_states[path], ids, g, learning_rate=learning_rate,
-        weight_decay=config.weight_decay if decayed(config, path) else None,
+        weight_decay=weight_decay if decayed(config, path) else None,
         log_decay=opt.log_decay, count=state.step + 1, adam=config.optimizer == 'lazy_adam')
   log_decay = sparse_rows.compensated_add(
-      opt.log_decay, jnp.log1p(-learning_rate * config.weight_decay))
+      opt.log_decay, jnp.log1p(-learning_rate * weight_decay))
+  inner = RowSparseState(dense_state, traverse_util.unflatten_dict(table_states), log_decay)
   return state.replace(step=state.step + 1, params=traverse_util.unflatten_dict(new_params),
-                       opt_state=RowSparseState(dense_state,
-                                                traverse_util.unflatten_dict(table_states),
-                                                log_decay))
+                       opt_state=injected._replace(count=optax.safe_increment(injected.count),
+                                                   inner_state=inner))
 
 
 def row_debts(config: Config, state) -> dict:
   """What the step needs to read the decayed tables' rows with their decay paid
   (sparse_rows.take_rows): per table, its marks and L."""
-  opt = state.opt_state
+  opt = state.opt_state.inner_state
   tables = traverse_util.flatten_dict(opt.tables, is_leaf=_is_table)
   return traverse_util.unflatten_dict({
       path: {'marks': table['marks'], 'log_decay': opt.log_decay}
@@ -242,7 +253,7 @@ def _is_table(_, value) -> bool:
 def pay_decay_debts(config: Config, state):
   """The state with every table row's owed decay paid (sparse_rows): its parameters are then
   the dense optimizer's, to evaluate or save. Any other state as it is."""
-  opt = state.opt_state
+  opt = getattr(state.opt_state, 'inner_state', None)
   if not isinstance(opt, RowSparseState):
     return state
   params = traverse_util.flatten_dict(state.params)
@@ -251,5 +262,6 @@ def pay_decay_debts(config: Config, state):
     if decayed(config, path):
       params[path], tables[path] = sparse_rows.settle_table(params[path], tables[path],
                                                             opt.log_decay)
+  inner = opt._replace(tables=traverse_util.unflatten_dict(tables))
   return state.replace(params=traverse_util.unflatten_dict(params),
-                       opt_state=opt._replace(tables=traverse_util.unflatten_dict(tables)))
+                       opt_state=state.opt_state._replace(inner_state=inner))

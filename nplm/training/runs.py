@@ -123,20 +123,20 @@ class Runs:
       self.all[k].progress.train_seconds += seconds
       self.all[k].progress.train_examples += examples
 
-  def lr_scales(self) -> list[float]:
-    """Each run's --lr_schedule=plateau factor so far (1 for other schedules)."""
-    return [run.progress.lr_scale for run in self.all]
+  def hyperparameters(self, steps_per_epoch: int) -> list[dict]:
+    """Each run's hyperparameters for its next updates (optimizer.hyperparameters_of): its
+    config's, and its --lr_schedule=plateau factor so far."""
+    return [optimizer.hyperparameters_of(run.config, steps_per_epoch, run.progress.lr_scale)
+            for run in self.all]
 
   def write_train_metrics(self, losses: np.ndarray, step: int, rate: float,
                           steps_per_epoch: int) -> None:
+    hyperparameters = self.hyperparameters(steps_per_epoch)
     for k in self.training:
       run = self.all[k]
-      schedule_inputs = {'planned': optimizer.planned_updates(run.config, steps_per_epoch),
-                         'steps_per_epoch': steps_per_epoch,
-                         'lr_scale': run.progress.lr_scale}
       run.writer.write('train', step, loss=float(losses[k]), examples_per_second=rate,
-                       learning_rate=float(optimizer.learning_rate_at(
-                           run.config, step - 1, schedule_inputs)))
+                       learning_rate=float(schedules.learning_rate_at(
+                           run.config, step - 1, hyperparameters[k])))
 
   def unvalidated(self, step: int, runs: list[int] | None = None) -> list[int]:
     """Of `runs` (default: those still training), the runs that have not validated `step`'s

@@ -2,9 +2,10 @@
 
 Every schedule is a function of t and of what the run knows when it starts (T, the updates it
 plans; the updates per epoch), except `plateau`, whose factor changes with the validations:
-that factor (`lr_scale`) is kept in the run's progress record, checkpointed with its state, so
-a resumed run continues on the same rates. Each value is computed with jnp, traced in the train
-step and evaluated on the host for the metrics alike.
+that factor (`lr_scale`) is decided on the host and kept in the run's progress record, and the
+optimizer state carries it to the step (nplm.training.optimizer), so a resumed run continues on
+the same rates. Each value is computed with jnp, traced in the train step and evaluated on the
+host for the metrics alike.
 """
 
 from __future__ import annotations
@@ -86,14 +87,19 @@ def config_errors(config: Config) -> list[str]:
   return [message for ok, message in checks if not ok]
 
 
-def learning_rate_at(config: Config, t, planned=None, steps_per_epoch=None, lr_scale=1.0):
-  """ε_t, the rate of update t + 1. `planned`: T, the updates the run plans (linear, cosine);
-  `steps_per_epoch` (step); `lr_scale`: the product of plateau's decays so far. ε0 =
-  --learning_rate; W = --warmup_steps, over which the rate rises as ε0·(t + 1)/W first."""
-  schedule, start, end = config.lr_schedule, config.learning_rate, config.min_learning_rate
-  warmup = config.warmup_steps
+def learning_rate_at(config: Config, t, hyperparameters: dict | None = None):
+  """ε_t, the rate of update t + 1. `hyperparameters` (traced in the step: the optimizer
+  state's, nplm.training.optimizer.hyperparameters_of; on the host: any of them) replace the
+  config's ε0 = --learning_rate, ε_min and r, and give 'planned': T, the updates the run
+  plans (linear, cosine); 'steps_per_epoch' (step); 'lr_scale': the product of plateau's
+  decays so far (default 1). W = --warmup_steps, over which the rate rises as ε0·(t + 1)/W
+  first."""
+  values = {'learning_rate': config.learning_rate, 'min_learning_rate': config.min_learning_rate,
+            'lr_decay': config.lr_decay, 'lr_scale': 1.0, **(hyperparameters or {})}
+  schedule, start, end = config.lr_schedule, values['learning_rate'], values['min_learning_rate']
+  warmup, planned = config.warmup_steps, values.get('planned')
   if schedule in PLANS_THE_RUN and planned is None:
-    raise ValueError(f'the {schedule} schedule needs T: hyperparameters_of(configs, '
+    raise ValueError(f'the {schedule} schedule needs T: hyperparameters_of(config, '
                      'steps_per_epoch)')
   if schedule == 'rsqrt':  # min(s/W, √(W/s))·ε0 at s = t + 1 (Vaswani et al. 2017, Eq. 3).
     s = t + 1.0
@@ -106,14 +112,14 @@ def learning_rate_at(config: Config, t, planned=None, steps_per_epoch=None, lr_s
   if schedule == 'linear':  # word2vec's (Mikolov et al. 2013a, section 4.3), its floor ε0·1e-4.
     decayed = jnp.maximum(end + (start - end) * (1.0 - t / planned), start * 1e-4)
   elif schedule == 'step':  # ε0·f^max(0, e + 1 - E) in epoch e (Zaremba et al. 2014).
-    if steps_per_epoch is None:
+    if 'steps_per_epoch' not in values:
       raise ValueError('the step schedule needs the steps per epoch')
-    epoch = jnp.floor_divide(t, steps_per_epoch)
+    epoch = jnp.floor_divide(t, values['steps_per_epoch'])
     decayed = start * config.lr_factor ** jnp.maximum(0.0, epoch + 1.0 - config.lr_keep_epochs)
   elif schedule == 'plateau':
-    decayed = start * lr_scale
+    decayed = start * values['lr_scale']
   else:  # inverse: ε0 / (1 + r·t) (Bengio et al. 2003, section 5).
-    decayed = start / (1.0 + config.lr_decay * t)
+    decayed = start / (1.0 + values['lr_decay'] * t)
   return decayed * rising
 
 

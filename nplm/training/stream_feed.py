@@ -113,7 +113,7 @@ class StreamFeed(Feed):
   def step_data(self, batch) -> tuple:
     return (*self.train_arrays, *batch)
 
-  def update(self, state, hyperparameters, words, targets, mask, index, run_rng):
+  def update(self, state, words, targets, mask, index, run_rng):
     """The update on segment `index` of the streams, from the state the last one ended in."""
     lm, config, length = self.lm, self.config, self.config.bptt_length
     words, targets, mask = (_segment(a, index, length) for a in (words, targets, mask))
@@ -135,7 +135,7 @@ class StreamFeed(Feed):
       (loss, carry), grads = jax.value_and_grad(
           lambda params: apply_loss(lm.variables_of(params))[0], has_aux=True)(state.params)
       rows = None
-    state = optimizer.apply_gradients(config, state, grads, hyperparameters, rows)
+    state = optimizer.apply_gradients(config, state, grads, rows)
     return state.replace(carry=carry), loss
 
   def score(self, params, words, targets, index, carry):

@@ -102,12 +102,12 @@ class WindowFeed(Feed):
   def step_data(self, batch) -> tuple:
     return (self.splits['train'], *(parallel.put(array, self.mesh, 'data') for array in batch))
 
-  def update(self, state, hyperparameters, padded_split, positions, mask, run_rng):
+  def update(self, state, padded_split, positions, mask, run_rng):
     config = self.config
     context, targets = batching.windows(padded_split, positions, config.order)
     rng = jax.random.fold_in(run_rng, state.step)  # Each update's samples from its number.
     loss, grads, rows = loss_and_grads(self.lm, config, state, context, targets, mask, rng)
-    return optimizer.apply_gradients(config, state, grads, hyperparameters, rows), loss
+    return optimizer.apply_gradients(config, state, grads, rows), loss
 
   def score(self, params, padded_split, positions):
     """The exact log p of each position's target given its window: [B]."""

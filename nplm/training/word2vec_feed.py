@@ -39,7 +39,7 @@ from nplm import parallel
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.models.word2vec import ABSENT, chunk_positions
-from nplm.training import optimizer, word2vec_update
+from nplm.training import optimizer, schedules, word2vec_update
 from nplm.training.feed import Feed
 
 _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the stream.
@@ -163,7 +163,7 @@ class Word2VecFeed(Feed):
 
   @classmethod
   def tables_read(cls, config, lm) -> tuple:
-    return ()  # word2vec's update is its own (nplm.training.word2vec_update): no optimizer state.
+    return ()  # word2vec's update is its own (nplm.training.word2vec_update): no moments.
 
   def placed(self, ids):
     # Windows stop at a split's ends: nothing is read before its start (no boundary token).
@@ -241,15 +241,14 @@ class Word2VecFeed(Feed):
     """(the head's parameter holding the output vectors, how word2vec_update reads them)."""
     return self.lm.head.word2vec_output()
 
-  def update(self, state, hyperparameters, stream, epoch_positions, index, run_rng):
+  def update(self, state, stream, epoch_positions, index, run_rng):
     config, batch_size = self.config, self.config.batch_size
     window_rng, head_rng = jax.random.split(jax.random.fold_in(run_rng, state.step))
     positions = jax.lax.dynamic_slice(epoch_positions, (index * batch_size,), (batch_size,))
     mask = (positions != ABSENT).astype(jnp.float32)
     radii = window_radii(window_rng, batch_size, config.window)
     windows, centers = context_windows(stream, jnp.maximum(positions, 0), radii, config.window)
-    values, schedule_inputs = optimizer.split_hyperparameters(hyperparameters)
-    alpha = optimizer.learning_rate_at(config.replace(**values), state.step, schedule_inputs)
+    alpha = schedules.learning_rate_at(config, state.step, optimizer.hyperparameters(state))
     name, output = self.output_vectors()
     params = state.params
     tables = (params['model']['C']['embedding'], params['head'][name]['embedding'])
