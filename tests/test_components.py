@@ -1,6 +1,7 @@
 """Models and heads chosen by registry name or by import path, and the knobs each reads: a
 knob set away from its default that neither the chosen model nor the chosen head reads is
-refused in one line naming those that read it; `import nplm.config` loads no Flax or TFDS."""
+refused in one line naming those that read it, as is a source's knob under another
+--dataset; `import nplm.config` loads no Flax or TFDS."""
 
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 
 from nplm import heads, models
 from nplm.config import Config, ConfigError, component_knobs
+from nplm.data.sources import SOURCES, source_class
 from nplm.models.nnlm import NNLM
 from nplm.training.config_checks import validated
 
@@ -85,6 +87,31 @@ def test_a_knob_away_from_its_default_is_refused_unless_the_model_or_head_reads_
         with pytest.raises(ConfigError) as refused:
           validated(config)
         assert str(refused.value) == expected_refusal(knob, model, head)
+
+
+# Each source's own knobs, written from what its reading of the corpus reads (brown_source,
+# text_sources, tfds_source), with a sound value away from the default and an argument.
+SOURCE_READS = {'brown': {'corpus_dir', 'train_tokens', 'valid_tokens'},
+                'text': {'train_tokens', 'valid_tokens', 'split_fractions'},
+                'tfds': {'tfds_splits'}}
+SOURCE_VALUES = {'corpus_dir': 'my_brown', 'split_fractions': '0.6,0.2,0.2',
+                 'tfds_splits': 'train[:90%],train[90%:],test'}
+DATASETS = {'brown': 'brown', 'text': 'text:my_corpus', 'tfds': 'tfds:ptb_text_only'}
+
+
+@pytest.mark.parametrize('knob', sorted(SOURCE_VALUES))
+def test_a_sources_knob_under_another_dataset_is_refused_naming_its_readers(knob):
+  assert {kind: set(source_class(kind).knobs) for kind in SOURCES} == SOURCE_READS
+  for kind, dataset in DATASETS.items():
+    config = Config(workdir='unused', dataset=dataset, **{knob: SOURCE_VALUES[knob]})
+    if knob in SOURCE_READS[kind]:
+      validated(config.resolved())
+      continue
+    readers = ', '.join(name for name, reads in SOURCE_READS.items() if knob in reads)
+    with pytest.raises(ConfigError) as refused:
+      validated(config.resolved())
+    assert str(refused.value) == (f'--{knob} is read by --dataset={readers}, not '
+                                  f'--dataset={dataset}: leave it out')
 
 
 def test_the_help_texts_list_the_registries_names():

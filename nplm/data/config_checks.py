@@ -3,7 +3,7 @@ validated_data for the programs that read a dataset without training): kept here
 sources and tokenizers they ask, so that config.py holds the knobs."""
 
 from nplm.data import tokenizers
-from nplm.data.sources import source_of
+from nplm.data.sources import SOURCES, readers, source_class, source_of, split_knobs
 from nplm.errors import ConfigError
 
 
@@ -28,12 +28,25 @@ def data_checks(config) -> list[tuple[bool, str]]:
        '--train_tokens and --valid_tokens go together, both positive (or both 0)'),
       *[(False, error) for error in tokenizers.config_errors(config)],
       *[(False, error) for error in source.config_errors(config)],
+      *[(False, error) for error in _unread_knob_errors(config, source)],
       (len(shares) == 3 and min(shares) > 0 and abs(sum(shares) - 1) < 1e-6,
        f'--split_fractions must be three positive shares summing to 1, got '
        f'{config.split_fractions!r}'),
       (len(config.tfds_splits.split(',')) == 3 and all(config.tfds_splits.split(',')),
        f'--tfds_splits names three TFDS splits (train, valid, test), got {config.tfds_splits!r}'),
   ]
+
+
+def _unread_knob_errors(config, source) -> list[str]:
+  """A source's knob set away from its default under another --dataset would change
+  nothing: refused, naming the sources that read it."""
+  from nplm.config import default_of  # Here, not above: Config imports the sources.
+  knobs = dict.fromkeys(name for kind in SOURCES for name in source_class(kind).knobs)
+  # A source that cuts by tokens reads the split's knobs, declared or not.
+  read = {*source.knobs, *(split_knobs('', '') if source.cuts_by_tokens else ())}
+  return [f'--{name} is read by --dataset={", ".join(readers(name))}, not '
+          f'--dataset={config.dataset}: leave it out'
+          for name in knobs if name not in read and getattr(config, name) != default_of(name)]
 
 
 def settled_data(config):

@@ -178,3 +178,8 @@ def source_class(kind: str) -> type[Source]:
   if not (isinstance(source_class, type) and issubclass(source_class, Source)):
     raise ConfigError(f'--dataset={kind} is not a source: subclass nplm.data.sources.Source')
   return source_class
+
+
+def readers(knob: str) -> list[str]:
+  """The registry's sources (their --dataset kinds) that read the Config field `knob`."""
+  return [kind for kind in SOURCES if knob in source_class(kind).knobs]
