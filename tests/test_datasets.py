@@ -308,7 +308,8 @@ def test_a_damaged_prepared_file_is_refused(tmp_path):
 def test_bad_dataset_settings_are_named():
   for fields, message in [({'dataset': 'ptb'}, "unknown --dataset='ptb'"),
                           ({'tokens': 'bytes'}, "unknown --tokens='bytes'"),
-                          ({'split_fractions': '0.8,0.3,0.1'}, 'summing to 1'),
+                          ({'dataset': 'text:x', 'split_fractions': '0.8,0.3,0.1'},
+                           'summing to 1'),
                           ({'dataset': 'tfds:x', 'train_tokens': 5, 'valid_tokens': 5},
                            'comes split'),
                           ({'max_vocab_size': -1}, '--max_vocab_size')]:
