@@ -99,8 +99,8 @@ class RunSettings:
                                      'perplexity is the whole split. A resumed run keeps it.')
 
   eval_batch_size: int = _knob(OBSERVATION, 2048, 'Examples per evaluation batch (the last '
-                               'one is padded); recurrent models: words per segment of the '
-                               'one stream.')
+                               'one is padded; a shorter split is one batch of its size); '
+                               'recurrent models: words per segment of the one stream.')
   eval_splits: str = _knob(OBSERVATION, 'auto', 'The splits the final evaluation scores: '
                            'train, valid, test (comma-separated) or auto: valid and test, and '
                            f'train where it has at most {AUTO_TRAIN_TOKENS:,} tokens.')

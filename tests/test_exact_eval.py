@@ -153,6 +153,26 @@ def test_a_k_model_evaluation_pass_in_chunks_equals_numpy_eq1(monkeypatch):
     np.testing.assert_allclose(log_p, expected[np.arange(len(ids)), ids], atol=1e-5)
 
 
+def test_a_split_shorter_than_an_eval_batch_is_one_batch_of_its_size_and_exact():
+  """45 words at --eval_batch_size=2048: one batch of 48 positions (45 rounded up to 8), not
+  2,048; its log-probs Eq. 1's in numpy, token by token."""
+  order, counts = 3, np.arange(30, 0, -1)
+  config = Config(workdir='unused', order=order, feature_size=4, hidden_size=5, direct=True,
+                  eval_batch_size=2048).resolved()
+  lm = build_language_model(config, counts)
+  ids = np.random.default_rng(0).integers(0, len(counts), 45).astype(np.int32)
+  mesh = parallel.make_mesh('', devices=jax.devices('cpu')[:1])
+  feed = WindowFeed(config, lm, {'valid': ids}, boundary_id=0, mesh=mesh)
+  params = WindowFeed.initial_params(config, lm, jax.random.key(1))
+  pieces, count = feed.scoring_pass(params, feed.splits['valid'], len(ids))
+  assert count == 1 and [mask.shape for _, mask in pieces] == [(48,)]
+  stream = np.concatenate([np.zeros(order - 1, np.int32), ids])  # Boundary id 0 first.
+  context = np.stack([stream[t + order - 2 - np.arange(order - 1)] for t in range(len(ids))])
+  expected = numpy_eq1(params, context, config.hidden_size, config.direct)
+  np.testing.assert_allclose(feed.log_probs(params, 'valid'),
+                             expected[np.arange(len(ids)), ids], atol=1e-5)
+
+
 @pytest.mark.slow
 def test_the_benchmark_reports_every_figure_from_its_measurements(tmp_path):
   sizes, tokens, batch = (300, 1500), 400, 64

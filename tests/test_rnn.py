@@ -145,10 +145,14 @@ def test_segmented_evaluation_equals_one_unsegmented_numpy_pass(cell, tiny_corpu
   ids = tiny_corpus.splits['valid']
   boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
   want = numpy_split_log_probs(lm, params, ids, boundary)
-  for segment_length in (7, len(ids)):
+  for segment_length in (7, len(ids), 2048):  # 2048: one segment of the split's length.
     got = stream_log_probs(config, lm, params, ids, boundary, segment_length)
     assert got.shape == (len(ids),)
     np.testing.assert_allclose(got, want, atol=2e-5)
+  feed = stream_feed.StreamFeed(config.replace(eval_batch_size=2048), lm, {'split': ids},
+                                boundary)
+  pieces, count = feed.scoring_pass(params, ids, len(ids))
+  assert count == 1 and [mask.shape for _, mask in pieces] == [(1, -(-len(ids) // 8) * 8)]
 
 
 @pytest.mark.slow

@@ -75,6 +75,13 @@ def train_batches(num_examples: int, batch_size: int, seed: int, epoch: int, sta
     yield _padded_batch(first + stride * examples, batch_size)
 
 
+def pass_batch_size(num_examples: int, batch_size: int, multiple: int) -> int:
+  """A scoring pass's batch: --eval_batch_size, or a split shorter than that in one batch of
+  its size rounded up to `multiple` (a 120-token split is not padded to 2,048). No program
+  is added: each split's scoring program is its own already, its data's shape its own."""
+  return min(batch_size, -(-max(num_examples, 1) // multiple) * multiple)
+
+
 def eval_batches(num_examples: int, batch_size: int):
   """Every position once, in order, the last batch padded and masked."""
   for start in range(0, num_examples, batch_size):

@@ -33,7 +33,6 @@ def _words(leaf: jax.Array) -> jax.Array:
   return jax.lax.bitcast_convert_type(leaf, jnp.uint32).reshape(-1)
 
 
-@jax.jit
 def _leaf_sums(leaf: jax.Array) -> jax.Array:
   words = _words(leaf)
   index = jnp.arange(words.size, dtype=jnp.uint32)
@@ -43,13 +42,18 @@ def _leaf_sums(leaf: jax.Array) -> jax.Array:
                     jnp.sum(words * second, dtype=jnp.uint32)])
 
 
+@jax.jit
+def _summed_leaves(leaves: list) -> jax.Array:
+  """Both sums of every leaf, added modulo 2^32 (uint32 addition wraps): one program per
+  state's shapes, where a program per leaf cost a compile each (most of a small run's
+  checkpoint time)."""
+  return sum((_leaf_sums(jnp.asarray(leaf)) for leaf in leaves), jnp.zeros(2, jnp.uint32))
+
+
 def state_digest(tree) -> str:
   """16 hex digits from every array of `tree`; the same however the tree is laid out or
   nested (a state restored without a template has other containers), so leaves are summed."""
-  total = np.zeros(2, np.uint64)
-  for leaf in jax.tree.leaves(tree):
-    total += parallel.fetch(_leaf_sums(jnp.asarray(leaf))).astype(np.uint64)
-  low, high = (total % 2**32).astype(np.uint32)
+  low, high = parallel.fetch(_summed_leaves(jax.tree.leaves(tree)))
   return f'{int(low):08x}{int(high):08x}'
 
 

@@ -144,8 +144,14 @@ class Progress:
     return progress
 
 
+@jax.jit
+def _all_finite(tree) -> jax.Array:
+  """One program per state's shapes (a program per leaf cost two compiles each)."""
+  return jnp.array([jnp.isfinite(leaf).all() for leaf in jax.tree.leaves(tree)]).all()
+
+
 def all_finite(tree) -> bool:
-  return all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(tree))
+  return bool(_all_finite(tree))
 
 
 class ModelRun:

@@ -210,7 +210,8 @@ class Feed:
   def scoring_pass(self, params, data, num_tokens: int):
     """(the pass's pieces, each (log p [..., b] on the devices, mask [b]); how many): every
     position once, --eval_batch_size at a time split over 'data', the last batch padded."""
-    size = self.config.eval_batch_size
+    size = batching.pass_batch_size(num_tokens, self.config.eval_batch_size,
+                                    8 * self.mesh.shape['data'])
     pieces = ((self.log_prob_step(params, data, parallel.put(positions, self.mesh, 'data')), mask)
               for positions, mask in batching.eval_batches(num_tokens, size))
     return pieces, batching.num_batches(num_tokens, size)

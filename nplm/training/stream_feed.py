@@ -6,9 +6,10 @@ in. That state enters the step as a constant, so gradients stop at the segment's
 (truncation), and it is part of the train state: checkpoints keep it and a resumed run goes
 on exactly. It is reset to h_0 = 0 at the start of every epoch.
 
-Evaluation reads a split as one stream in order, T' = --eval_batch_size words at a time,
-carrying the state across the whole split: every word is scored once, given all the words
-before it in the split, by the head's exact log_prob.
+Evaluation reads a split as one stream in order, T' = --eval_batch_size words at a time (a
+shorter split in one segment of its own length), carrying the state across the whole split:
+every word is scored once, given all the words before it in the split, by the head's exact
+log_prob.
 
 Data-parallel (nplm.parallel): the B training streams and their carried states are split
 over the mesh's 'data' axis. Evaluation's one stream is sequential: every data device reads
@@ -22,7 +23,7 @@ from flax.training import train_state
 
 from nplm import parallel, sparse_rows
 from nplm.display import counted
-from nplm.data import streams
+from nplm.data import batching, streams
 from nplm.lm import COMPUTE_DTYPES, in_compute_dtype
 from nplm.training import optimizer
 from nplm.training.feed import Feed, masked_mean
@@ -140,15 +141,16 @@ class StreamFeed(Feed):
 
   def score(self, params, words, targets, index, carry):
     """The exact log p of segment `index`'s targets [1, T'], and the state after it."""
-    length = self.config.eval_batch_size
+    length = min(self.config.eval_batch_size, words.shape[1])  # A short split: one segment.
     words, targets = _segment(words, index, length), _segment(targets, index, length)
     return self.lm.apply(self.lm.variables_of(params), words, targets, carry,
                          method=self.lm.log_prob)
 
   def scoring_pass(self, params, ids, num_tokens: int):
-    """One stream from h_0 = 0, T' = --eval_batch_size words a segment, the state carried
-    across every segment: log p(w_t | w_0 … w_{t-1})."""
-    length = self.config.eval_batch_size
+    """One stream from h_0 = 0, T' = --eval_batch_size words a segment (a shorter split in
+    one segment of its length), the state carried across every segment:
+    log p(w_t | w_0 … w_{t-1})."""
+    length = batching.pass_batch_size(num_tokens, self.config.eval_batch_size, 8)
     words, targets, mask = streams.streams(ids, 1, length, self.boundary_id)
     words, targets = parallel.put(words, self.mesh), parallel.put(targets, self.mesh)
     segments = streams.num_segments(num_tokens, 1, length)
