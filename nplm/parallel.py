@@ -179,12 +179,12 @@ def state_shardings(abstract_state, mesh: Mesh, vocab_parallel: bool, batch_axes
   return jax.tree_util.tree_map_with_path(place, abstract_state)
 
 
-def create_state(make_state, rng, mesh: Mesh, vocab_parallel: bool, batch_axes=None):
-  """(state, its shardings): `make_state(rng)` run under jit so that every leaf is created
-  where it lives, a split leaf never whole on one device."""
-  abstract = jax.eval_shape(make_state, rng)
+def state_maker(make_state, mesh: Mesh, vocab_parallel: bool, batch_axes=None):
+  """(`make_state` jitted, the shardings of the state it returns): every leaf created where
+  it lives, a split leaf never whole on one device. One program for every key."""
+  abstract = jax.eval_shape(make_state, jax.random.key(0))
   shardings = state_shardings(abstract, mesh, vocab_parallel, batch_axes)
-  return jax.jit(make_state, out_shardings=shardings)(rng), shardings
+  return jax.jit(make_state, out_shardings=shardings), shardings
 
 
 def check_divides(what: str, size: int, mesh: Mesh) -> None:

@@ -11,13 +11,20 @@ from nplm.config import Config
 from nplm.data import brown_format, load_corpus
 from tests import cli
 
-# The tests' programs are compiled with LLVM's optimizations off, theirs and their children's
-# (set before jax starts its backend): their arrays are tiny, so compiling is most of their
-# time (the fast tier's time with and without: docs/decisions.md). What the tests compare is
-# each against an independent computation within its tolerance, or two runs of one setting.
 _UNOPTIMIZED = '--xla_backend_optimization_level=0'
-if _UNOPTIMIZED not in os.environ.get('XLA_FLAGS', ''):
-  os.environ['XLA_FLAGS'] = f'{os.environ.get("XLA_FLAGS", "")} {_UNOPTIMIZED}'.strip()
+
+
+def pytest_configure(config) -> None:
+  """The tests' programs are compiled with LLVM's optimizations off, theirs and their
+  children's (set before jax starts its backend): their arrays are tiny, so compiling is
+  most of their time (the fast tier's time with and without: docs/decisions.md). What the
+  tests compare is each against an independent computation within its tolerance, or two
+  runs of one setting. Set here, not as this module is imported: tests/readme_substitutions
+  imports it outside pytest too (experiments.same_numbers' Brown runs, which must compile
+  as a user's do)."""
+  del config
+  if _UNOPTIMIZED not in os.environ.get('XLA_FLAGS', ''):
+    os.environ['XLA_FLAGS'] = f'{os.environ.get("XLA_FLAGS", "")} {_UNOPTIMIZED}'.strip()
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
 FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')

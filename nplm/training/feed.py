@@ -49,7 +49,7 @@ class Feed:
   a 'train' split it has no epochs: it scores (nplm.use.trained), or its compiled step is
   given the caller's data (experiments/benchmarks)."""
 
-  batch_axes = None  # State fields split over 'data' by example (nplm.parallel.create_state).
+  batch_axes = None  # State fields split over 'data' by example (nplm.parallel.state_maker).
   batch_layout: tuple  # Per data argument of the train step: None replicated, or 'data'.
   scoring_layout: tuple  # The same for the scoring step's data arguments.
   scoring_unit = 'batch'  # What its progress lines count.
@@ -144,10 +144,17 @@ class Feed:
                                                                       None))
 
   def create_state(self, rng):
-    """One model's initial state, laid out over the mesh; the steps are compiled for that
-    layout (K models together: replicated, stacked)."""
-    state, sharding = parallel.create_state(
-        lambda rng: self.init_state(self.config, self.lm, rng, self.tx), rng, self.mesh,
+    """One model's initial state, laid out over the mesh."""
+    return self.make_state(rng)
+
+  @functools.cached_property
+  def make_state(self):
+    """key -> one model's initial state laid out over the mesh: one program for every state
+    the feed creates (K models together each compiled their own: a second each on 2
+    cores). The steps are compiled for that layout (K models together: replicated,
+    stacked)."""
+    make_state, sharding = parallel.state_maker(
+        lambda rng: self.init_state(self.config, self.lm, rng, self.tx), self.mesh,
         self.lm.vocab_parallel, batch_axes=self.batch_axes)
     if self.num_models > 1:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
@@ -157,7 +164,7 @@ class Feed:
     pay = pay if self.num_models == 1 else jax.vmap(pay)
     self.pay_decay_debts = (jax.jit(pay, donate_argnums=0, out_shardings=sharding)
                             if self.tables else lambda state: state)
-    return state
+    return make_state
 
   # --- the compiled steps ------------------------------------------------------------
 
