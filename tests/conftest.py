@@ -26,6 +26,7 @@ def pytest_configure(config) -> None:
   if _UNOPTIMIZED not in os.environ.get('XLA_FLAGS', ''):
     os.environ['XLA_FLAGS'] = f'{os.environ.get("XLA_FLAGS", "")} {_UNOPTIMIZED}'.strip()
 
+
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'
 FIXTURE_FILES = ('ca01', 'ca02', 'cb01', 'cj75', 'cr01')
 # Each whitespace-separated `word/tag` is one word.

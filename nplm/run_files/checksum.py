@@ -47,7 +47,7 @@ def _summed_leaves(leaves: list) -> jax.Array:
   """Both sums of every leaf, added modulo 2^32 (uint32 addition wraps): one program per
   state's shapes, where a program per leaf cost a compile each (most of a small run's
   checkpoint time)."""
-  return sum((_leaf_sums(jnp.asarray(leaf)) for leaf in leaves), jnp.zeros(2, jnp.uint32))
+  return sum((_leaf_sums(leaf) for leaf in leaves), jnp.zeros(2, jnp.uint32))
 
 
 def state_digest(tree) -> str:
