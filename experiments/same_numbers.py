@@ -24,6 +24,8 @@ SHORT = ['--feature_size=8', '--batch_size=16', '--eval_batch_size=64',
          '--epochs=3', '--patience=2', '--log_every=10', '--learning_rate=0.01']
 NNLM = ['--model=nnlm', '--order=3', '--hidden_size=16']
 # (name, corpus, flags): every family (window, stream, word2vec), every head and optimizer.
+# Word vectors score no perplexity unless asked (nplm.config's --eval_splits=auto).
+WORD_VECTORS_SCORED = '--eval_splits=train,valid,test'
 CASES = [
     *[(f'nnlm {head}', 'text', [*NNLM, f'--head={head}'])
       for head in ('softmax', 'class', 'tree')],
@@ -56,9 +58,9 @@ CASES = [
                          '--optimizer=sgd', '--learning_rate=0.5', '--num_layers=2']),
     ('cbow negative_sampling', 'text', ['--model=cbow', '--head=negative_sampling', '--optimizer=sgd',
                                         '--num_samples=4', '--window=2', '--subsample=1e-2',
-                                        '--patience=0']),
+                                        '--patience=0', WORD_VECTORS_SCORED]),
     ('skipgram tree', 'text', ['--model=skipgram', '--head=tree', '--optimizer=sgd', '--window=2',
-                               '--patience=0']),
+                               '--patience=0', WORD_VECTORS_SCORED]),
     ('brown nnlm', 'brown', [*NNLM, '--unk_max_count=1']),
     ('brown lstm', 'brown', ['--model=lstm', '--hidden_size=16', '--bptt_length=8', '--batch_size=4']),
 ]

@@ -103,7 +103,9 @@ class RunSettings:
                                'recurrent models: words per segment of the one stream.')
   eval_splits: str = _knob(OBSERVATION, 'auto', 'The splits the final evaluation scores: '
                            'train, valid, test (comma-separated) or auto: valid and test, and '
-                           f'train where it has at most {AUTO_TRAIN_TOKENS:,} tokens.')
+                           f'train where it has at most {AUTO_TRAIN_TOKENS:,} tokens; none for '
+                           'word vectors (word2vec), which are not a language model (named, '
+                           'their splits are scored and validated each epoch).')
   log_every: int = _knob(OBSERVATION, 200, 'Updates between progress lines / metrics records.')
   checkpoint_every: int = _knob(OBSERVATION, 2000, 'Updates between periodic checkpoints '
                                 '(also at each epoch).')
@@ -158,10 +160,13 @@ class RunSettings:
       changes.update(source.default_split())
     return self.replace(**changes)
 
-  def evaluated_splits(self, sizes: dict[str, int]) -> list[str]:
-    """The splits of `sizes` (each split's tokens, in order) that --eval_splits names."""
+  def evaluated_splits(self, sizes: dict[str, int], *, language_model: bool) -> list[str]:
+    """The splits of `sizes` (each split's tokens, in order) that --eval_splits names; auto
+    names none of a model that is not a language model (its model class's
+    `language_model`): word vectors' "perplexities" are read by no one unless asked for."""
     if self.eval_splits == 'auto':
-      return [name for name in sizes if name != 'train' or sizes[name] <= AUTO_TRAIN_TOKENS]
+      return [name for name in sizes if language_model
+              and (name != 'train' or sizes[name] <= AUTO_TRAIN_TOKENS)]
     return [name for name in sizes if name in self.eval_splits.split(',')]
 
   def absolute_paths(self) -> 'Config':

@@ -5,6 +5,9 @@ Feed-forward models read a window of n-1 words per example; recurrent models rea
 [B·T, H], so every head works under every model. A feed-forward model that trains every
 position of its window (the Transformer) is trained the same way, its [B, n-1, H] flattened
 for the head, and evaluated at the window's last position only.
+
+Every exact log-prob (`log_prob`, `log_probs`) is computed with float32 matmuls on any device
+(nplm.precision); the training loss takes the backend's default.
 """
 
 import flax.linen as nn
@@ -14,6 +17,7 @@ import jax.numpy as jnp
 from nplm.errors import ConfigError
 from nplm.heads import build_head, head_class, with_output_rows
 from nplm.models import build_model
+from nplm.precision import exact
 
 
 class LanguageModel(nn.Module):
@@ -38,9 +42,11 @@ class LanguageModel(nn.Module):
     losses = self.head.loss(hidden.reshape(-1, hidden.shape[-1]), following.reshape(-1), rng)
     return losses.reshape(following.shape).mean(axis=1)
 
+  @exact
   def log_prob(self, context: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
     return self.head.log_prob(self.model(context), targets)
 
+  @exact
   def log_probs(self, context: jnp.ndarray) -> jnp.ndarray:
     return self.head.log_probs(self.model(context))
 
@@ -87,11 +93,13 @@ class RecurrentLanguageModel(LanguageModel):
     hidden, state = self._hidden(words, state, train=True)
     return self.head.loss(hidden, targets.reshape(-1), rng).reshape(targets.shape), state
 
+  @exact
   def log_prob(self, words, targets, state):
     """Exact log p(target_t | all earlier words) [B, T], and the state after."""
     hidden, state = self._hidden(words, state)
     return self.head.log_prob(hidden, targets.reshape(-1)).reshape(targets.shape), state
 
+  @exact
   def log_probs(self, words, state):
     """The full distribution after each word [B, T, |V|], and the state after."""
     hidden, state = self._hidden(words, state)

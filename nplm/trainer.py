@@ -61,6 +61,7 @@ def _lone_summary(summary: dict) -> dict:
     # The held-out splits that --eval_splits named (train where it named neither).
     scored = [split for split in SPLITS if f'{split}_ppl' in summary]
     shown = [split for split in scored if split != 'train'] or scored
-    log.info('%s  (|V| = %d)', '  '.join(f'{split} perplexity {summary[f"{split}_ppl"]:.2f}'
-                                         for split in shown), summary['vocab_size'])
+    if shown:  # Word vectors score none unless asked.
+      log.info('%s  (|V| = %d)', '  '.join(f'{split} perplexity {summary[f"{split}_ppl"]:.2f}'
+                                           for split in shown), summary['vocab_size'])
   return summary

@@ -193,7 +193,8 @@ def test_skipgram_ns_trains_on_a_text_of_one_repeated_line(tmp_path):
   text.write_text('alpha bravo charlie delta echo foxtrot golf hotel\n' * 5000)
   result = subprocess.run(
       [sys.executable, '-m', 'nplm.cli', 'train', '--flagfile=skipgram_ns',
-       f'--dataset=text:{text}', '--epochs=1', f'--workdir={tmp_path / "run"}',
+       f'--dataset=text:{text}', '--epochs=1', '--eval_splits=train,valid,test',
+       f'--workdir={tmp_path / "run"}',
        f'--data_dir={tmp_path / "tfds"}'],
       cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-1500:]

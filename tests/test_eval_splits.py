@@ -3,6 +3,7 @@ train up to a size), --valid_tokens_per_eval (the epoch-end validation on the fi
 tokens, reported as such; the final valid figure always the whole split), a finished run
 reused only when it holds the splits asked for, and the phases of an invocation."""
 
+import functools
 import json
 import logging
 import math
@@ -65,12 +66,17 @@ def valid_records(workdir) -> list[dict]:
 def test_auto_takes_train_up_to_the_threshold_and_refuses_unknown_names(monkeypatch):
   sizes = {'train': 420, 'valid': 120, 'test': 97}
   config = Config(workdir='unused')
-  assert config.evaluated_splits(sizes) == ['train', 'valid', 'test']  # 420 <= 3,000,000.
+  evaluated = functools.partial(config.evaluated_splits, language_model=True)
+  assert evaluated(sizes) == ['train', 'valid', 'test']  # 420 <= 3,000,000.
   monkeypatch.setattr(config_lib, 'AUTO_TRAIN_TOKENS', 420)
-  assert config.evaluated_splits(sizes) == ['train', 'valid', 'test']
+  assert evaluated(sizes) == ['train', 'valid', 'test']
   monkeypatch.setattr(config_lib, 'AUTO_TRAIN_TOKENS', 419)
-  assert config.evaluated_splits(sizes) == ['valid', 'test']
-  assert config.replace(eval_splits='test,train').evaluated_splits(sizes) == ['train', 'test']
+  assert evaluated(sizes) == ['valid', 'test']
+  named = config.replace(eval_splits='test,train')
+  assert named.evaluated_splits(sizes, language_model=True) == ['train', 'test']
+  # Word vectors: auto scores nothing; splits named are scored.
+  assert config.evaluated_splits(sizes, language_model=False) == []
+  assert named.evaluated_splits(sizes, language_model=False) == ['train', 'test']
   for value in ('vlaid', 'auto,train', '', 'valid,'):
     with pytest.raises(ConfigError) as refused:
       validated(config.replace(eval_splits=value))

@@ -184,7 +184,7 @@ def test_a_run_without_records_or_epochs_still_draws(tmp_path, drawn):
   assert_a_drawing(path)
   loss, perplexity, rate = drawn[0].axes
   assert panel_texts(loss) == panel_texts(rate) == ['no progress record yet']
-  assert panel_texts(perplexity) == ['no validation yet']
+  assert panel_texts(perplexity) == ['no validation record']
   rows = [{'point': 'lr=0.1', 'valid_ppl': None, 'test_ppl': None},  # Diverged: no bars.
           {'point': 'lr=0.01', 'valid_ppl': 170.0, 'test_ppl': 160.0}]
   path = plots.sweep_results(rows, tmp_path / 'results.png', baseline=('KN5', 188.3))
@@ -197,4 +197,4 @@ def test_only_a_learning_curve_without_validation_says_so(tmp_path, drawn):
   plots.learning_curve(tmp_path)
   loss, perplexity, _ = drawn[0].axes
   assert list(loss.lines[0].get_ydata()) == [5.0, 2.5, 5.0 / 3] and panel_texts(loss) == []
-  assert panel_texts(perplexity) == ['no validation yet']
+  assert panel_texts(perplexity) == ['no validation record']

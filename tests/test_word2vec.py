@@ -2,6 +2,7 @@
 window, the linear schedule, whole runs through nplm.trainer, and the tools that refuse them."""
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -377,7 +378,7 @@ def logged_losses(workdir) -> list[float]:
 @pytest.fixture(scope='module')
 def cbow_run(tiny_corpus, tmp_path_factory):
   root = tmp_path_factory.mktemp('word2vec')
-  config = tiny_run_config(root / 'cbow')
+  config = tiny_run_config(root / 'cbow', eval_splits='train,valid,test')  # Asked for.
   return config, run(config, tiny_corpus)
 
 
@@ -399,23 +400,38 @@ def test_cbow_learns_and_reports_exact_scores_of_its_last_parameters(cbow_run, t
 def test_a_run_stopped_mid_epoch_resumes_to_the_same_numbers(cbow_run, tiny_corpus, tmp_path):
   config, summary = cbow_run
   steps_per_epoch = summary['steps'] // config.epochs
-  stopped = run(tiny_run_config(tmp_path / 'resumed', max_steps=steps_per_epoch + 3),
+  asked = dict(eval_splits=config.eval_splits)
+  stopped = run(tiny_run_config(tmp_path / 'resumed', max_steps=steps_per_epoch + 3, **asked),
                 tiny_corpus)
   assert stopped['status'] == 'max_steps'
-  resumed = run(tiny_run_config(tmp_path / 'resumed'), tiny_corpus)
+  resumed = run(tiny_run_config(tmp_path / 'resumed', **asked), tiny_corpus)
   for key in ('train_ppl', 'valid_ppl', 'test_ppl'):
     assert resumed[key] == pytest.approx(summary[key], rel=1e-6)
 
 
 @pytest.mark.slow
-def test_skipgram_with_the_huffman_tree_learns(tiny_corpus, tmp_path):
-  """Its training loss falls, and the summary's figure is the last validation's."""
+def test_skipgram_with_the_huffman_tree_learns_and_scores_no_perplexity_unless_asked(
+    tiny_corpus, tmp_path, caplog):
+  """Its training loss falls; no split is scored, each epoch or at the end, nor a
+  validation recorded (--eval_splits left to auto, --patience=0); its vectors are saved."""
   config = tiny_run_config(tmp_path / 'skipgram', model='skipgram', head='tree')
-  summary = run(config, tiny_corpus)
+  with caplog.at_level(logging.INFO, logger='nplm'):
+    summary = run(config, tiny_corpus)
   losses = logged_losses(config.workdir)
   assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.15
   saved = json.loads((tmp_path / 'skipgram' / 'summary.json').read_text())
-  assert saved['valid_ppl'] == summary['valid_ppl'] == summary['valid_ppl_history'][-1]
+  assert saved['status'] == 'epochs_done' and saved['epochs'] == config.epochs
+  assert saved['evaluated'] == {} and not [key for key in saved if key.endswith('_ppl')]
+  assert saved['valid_ppl_history'] == [] and saved['best_epoch'] is None
+  assert saved['phase_seconds']['validation'] == 0 and saved['phase_seconds']['evaluation'] == {}
+  assert saved['reported'] == {'parameters': 'last', 'step': saved['steps'], 'valid_ppl': None}
+  kinds = {json.loads(line)['kind']
+           for line in (tmp_path / 'skipgram' / 'metrics.jsonl').read_text().splitlines()}
+  assert 'valid' not in kinds
+  assert ('skipgram is not a language model: no perplexity is scored (--eval_splits=valid,test '
+          'asks for them)') in caplog.messages
+  vectors = saved_params(tmp_path / 'skipgram')['model']['C']['embedding']
+  assert vectors.shape == (summary['vocab_size'], 8)
 
 
 # --- the tools --------------------------------------------------------------------------

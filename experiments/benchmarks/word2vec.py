@@ -27,7 +27,8 @@ the clock after the first update (the step's compilation) and restarts it after 
 checkpoint; validations, the final evaluation and each epoch's subsampling draw (numpy,
 before the epoch's first update) are outside it. The words are counted in the share of the
 positions the timed updates trained (all but the first update's batch: train_nplm). nplm
-runs with TIMED_RUN (--eval_splits=valid, no periodic checkpoints; the epoch ends' remain).
+runs with TIMED_RUN (no periodic checkpoints; the epoch ends' remain) and, as word vectors do
+unless asked, scores no perplexity.
 
 --speed_tokens=N also times each variant once (seed 0, 1 epoch) on prepare.py's generated
 corpus of N i.i.d. Zipf words over SPEED_TYPES types (text:DIR in OUT/speed/corpus, prepared
@@ -62,8 +63,8 @@ from nplm.training.config_checks import validated
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
 SENTENCE_WORDS = 10_000  # gensim's MAX_WORDS_IN_BATCH: it cuts longer sentences there.
-# What a timed nplm run leaves out: the exact evaluation of the test split, periodic saves.
-TIMED_RUN = {'eval_splits': 'valid', 'checkpoint_every': 10 ** 9}
+# What a timed nplm run leaves out: periodic saves.
+TIMED_RUN = {'checkpoint_every': 10 ** 9}
 SPEED_TYPES = 50_000  # Word types of the generated corpus --speed_tokens times on.
 # (figure, where a side's scores hold it): the scores compared.
 SCORES = {'wordsim353': ('wordsim353', 'spearman'), 'simlex999': ('simlex999', 'spearman'),

@@ -42,6 +42,11 @@ def report(summary: dict) -> str:
           f'epochs: {summary["epochs"]} ({reported(summary)}{part})   '
           f'{summary["train_examples_per_second"]:,.0f} train examples/s   '
           f'{summary["wall_seconds"]:,.0f} s']
+  if summary.get('evaluated') == {}:  # Word vectors, unless --eval_splits asked.
+    workdir = paths.shown(summary['config']['workdir'])
+    rows.append(f'no perplexity scored (--eval_splits=valid,test asks); its word vectors: '
+                f'nplm neighbours --workdir={workdir} WORD, nplm embeddings '
+                f'--workdir={workdir} --out=DIR')
   return '\n'.join(rows + cli.summary_lines(summary))
 
 

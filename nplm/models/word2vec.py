@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from nplm import heads, sparse_rows
+from nplm.precision import exact
 from nplm.knobs import Knob
 
 ABSENT = -1  # A context slot without a word.
@@ -147,6 +148,7 @@ class CBOW(_Word2Vec):
     return (self.update_words(config, head, batch, examples=1),
             evaluated * (2 * config.window * m + m + head_eval))
 
+  @exact
   def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray,
                       whole_distribution: bool = False) -> jnp.ndarray:
     """log p(w_t | its context) per position, [batch]: the head's exact log_prob (one target
@@ -188,6 +190,7 @@ class SkipGram(_Word2Vec):
     return (self.update_words(config, head, batch, examples=pairs),
             evaluated * (self.feature_size + per_position))
 
+  @exact
   def token_log_probs(self, head, windows: jnp.ndarray, centers: jnp.ndarray,
                       whole_distribution: bool = False) -> jnp.ndarray:
     """The mean of log p(w_{t+j} | w_t) over the context words of each position, [batch]

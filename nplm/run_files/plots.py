@@ -74,7 +74,7 @@ def _validation_panel(axes, valid: list[dict]) -> None:
   axes.set(xlabel='update', ylabel='perplexity',
            title=f'Validation perplexity (exact{f", on {part}" if part else ""})')
   if not valid:
-    _say(axes, 'no validation yet')
+    _say(axes, 'no validation record')
 
 
 def _marker(records: list) -> str | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jax
 
-from nplm import parallel
+from nplm import models, parallel
 from nplm.config import Config
 from nplm.files import write_json_atomically
 from nplm.paths import shown
@@ -186,5 +186,6 @@ def finished_summary(config: Config) -> dict | None:
     return None
   if 'evaluated' not in summary:  # Written before --eval_splits: every split evaluated.
     return summary
-  wanted = config.evaluated_splits(summary['split_tokens'])
+  language_model = models.model_class(config.model).language_model
+  wanted = config.evaluated_splits(summary['split_tokens'], language_model=language_model)
   return summary if set(wanted) <= set(summary['evaluated']) else None

@@ -31,7 +31,7 @@ from nplm.perplexity import perplexity
 from nplm.run_files.model_run import what_is_kept
 from nplm.run_files.summary import RunStatus, parameter_count
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
-from nplm.training import memory, optimizer
+from nplm.training import memory, optimizer, schedules
 from nplm.training.actions import Interval, Periodic, StepInfo
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
@@ -50,6 +50,15 @@ def periodic_validation(config: Config, valid_tokens: int) -> dict:
              'validates on the whole split', wanted, counted(valid_tokens, 'token'))
   tokens = min(wanted, valid_tokens) if wanted else valid_tokens
   return {'split': 'valid', 'tokens': tokens, 'of': valid_tokens}
+
+
+def validates(config: Config, language_model: bool, evaluated: list[str]) -> bool:
+  """Whether the run validates (each epoch, or --eval_every): a language model always (its
+  learning curve); word vectors only where something reads it (--patience, --eval_every,
+  --lr_schedule=plateau) or perplexities were asked for (--eval_splits): a word2vec run
+  would otherwise spend most of its time scoring figures no one reads."""
+  return (language_model or bool(evaluated) or config.patience > 0 or bool(config.eval_every)
+          or schedules.reads_validations(config))
 
 
 class Loop:
@@ -71,7 +80,12 @@ class Loop:
                        len(configs))
     check_corpus(self.config, self.lm, split_sizes)
     warn_untrained_unk(corpus)
-    self.evaluated = self.config.evaluated_splits(split_sizes)
+    language_model = self.lm.model.language_model
+    self.evaluated = self.config.evaluated_splits(split_sizes, language_model=language_model)
+    self.validates = validates(self.config, language_model, self.evaluated)
+    if not self.validates:
+      log.info('%s is not a language model: no perplexity is scored (--eval_splits=valid,test '
+               'asks for them)', self.config.model)
     validation = periodic_validation(self.config, split_sizes['valid'])
     whole = validation['tokens'] == validation['of']
     self.validation_split = 'valid' if whole else prefix_name('valid', validation['tokens'])
@@ -297,7 +311,7 @@ class Loop:
     its rate's decay (the caller saves them: Runs.save_latest). A stop request
     (RunInterrupted) or a failure (out of memory) is raised once the states are saved: it
     loses nothing."""
-    runs = self.runs.unvalidated(self.step, runs)
+    runs = self.runs.unvalidated(self.step, runs) if self.validates else []
     if not runs:
       return runs
     per_epoch = self.feed.steps_per_epoch

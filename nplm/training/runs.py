@@ -217,7 +217,7 @@ class Runs:
                       else progress.best_valid_ppl}
       params.append(chosen.params)
       run.keep_report(last)
-      if self.count == 1 and not run.diverged:
+      if self.count == 1 and not run.diverged and splits:
         log.info('final evaluation: %s with the %s parameters (step %d%s)', ', '.join(splits),
                  run.reported['parameters'], run.reported['step'],
                  '' if run.reported['valid_ppl'] is None

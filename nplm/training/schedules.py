@@ -123,6 +123,11 @@ def learning_rate_at(config: Config, t, hyperparameters: dict | None = None):
   return decayed * rising
 
 
+def reads_validations(config: Config) -> bool:
+  """Whether the schedule's rate depends on the validations (plateau)."""
+  return config.lr_schedule == 'plateau'
+
+
 def plateau_decays(config: Config, ppl: float, best: float | None) -> bool:
   """Whether a validation perplexity `ppl` (against the best before it) decays the rate under
   --lr_schedule=plateau: it is not below best × (1 - --plateau_threshold)."""

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nplm.precision import exact
+
 
 class RecurrentState(NamedTuple):
   carry: jnp.ndarray  # The model's state after the words read so far.
@@ -36,6 +38,7 @@ def _window_log_probs(lm, variables, window):
 
 
 @functools.partial(jax.jit, static_argnames='lm')
+@exact
 def _recurrent_step(lm, variables, carry, words):
   """The model one word on: [S] words in, (carry after them, hidden [S, D]) out."""
   hidden, carry = lm.apply(variables, words[:, None], carry,
@@ -44,6 +47,7 @@ def _recurrent_step(lm, variables, carry, words):
 
 
 @functools.partial(jax.jit, static_argnames='lm')
+@exact
 def _recurrent_log_probs(lm, variables, hidden):
   return lm.apply(variables, hidden, method=lambda m, h: m.head.log_probs(h))
 
