@@ -107,8 +107,12 @@ class RunSettings:
                            'word vectors (word2vec), which are not a language model (named, '
                            'their splits are scored and validated each epoch).')
   log_every: int = _knob(OBSERVATION, 200, 'Updates between progress lines / metrics records.')
-  checkpoint_every: int = _knob(OBSERVATION, 2000, 'Updates between periodic checkpoints '
-                                '(also at each epoch).')
+  checkpoint_minutes: float = _knob(OBSERVATION, 10.0, 'Minutes between periodic checkpoints '
+                                    '(as levanter saves; also at each epoch and validation), '
+                                    'whatever the speed; 0: none by time. A multi-process '
+                                    "run's processes agree at --log_every steps.")
+  checkpoint_every: int = _knob(OBSERVATION, 0, 'Also a checkpoint every this-many updates '
+                                '(0: by --checkpoint_minutes only).')
   keep_checkpoints: int = _knob(OBSERVATION, 2, 'Periodic checkpoints kept in '
                                 '<workdir>/checkpoints (at least 1), besides the best one.')
   stop_seconds: float = _knob(OBSERVATION, 25.0, 'After SIGTERM or Ctrl-C a run saves at its '

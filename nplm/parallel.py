@@ -113,7 +113,14 @@ def agreed_stop(requested: bool, at_sync_point: bool) -> bool:
     return requested
   if not at_sync_point:
     return False
-  return bool(np.any(multihost_utils.process_allgather(np.array(requested))))
+  return any_process(requested)
+
+
+def any_process(flag: bool) -> bool:
+  """Whether `flag` holds in any process (a collective: every process calls it at once)."""
+  if jax.process_count() == 1:
+    return flag
+  return bool(np.any(multihost_utils.process_allgather(np.array(flag))))
 
 
 def wait_on_cpu_devices(result):

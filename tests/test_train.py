@@ -21,6 +21,7 @@ from nplm.run_files.checkpoint import (Checkpoints, IncompatibleCheckpointError,
 from nplm.config import Config, ConfigError
 from nplm.data.brown_source import build_corpus
 from nplm.data.vocab import TEXT_END
+from nplm.training import actions
 from nplm.training.optimizer import apply_gradients, make_optimizer
 from nplm.trainer import TrainingDiverged, run
 from tests.conftest import TINY_SPLIT
@@ -318,3 +319,57 @@ def test_sgd_follows_the_papers_schedule_and_never_decays_biases():
   np.testing.assert_allclose(updates['H']['kernel'], -rate * (0.3 + 0.01 * 2.0), rtol=1e-5)
   np.testing.assert_allclose(updates['C']['embedding'], -rate * (0.3 + 0.01 * -1.0), rtol=1e-5)
   np.testing.assert_allclose(updates['H']['bias'], -rate * 0.3, rtol=1e-5)
+
+
+def test_the_checkpoint_clock_is_due_its_seconds_after_a_reset_and_never_when_0(monkeypatch):
+  now = [100.0]
+  monkeypatch.setattr(actions.time, 'perf_counter', lambda: now[0])
+  clock = actions.Clocked(60.0, action=print, skip=lambda step: step % 10 == 0, sync_every=5)
+  now[0] += 59.9
+  assert not clock.due(1)
+  now[0] += 0.1
+  assert clock.due(2) and clock.due(3) and not clock.due(10)  # An epoch's end saves anyway.
+  clock.reset()
+  assert not clock.due(4)
+  now[0] += 61
+  assert clock.due(4)
+  assert not actions.Clocked(0.0, action=print, skip=lambda step: False, sync_every=1).due(1)
+
+
+def test_the_processes_of_a_run_read_their_checkpoint_clocks_together_at_sync_steps(
+    monkeypatch):
+  """Between sync steps no collective is called and nothing is due; at one, the clock is
+  due where any process's is (here another's, as the fake collective says)."""
+  now, asked = [0.0], []
+  monkeypatch.setattr(actions.time, 'perf_counter', lambda: now[0])
+  monkeypatch.setattr(actions.jax, 'process_count', lambda: 2)
+  monkeypatch.setattr(actions.parallel, 'any_process', lambda late: asked.append(late) or True)
+  clock = actions.Clocked(60.0, action=print, skip=lambda step: False, sync_every=5)
+  assert not clock.due(3) and asked == []
+  assert clock.due(5) and asked == [False]  # This process's clock: 0 s of 60.
+  now[0] += 60
+  assert not clock.due(6) and asked == [False]
+  assert clock.due(10) and asked == [False, True]
+
+
+@pytest.mark.slow
+def test_checkpoints_by_the_clock_fall_within_epochs_and_leave_the_numbers_as_they_were(
+    tiny_corpus, tmp_path):
+  """A clock due at every update saves between the epoch ends; the decay that lazy Adam's
+  rows owe is paid in the saved copy only, so that the run's numbers are those of a run
+  that saved at its epoch ends alone, to every digit."""
+  config = tiny_config(tmp_path / 'by_epoch', optimizer='lazy_adam', weight_decay=0.1,
+                       epochs=2, patience=2, checkpoint_every=0, checkpoint_minutes=0,
+                       keep_checkpoints=1000)
+  by_epoch = run(config, tiny_corpus)
+  clocked = run(config.replace(workdir=str(tmp_path / 'clocked'), checkpoint_minutes=1e-9),
+                tiny_corpus)
+
+  def saved_steps(name):
+    return sorted(int(path.name) for path in (tmp_path / name / 'checkpoints').iterdir())
+
+  per_epoch = by_epoch['steps'] // 2
+  assert saved_steps('by_epoch') == [per_epoch, 2 * per_epoch]
+  assert saved_steps('clocked') == list(range(1, 2 * per_epoch + 1))
+  for key in ('valid_ppl', 'test_ppl', 'train_ppl', 'valid_ppl_history'):
+    assert clocked[key] == by_epoch[key]

@@ -1,13 +1,15 @@
 """What the loop (nplm.training.loop) runs between updates, after levanter's hooks and
-big_vision's `itstime`: actions due every N updates, what they see of the update, and the
-clock of the updates since the losses were last read."""
+big_vision's `itstime`: actions due every N updates or every so many seconds, what they see
+of the update, and the clock of the updates since the losses were last read."""
 
 import dataclasses
 import time
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
+from nplm import parallel
 from nplm.run_files.summary import RunStatus
 
 
@@ -41,10 +43,37 @@ class StepInfo:
 
 @dataclasses.dataclass(frozen=True)
 class Periodic:
-  """An action every `every` updates, but not at the steps `skip` names."""
+  """An action every `every` updates (0: never), but not at the steps `skip` names."""
   every: int
   action: Callable[[StepInfo], None]
   skip: Callable[[int], bool] = lambda step: False
 
   def due(self, step: int) -> bool:
-    return step % self.every == 0 and not self.skip(step)
+    return bool(self.every) and step % self.every == 0 and not self.skip(step)
+
+
+@dataclasses.dataclass
+class Clocked:
+  """An action once `seconds` of wall clock (0: never) have passed since `reset`, but not at
+  the steps `skip` names. The processes of a multi-process run act at the same update, so
+  they read their clocks together, at every `sync_every`-th step only: due there where any
+  process's clock says so."""
+  seconds: float
+  action: Callable[[StepInfo], None]
+  skip: Callable[[int], bool]
+  sync_every: int
+  started: float = dataclasses.field(init=False)
+
+  def __post_init__(self):
+    self.reset()
+
+  def reset(self) -> None:
+    self.started = time.perf_counter()
+
+  def due(self, step: int) -> bool:
+    if not self.seconds or self.skip(step):
+      return False
+    late = time.perf_counter() - self.started >= self.seconds
+    if jax.process_count() == 1:
+      return late
+    return step % self.sync_every == 0 and parallel.any_process(late)

@@ -72,8 +72,10 @@ def _run_checks(config: Config) -> list[tuple[bool, str]]:
       (config.eval_splits == 'auto' or set(config.eval_splits.split(',')) <= set(SPLITS),
        f'unknown --eval_splits={config.eval_splits!r}; known: {", ".join(SPLITS)} '
        '(comma-separated) or auto'),
-      (config.checkpoint_every >= 1,
-       f'--checkpoint_every must be positive, got {config.checkpoint_every}'),
+      (config.checkpoint_minutes >= 0,
+       f'--checkpoint_minutes must be 0 (none by time) or more, got {config.checkpoint_minutes}'),
+      (config.checkpoint_every >= 0,
+       f'--checkpoint_every must be 0 (by time only) or more, got {config.checkpoint_every}'),
       (config.keep_checkpoints >= 1,
        f'--keep_checkpoints must be at least 1 (the run resumes from one), got '
        f'{config.keep_checkpoints}'),

@@ -164,6 +164,9 @@ class Feed:
     pay = pay if self.num_models == 1 else jax.vmap(pay)
     self.pay_decay_debts = (jax.jit(pay, donate_argnums=0, out_shardings=sharding)
                             if self.tables else lambda state: state)
+    # The same, the states kept: what a periodic checkpoint saves.
+    self.settled_copy = (jax.jit(pay, out_shardings=sharding) if self.tables
+                         else lambda state: state)
     return make_state
 
   # --- the compiled steps ------------------------------------------------------------

@@ -3,9 +3,10 @@
 What one update reads and how a split is scored differ by model family (its feed,
 nplm.training.families); the loop drives each through the same small interface. Between
 updates it runs periodic actions (after levanter's hooks and big_vision's `itstime`): the
-progress line and metrics every --log_every updates, a checkpoint every --checkpoint_every,
-a checkpoint then validation every --eval_every (or at each epoch's end); the run's last update
-is validated too, so that the final evaluation never drops an update.
+progress line and metrics every --log_every updates, a checkpoint every --checkpoint_minutes
+(and every --checkpoint_every updates), a checkpoint then validation every --eval_every (or at
+each epoch's end); the run's last update is validated too, so that the final evaluation never
+drops an update.
 
 Loop discipline (after big_vision): the states are created or resumed, every update is
 rebuilt from its number (so a rerun resumes exactly), losses are checked whenever they are
@@ -31,8 +32,8 @@ from nplm.perplexity import perplexity
 from nplm.run_files.model_run import what_is_kept
 from nplm.run_files.summary import RunStatus, parameter_count
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
-from nplm.training import memory, optimizer, schedules
-from nplm.training.actions import Interval, Periodic, StepInfo
+from nplm.training import cost, memory, optimizer, schedules
+from nplm.training.actions import Clocked, Interval, Periodic, StepInfo
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus, warn_untrained_unk
@@ -101,14 +102,18 @@ class Loop:
     except BaseException:
       self.runs.close()
       raise
-    self.compiled = False
+    self.compiled, self.cost_said = False, False
     self.set_hyperparameters()
     per_epoch, every = self.feed.steps_per_epoch, self.config.eval_every
+
+    def saves_anyway(step: int) -> bool:  # A validation or an epoch's end.
+      return step % per_epoch == 0 or bool(every) and step % every == 0
+
+    self.checkpoint_clock = Clocked(60 * self.config.checkpoint_minutes, self.checkpoint,
+                                    skip=saves_anyway, sync_every=self.config.log_every)
     self.actions = [Periodic(self.config.log_every, self.log_progress),
-                    # Not where a validation or an epoch's end saves anyway.
-                    Periodic(self.config.checkpoint_every, self.checkpoint,
-                             skip=lambda step: step % per_epoch == 0
-                             or bool(every) and step % every == 0)]
+                    Periodic(self.config.checkpoint_every, self.checkpoint, skip=saves_anyway),
+                    self.checkpoint_clock]
     if every:
       self.actions.append(Periodic(every, self.validate_periodically))
     log.info('%s', self.startup_line())
@@ -215,8 +220,8 @@ class Loop:
     if due or end:
       info = self.read_losses(losses, epoch, end)
       try:
-        for action in due:
-          action.action(info)
+        for action in dict.fromkeys(action.action for action in due):  # A checkpoint once.
+          action(info)
       except RunInterrupted:  # During a validation: its checkpoint is saved.
         return RunStatus.INTERRUPTED
       self.bar.set_postfix(loss=f'{np.min(info.losses):.3f}',
@@ -234,15 +239,29 @@ class Loop:
                     end)
 
   def log_progress(self, info: StepInfo) -> None:
-    """Each training model's train metrics, and the progress line."""
+    """Each training model's train metrics, and the progress line; at the first with a
+    rate, what a lone run will cost (nplm.training.cost)."""
     self.runs.write_train_metrics(info.losses, self.step, info.examples_per_second,
                                   self.feed.steps_per_epoch)
     if self.runs.training:
       log.info('%s', self.progress_line(info))
+      if info.steps_per_second and not self.cost_said:
+        self.cost_said = True
+        if self.runs.count == 1 and jax.process_count() == 1:
+          self.stop.phase = 'timing a sampled head'
+          cost.warn_if_costly(self.config, self.lm, self.corpus, self.mesh, type(self.feed),
+                              info.examples_per_second, self.planned_steps() - self.step,
+                              info.examples_per_second / info.steps_per_second)
+          self.stop.phase = TRAINING
+          self.interval.restart()
 
   def checkpoint(self, info: StepInfo) -> None:
+    """A periodic checkpoint (by updates or by the clock): a copy of the states with their
+    rows' decay paid, the states trained on as they were, so that the run's numbers do not
+    depend on when its clock called for a save."""
     if info.end is None:  # A run that ends here saves on its way out (train).
-      self.save_unsaved()
+      self.save_states(lambda states: self.runs.save_unsaved(states, self.step),
+                       settle=self.feed.settled_copy)
       self.stop.phase = TRAINING
       self.interval.restart()
 
@@ -264,13 +283,18 @@ class Loop:
     """`runs`' checkpoints of this step with their progress as it is now, a best among them."""
     self.save_states(lambda states: self.runs.save_latest(states, runs))
 
-  def save_states(self, save) -> None:
+  def save_states(self, save, settle=None) -> None:
+    """`save` of the states with their rows' lazily paid decay paid (the parameters are then
+    the dense update's): paid in the training states, or in the copy `settle` makes."""
     self.stop.phase = SAVING
     started = time.perf_counter()
-    # The rows' lazily paid decay paid: the parameters are the dense update's.
-    self.states = self.feed.pay_decay_debts(self.states)
-    save(self.states)
+    if settle is None:
+      self.states = self.feed.pay_decay_debts(self.states)
+      save(self.states)
+    else:
+      save(settle(self.states))
     self.stop.unsaved = False
+    self.checkpoint_clock.reset()
     self.phases['checkpoints'] += time.perf_counter() - started
 
   def progress_line(self, info: StepInfo) -> str:
