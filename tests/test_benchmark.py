@@ -8,6 +8,7 @@ import pytest
 
 from experiments.benchmarks import harness
 from experiments.benchmarks import nnlm as benchmark
+from experiments.benchmarks import nnlm_step
 from tests.benchmark_clock import BenchmarkClock
 
 TINY_SHAPE = dict(order=3, feature_size=2, hidden_size=3, direct=True)
@@ -108,3 +109,22 @@ def test_torch_comparison_runs_or_says_why_not():
 def test_an_unprepared_corpus_is_a_clear_error(tmp_path):
   with pytest.raises(harness.CorpusNotPrepared, match='not prepared'):
     harness.load_training_ids(str(tmp_path))
+
+
+def test_the_step_parts_are_each_timed_and_the_step_both_ways(monkeypatch):
+  """nnlm_step's report: every part timed once per block, the matmuls' rates from their
+  FLOPs (2·B·D·|V|), the step as one program and as two."""
+  monkeypatch.setitem(harness.SHAPES, 'TINY', TINY_SHAPE)
+  ids = np.random.default_rng(0).integers(2, TINY_VOCAB, 200).astype(np.int32)
+  report = nnlm_step.measure(ids, np.ones(TINY_VOCAB), 1, 'TINY', batch_size=4, steps=2,
+                             repeats=1)
+  parts = report['parts']
+  assert len(parts) == 6 and all(part['seconds'] > 0 for part in parts.values())
+  width = report['output_width']
+  assert width == 7 and report['vocab_size'] == TINY_VOCAB  # (n-1)·m + h: direct.
+  for name in ('output forward [B,D]·[D,|V|]', 'output gradient [|V|,B]·[B,D]',
+               'hidden gradient [B,|V|]·[|V|,D]'):
+    assert parts[name]['gflops_per_s'] == pytest.approx(
+        2 * 4 * width * TINY_VOCAB / parts[name]['seconds'] / 1e9)
+  assert set(report['whole_step']) == {'one program', 'two programs'}
+  assert 'whole step, two programs' in nnlm_step.format_report(report, markdown=True)

@@ -226,6 +226,21 @@ def interleaved_rates(runners: dict, batches, repeats: int) -> dict:
   return {name: rate_summary(seconds[name], batches, losses[name]) for name in runners}
 
 
+def compiled_first_step(run_steps, about, batches):
+  """(run_steps, about) of a PyTorch runner under torch.compile once its first step ran
+  (compiling there), or (None, why not): compiling needs a toolchain (Triton on a GPU, a C++
+  compiler on a CPU) that a machine may lack, which should cost that comparison only."""
+  if run_steps is None:
+    return None, about  # PyTorch is not importable: `about` says so.
+  try:
+    run_steps(batches[:1])
+  except Exception as error:  # torch.compile's failures share no base class.
+    first_line = (str(error).strip().splitlines() or [''])[0]
+    return None, (f'torch.compile(backend={about["compile_backend"]!r}) failed: '
+                  f'{type(error).__name__}: {first_line}')
+  return run_steps, about
+
+
 def use_all_cores() -> int:
   """PyTorch's intra-op threads = the cores this process may use (XLA's pool uses them all)."""
   import torch  # Optional: only the PyTorch comparisons call this.

@@ -10,8 +10,10 @@ Brown training streams: the epoch's first --steps segments in order, the recurre
 carried from each to the next. An untimed run compiles; then --repeats timed runs, each ended
 by block_until_ready (median, min and max). When PyTorch is installed,
 experiments/benchmarks/torch_lstm.py trains on the very same segments, and the timed runs
-alternate (nplm, PyTorch, nplm, …) so that a busy spell of a shared machine slows both. Rates
-count real tokens: the mask's sum, without the padding at the streams' tail.
+alternate (nplm, PyTorch, nplm, …) so that a busy spell of a shared machine slows both;
+--torch_compile=inductor adds the PyTorch model under torch.compile(model) (compiled before
+the timing, as nplm's step; dynamo leaves nn.LSTM itself to cuDNN). Rates count real tokens:
+the mask's sum, without the padding at the streams' tail.
 """
 
 import os
@@ -23,8 +25,9 @@ import numpy as np
 from absl import app, flags
 from absl import logging as absl_logging
 
-from experiments.benchmarks.harness import (CorpusNotPrepared, interleaved_rates,
-                                            load_training_ids, machine_info, use_all_cores)
+from experiments.benchmarks.harness import (CorpusNotPrepared, compiled_first_step,
+                                            interleaved_rates, load_training_ids, machine_info,
+                                            use_all_cores)
 from nplm.flagfiles import config_from_flagfile
 from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
@@ -72,8 +75,9 @@ def nplm_runner(feed: StreamFeed, seed: int):
   return run_steps
 
 
-def torch_runner(config: Config, vocab_size: int, feed: StreamFeed):
-  """(run_steps, what ran it) or (None, why it was skipped): PyTorch is optional."""
+def torch_runner(config: Config, vocab_size: int, feed: StreamFeed, compile_backend: str = ''):
+  """(run_steps, what ran it) or (None, why it was skipped): PyTorch is optional. With
+  `compile_backend`, the model runs under torch.compile(backend=compile_backend)."""
   try:
     from experiments.benchmarks import torch_lstm
   except ImportError as error:
@@ -81,13 +85,16 @@ def torch_runner(config: Config, vocab_size: int, feed: StreamFeed):
   threads = use_all_cores()
   # Writable copies: torch.from_numpy warns about the read-only views of device arrays.
   words, targets, mask = (np.array(a) for a in feed.train_arrays)
-  run_steps = torch_lstm.make_runner(config, vocab_size, words, targets, mask, config.seed)
-  return run_steps, {'threads': threads, 'version': torch_lstm.torch.__version__}
+  run_steps = torch_lstm.make_runner(config, vocab_size, words, targets, mask, config.seed,
+                                     compile_backend)
+  return run_steps, {'threads': threads, 'version': torch_lstm.torch.__version__,
+                     'compile_backend': compile_backend}
 
 
 def measure(config: Config, counts, train_ids, boundary_id: int, steps: int,
-            repeats: int) -> dict:
-  """Everything the CLI reports, as a dict: importable, and runnable on any ids."""
+            repeats: int, torch_compile: str = '') -> dict:
+  """Everything the CLI reports, as a dict: importable, and runnable on any ids;
+  `torch_compile`: also the PyTorch model under torch.compile with that backend."""
   lm = build_language_model(config, counts)
   feed = StreamFeed(config, lm, {'train': np.asarray(train_ids)}, boundary_id)
   batches = segment_batches(feed, steps)
@@ -95,17 +102,30 @@ def measure(config: Config, counts, train_ids, boundary_id: int, steps: int,
   torch_run, torch_about = torch_runner(config, len(counts), feed)
   if torch_run:
     runners['torch'] = torch_run
+  compiled_about = 'not asked (--torch_compile)'
+  if torch_compile:
+    compiled_run, compiled_about = compiled_first_step(
+        *torch_runner(config, len(counts), feed, torch_compile), batches)
+    if compiled_run:
+      runners['torch_compiled'] = compiled_run
   rates = interleaved_rates(runners, batches, repeats)
   usable = (len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
             else os.cpu_count())  # macOS has no affinity
   report = {'machine': {**machine_info(), 'usable_cores': usable},
             'shape': {name: getattr(config, name) for name in SHAPE_FIELDS},
-            'vocab_size': len(counts), 'settings': {'steps': steps, 'repeats': repeats},
+            'vocab_size': len(counts),
+            'settings': {'steps': steps, 'repeats': repeats, 'torch_compile': torch_compile},
             'nplm': rates['nplm'], 'torch': None, 'nplm_over_torch': None,
-            'torch_skipped': None if torch_run else torch_about}
+            'torch_skipped': None if torch_run else torch_about,
+            'torch_compiled': None, 'nplm_over_torch_compiled': None,
+            'torch_compiled_skipped': None if 'torch_compiled' in rates else compiled_about}
   if torch_run:
     report['torch'] = {**rates['torch'], **torch_about}
     report['nplm_over_torch'] = rates['nplm']['median'] / rates['torch']['median']
+  if 'torch_compiled' in rates:
+    report['torch_compiled'] = {**rates['torch_compiled'], **compiled_about}
+    report['nplm_over_torch_compiled'] = (rates['nplm']['median']
+                                          / rates['torch_compiled']['median'])
   return report
 
 
@@ -129,6 +149,10 @@ def format_report(report: dict, markdown: bool = False) -> str:
   torch = report['torch']
   if torch:
     rows.append(_rate_row(f'PyTorch {torch["version"]}', torch))
+  compiled = report.get('torch_compiled')
+  if compiled:
+    rows.append(_rate_row(f'PyTorch {compiled["version"]}, torch.compile '
+                          f'({compiled["compile_backend"]})', compiled))
   if markdown:
     rows.insert(1, ['---'] * len(rows[0]))
     lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
@@ -142,6 +166,10 @@ def format_report(report: dict, markdown: bool = False) -> str:
               '(for-loop) AdamW.']
   else:
     lines.append(f'PyTorch comparison skipped: {report["torch_skipped"]}.')
+  if compiled:
+    lines.append(f'nplm / torch.compile: {report["nplm_over_torch_compiled"]:.2f}× (medians).')
+  elif report['settings'].get('torch_compile'):
+    lines.append(f'torch.compile comparison skipped: {report["torch_compiled_skipped"]}.')
   return '\n'.join(lines) + '\n'
 
 
@@ -161,6 +189,10 @@ def define_flags() -> None:
   flags.DEFINE_integer('steps', 20, 'Consecutive segments (updates) in one timed run.')
   flags.DEFINE_integer('repeats', 5, 'Timed runs of each implementation; the median is reported.')
   flags.DEFINE_string('out', '', 'If set, a directory that receives rnn_benchmark.{md,json}.')
+  flags.DEFINE_string('torch_compile', '', 'Also time the PyTorch model under '
+                      'torch.compile(model, backend=THIS): inductor (torch.compile\'s default, '
+                      'the real figure) or eager / aot_eager (a cheap check of the code path, '
+                      'not a speed); empty: not.')
 
 
 def main(argv):
@@ -171,7 +203,8 @@ def main(argv):
   try:
     config = flagfile_config(FLAGS.flagfile_name)
     train_ids, counts, boundary_id = load_training_ids(FLAGS.data_dir)
-    report = measure(config, counts, train_ids, boundary_id, FLAGS.steps, FLAGS.repeats)
+    report = measure(config, counts, train_ids, boundary_id, FLAGS.steps, FLAGS.repeats,
+                     FLAGS.torch_compile)
   except (CorpusNotPrepared, ConfigError) as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)

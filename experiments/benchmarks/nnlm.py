@@ -7,7 +7,8 @@ For the MLP1 and MLP9 shapes of Table 1 it times the real jitted step of nplm's 
 trainer's own batches (after an untimed compile, --repeats runs of --steps steps, each ended
 by block_until_ready; median, min and max), counts the FLOPs of one step (XLA's cost analysis
 and by hand), measures this machine's float32 matmul rate, and, when PyTorch is installed,
-times the same model written plainly in PyTorch on the same batches.
+times the same model written plainly in PyTorch on the same batches; --torch_compile=inductor
+also times it compiled (torch.compile(model), the compile left out of the timing, as JAX's).
 """
 
 import numpy as np
@@ -37,22 +38,25 @@ def xla_flops(compiled) -> float | None:
   return float(cost['flops']) if cost and 'flops' in cost else None
 
 
-def torch_runner(config, vocab_size, padded_split):
-  """(run_steps, what ran it) or (None, why it was skipped): PyTorch is optional."""
+def torch_runner(config, vocab_size, padded_split, compile_backend=''):
+  """(run_steps, what ran it) or (None, why it was skipped): PyTorch is optional. With
+  `compile_backend`, the model runs under torch.compile(backend=compile_backend)."""
   try:
     from experiments.benchmarks import torch_nnlm
   except ImportError as error:
     return None, f'PyTorch is not importable ({error}); `pip install torch==2.13.0` adds it'
   threads = harness.use_all_cores()
-  run_steps = torch_nnlm.make_runner(config, vocab_size, padded_split, config.seed)
+  run_steps = torch_nnlm.make_runner(config, vocab_size, padded_split, config.seed,
+                                     compile_backend)
   return run_steps, {'threads': threads, 'version': torch_nnlm.torch.__version__,
-                     'device': str(torch_nnlm.DEVICE)}
+                     'device': str(torch_nnlm.DEVICE), 'compile_backend': compile_backend}
 
 
 def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
-                    repeats, with_torch=True) -> dict:
-  """nplm's step (float32 and --dtype=bfloat16) and PyTorch's on the same batches, their
-  timed runs interleaved; the float32 step's FLOPs and its share of the matmul rate."""
+                    repeats, with_torch=True, torch_compile='') -> dict:
+  """nplm's step (float32 and --dtype=bfloat16) and PyTorch's (eager, and compiled with the
+  torch.compile backend `torch_compile` if set) on the same batches, their timed runs
+  interleaved; the float32 step's FLOPs and its share of the matmul rate."""
   config = harness.shape_config(shape, batch_size)
   vocab_size = len(counts)
   padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
@@ -66,6 +70,12 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
     torch_run, torch_about = torch_runner(config, vocab_size, padded)
     if torch_run:
       runners['torch'] = torch_run
+  compiled_about = 'not asked (--torch_compile)' if with_torch else torch_about
+  if with_torch and torch_compile:
+    compiled_run, compiled_about = harness.compiled_first_step(
+        *torch_runner(config, vocab_size, padded, torch_compile), batches)
+    if compiled_run:
+      runners['torch_compiled'] = compiled_run
   rates = harness.interleaved_rates(runners, batches, repeats)
   jax_rate = rates['jax']
   flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
@@ -79,21 +89,28 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
             'step_flops': flops, 'step_gflops_per_s': step_gflops,
             'output_matmul': {'dims': dims, 'gflops_per_s': matmul},
             'share_of_matmul': step_gflops / matmul, 'torch': None, 'jax_over_torch': None,
-            'torch_skipped': None if 'torch' in rates else torch_about}
+            'torch_skipped': None if 'torch' in rates else torch_about,
+            'torch_compiled': None, 'jax_over_torch_compiled': None,
+            'torch_compiled_skipped': None if 'torch_compiled' in rates else compiled_about}
   if 'torch' in rates:
     result['torch'] = {**rates['torch'], **torch_about}
     result['jax_over_torch'] = jax_rate['median'] / rates['torch']['median']
+  if 'torch_compiled' in rates:
+    result['torch_compiled'] = {**rates['torch_compiled'], **compiled_about}
+    result['jax_over_torch_compiled'] = jax_rate['median'] / rates['torch_compiled']['median']
   return result
 
 
 def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repeats=5,
-                  shapes=None, with_torch=True, square=2048) -> dict:
+                  shapes=None, with_torch=True, square=2048, torch_compile='') -> dict:
   """Everything the CLI reports, as a dict: importable, and runnable on any ids."""
   shapes = harness.SHAPES if shapes is None else shapes
   results = [benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size,
-                             steps, repeats, with_torch) for name, shape in shapes.items()]
+                             steps, repeats, with_torch, torch_compile)
+             for name, shape in shapes.items()]
   return {'machine': harness.machine_info(), 'vocab_size': len(counts),
-          'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats},
+          'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats,
+                       'torch_compile': torch_compile},
           'square_matmul': {'size': square,
                             'gflops_per_s': harness.matmul_gflops(square, square, square, repeats)},
           'shapes': results}
@@ -128,9 +145,25 @@ def format_report(report: dict, markdown: bool = False) -> str:
   if torch_runs:
     lines.append(f'PyTorch {torch_runs[0]["version"]} on {torch_runs[0]["device"]}, '
                  f'torch.set_num_threads({torch_runs[0]["threads"]}); its default AdamW.')
+  lines += _compiled_lines(report)
   lines.append("share = step GFLOP/s ÷ GFLOP/s of the step's forward output-layer matmul "
                '[B, D]·[D, |V|] timed alone.')
   return '\n'.join(lines) + '\n'
+
+
+def _compiled_lines(report: dict) -> list[str]:
+  """The compiled PyTorch model's rates, when --torch_compile asked for them."""
+  backend = report['settings'].get('torch_compile')
+  if not backend:
+    return []
+  lines = []
+  for r in report['shapes']:
+    c = r['torch_compiled']
+    lines.append(f'{r["shape"]}: torch.compile(model, backend={backend!r}) '
+                 + (f'{c["median"]:,.0f} examples/s [{c["min"]:,.0f}–{c["max"]:,.0f}], '
+                    f'JAX/compiled {r["jax_over_torch_compiled"]:.2f}.' if c else
+                    f'skipped: {r["torch_compiled_skipped"]}.'))
+  return lines
 
 
 def write_report(report: dict, out: str) -> None:
@@ -142,13 +175,19 @@ def define_flags() -> None:
   harness.define_common_flags(steps=50)
   flags.DEFINE_integer('batch_size', 256, 'Examples per update (the flagfiles use 256).')
   flags.DEFINE_bool('torch', True, 'Also time the PyTorch version (if PyTorch is installed).')
+  flags.DEFINE_string('torch_compile', '', 'Also time the PyTorch model under '
+                      'torch.compile(model, backend=THIS): inductor (torch.compile\'s default, '
+                      'the real figure) or eager / aot_eager (a cheap check of the code path, '
+                      'not a speed); empty: not.')
+  flags.DEFINE_integer('matmul_size', 2048, 'The square float32 matmul whose rate is printed.')
 
 
 def main(argv):
   train_ids, counts, boundary_id = harness.training_ids_or_exit(argv)
   FLAGS = flags.FLAGS
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.batch_size, FLAGS.steps,
-                         FLAGS.repeats, with_torch=FLAGS.torch)
+                         FLAGS.repeats, with_torch=FLAGS.torch, square=FLAGS.matmul_size,
+                         torch_compile=FLAGS.torch_compile)
   harness.report(report, format_report, FLAGS.out)
 
 

@@ -24,7 +24,8 @@ softmax. The peak memory is split into the ids of each split (int32), the model'
 (nplm.training.memory's exact state_bytes), the epoch's batch order (one int32 per training
 position), the step's activations (nplm.training.memory's estimate, within 2x) and the rest
 (interpreter, JAX, XLA). --max_steps stays inside the first epoch at these sizes, so no
-epoch-end validation is timed (its seconds are printed: 0 when there was none).
+epoch-end validation is timed (its seconds are printed: 0 when there was none); --epochs=1
+--max_steps=0 trains each head one whole epoch instead (its validation then timed).
 Writes OUT/scale.json and .md (or --report's), with every command line it ran.
 """
 
@@ -106,7 +107,8 @@ def train_run(corpus_dir: Path, data_dir: Path, out: Path, head: str, label: str
   shutil.rmtree(workdir, ignore_errors=True)  # A finished run there would be reused.
   argv = [sys.executable, '-m', 'nplm.cli', 'train', f'--dataset=text:{corpus_dir}',
           f'--data_dir={data_dir}', f'--workdir={workdir}', *model_flags(), f'--head={head}',
-          f'--max_steps={steps_of(head)}', f'--eval_splits={",".join(FLAGS.eval_splits)}']
+          f'--max_steps={steps_of(head)}', f'--eval_splits={",".join(FLAGS.eval_splits)}',
+          *([f'--epochs={FLAGS.epochs}'] if FLAGS.epochs else [])]
   commands.append({'step': f'train {head} ({label})', 'argv': argv})
   measured = measured_child(argv, out / 'runs' / f'{head}.log')
   summary = json.loads((workdir / 'summary.json').read_text())
@@ -204,7 +206,8 @@ def _preparation_lines(report: dict, markdown: bool) -> list[str]:
            f'{scale["types"]:,} types ({scale["text_bytes"] / MIB:,.0f} MiB of text); baseline '
            f'|V| = {_first_run(baseline)["vocab_size"]:,} from {baseline["tokens"]:,} tokens; '
            f'model flags {" ".join(report["model_flags"])}; steps per run: '
-           + ', '.join(f'{head} {steps}' for head, steps in report['steps'].items()),
+           + ', '.join(f'{head} {steps}' for head, steps in report['steps'].items())
+           + (f'; epochs per run: {report["epochs"]}' if report.get('epochs') else ''),
            '']
   rows = [['corpus', 'step', 'wall s', 'peak MiB']]
   for name, corpus in (('scale', scale), ('baseline', baseline)):
@@ -287,7 +290,8 @@ def main(argv):
                               *sys.argv[1:]]),
             'heads': FLAGS.heads, 'eval_splits': FLAGS.eval_splits,
             'model_flags': model_flags(),
-            'steps': {head: steps_of(head) for head in FLAGS.heads}, 'commands': commands,
+            'steps': {head: steps_of(head) for head in FLAGS.heads}, 'epochs': FLAGS.epochs,
+            'commands': commands,
             'scale': measure_corpus('scale', out, FLAGS.tokens, FLAGS.types, commands),
             'baseline': measure_corpus('baseline', out / 'baseline', FLAGS.baseline_tokens,
                                        FLAGS.baseline_types, commands)}
@@ -318,7 +322,10 @@ if __name__ == '__main__':
   flags.DEFINE_integer('batch_size', 256, 'nplm train --batch_size.')
   flags.DEFINE_float('learning_rate', 0.1, 'nplm train --learning_rate (0.1 with sgd: every '
                      'head learns the corpus\'s unigram distribution within the steps).')
-  flags.DEFINE_integer('max_steps', 20_000, 'nplm train --max_steps: updates per run.')
+  flags.DEFINE_integer('max_steps', 20_000, 'nplm train --max_steps: updates per run (0: no '
+                       'bound).')
+  flags.DEFINE_integer('epochs', 0, 'nplm train --epochs (0: not passed); --epochs=1 '
+                       '--max_steps=0 trains one whole epoch per run.')
   flags.DEFINE_list('steps_per_head', ['adaptive:300'], 'HEAD:STEPS: another --max_steps for '
                     'a head (the adaptive head computes every tail for the whole batch, so its '
                     'step grows with |V|).')

@@ -78,14 +78,17 @@ def segment_losses(model, words, targets, state):
 
 
 def make_runner(config, vocab_size: int, words: np.ndarray, targets: np.ndarray,
-                mask: np.ndarray, seed: int = 0):
+                mask: np.ndarray, seed: int = 0, compile_backend: str = ''):
   """run_steps(batches) -> last loss: one update per (segment index, its mask), as nplm's
-  stream train_step on the same [B, S·T] streams."""
+  stream train_step on the same [B, S·T] streams. With `compile_backend` the model's forward
+  runs as torch.compile(model, backend=...) ('inductor': torch.compile's own default),
+  compiled at its first step; the loss, clipping and AdamW stay eager."""
   torch.manual_seed(seed)
   model = TorchLSTMLM(vocab_size, config.feature_size, config.hidden_size, config.num_layers,
                       config.dropout, config.tie_embeddings).to(DEVICE)
   model.train()
   optimizer, schedule = make_optimizer(model, config)
+  forward = torch.compile(model, backend=compile_backend) if compile_backend else model
   words, targets = (torch.from_numpy(np.asarray(a)).long().to(DEVICE) for a in (words, targets))
   mask = torch.from_numpy(np.asarray(mask, np.float32)).to(DEVICE)
   length = config.bptt_length
@@ -95,7 +98,8 @@ def make_runner(config, vocab_size: int, words: np.ndarray, targets: np.ndarray,
     columns = slice(index * length, (index + 1) * length)
     # Detached: gradients stop at the segment's start, as nplm's constant carry does.
     state = tuple(s.detach() for s in loop['state'])
-    losses, loop['state'] = segment_losses(model, words[:, columns], targets[:, columns], state)
+    losses, loop['state'] = segment_losses(forward, words[:, columns], targets[:, columns],
+                                           state)
     segment_mask = mask[:, columns]
     loss = (losses * segment_mask).sum() / segment_mask.sum().clamp(min=1.0)
     optimizer.zero_grad(set_to_none=True)

@@ -50,15 +50,19 @@ def make_optimizer(model: nn.Module, config) -> torch.optim.Optimizer:
                            lr=config.learning_rate, betas=(0.9, 0.999), eps=1e-8)
 
 
-def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0):
+def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0,
+                compile_backend: str = ''):
   """run_steps(batches) -> last loss: one update per (positions, mask), as nplm's train_step.
 
-  Windows are gathered from the padded split inside the step, as nplm's step does.
+  Windows are gathered from the padded split inside the step, as nplm's step does. With
+  `compile_backend` the model's forward runs as torch.compile(model, backend=...) ('inductor':
+  torch.compile's own default), compiled at its first step; the loss and AdamW stay eager.
   """
   torch.manual_seed(seed)
   model = TorchNNLM(vocab_size, config.order, config.feature_size, config.hidden_size,
                     config.direct).to(DEVICE)
   optimizer = make_optimizer(model, config)
+  forward = torch.compile(model, backend=compile_backend) if compile_backend else model
   padded = torch.from_numpy(np.asarray(padded_split, np.int64)).to(DEVICE)
   # w_{t-1} first, as Eq. 1's x
   context_offsets = torch.arange(config.order - 2, -1, -1, device=DEVICE)
@@ -68,7 +72,7 @@ def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0
     mask = torch.from_numpy(mask).to(DEVICE)
     context = padded[positions[:, None] + context_offsets]
     targets = padded[positions + config.order - 1]
-    losses = F.cross_entropy(model(context), targets, reduction='none')
+    losses = F.cross_entropy(forward(context), targets, reduction='none')
     loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

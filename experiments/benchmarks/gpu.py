@@ -1,0 +1,397 @@
+r"""The GPU check: every row of shared/GPU.md's table ("The figures README's Performance table
+should carry") on this machine, in one command, into one report.
+
+  python -m experiments.benchmarks.gpu --prepare_only --data_dir=.tfds --out=/tmp/gpu  # beforehand
+  python -m experiments.benchmarks.gpu --data_dir=.tfds --out=/tmp/gpu                 # on the GPU
+  python -m experiments.benchmarks.gpu --dry_run --out=/tmp/gpu_dry      # anywhere: toy sizes
+
+Each run is a child process of one of the existing programs, as a person types it: the main
+job (experiments.brown), the benchmarks nnlm, lstm, vocab_scaling, vmapped, word2vec and scale,
+and experiments.table1. Each has its own time limit: one that runs past it is stopped (its
+process group sent SIGTERM, then SIGKILL) and reported as 'timeout' with the last lines it
+printed, and the next run starts. --budget_s bounds the whole check: a run gets at most what
+is left of it, and once it is spent the remaining runs are skipped, so the check ends in time.
+Every figure is read from the JSON report (or summary.json) that its program wrote
+(experiments/benchmarks/gpu_report.py); each command line is printed as it starts. Writes
+OUT/gpu.json and OUT/gpu.md; each run's files and its stdout/stderr are in OUT/rows/<run>/.
+
+The settings GPU are chosen for one H100/H200 by estimate (no GPU has run them yet): rows 1
+to 7 in about 9 minutes, row 8 about 2.5 more. --budget_s=540 ends the check in 9 minutes
+whatever the estimates' error, and what it skipped `--rows=` runs in the next session. Where a
+row's full size would not fit, it is smaller:
+- row 4 leaves out the tree head: building its tree over 4M words (nplm.heads.binary_tree) takes
+  ~70 s of Python per optimizer (measured on a 2.5 GHz Xeon core, Huffman or balanced alike);
+- row 7 generates and prepares its corpus within the run (a GPU machine without network has
+  only what is carried to it, and 100M tokens are 337 MiB of text), each at about 1 s per
+  million tokens on a CPU core (measured: 2M tokens generated in 2 s, prepared in 3.4 s), so it
+  times one epoch of 10M tokens, not 100M;
+- row 8 trains each network for --row8_epochs=1 epoch (seconds per epoch, and the ratio to KN5
+  after it); --rows=8 --row8_epochs=0 --budget_s=1300 trains them to early stopping (the goal:
+  each under 10 minutes). Table 1's runner trains its recipes' CPU sizes only, so row 8 trains
+  the recipe lstm at two layers of 650 (its own GPU suggestion) and the recipe transformer_gpu
+  with experiments.brown, and its ratio is test perplexity over KN5's from `table1 --rows=KN5`
+  (Table 1's test / KN5 column) on the same corpus.
+The PyTorch comparisons run under torch.compile(model) (inductor) beside eager on the GPU.
+
+--dry_run runs every row at toy sizes (DRY) on the CPU (JAX_PLATFORMS=cpu, no CUDA device for
+PyTorch, XLA's LLVM optimizations off as in the tests: compiling is most of a toy run): the
+same programs, the same report, in about 3 minutes on 2 cores, nearly all of it 16 fresh
+Pythons importing JAX and compiling. It downloads nothing: the programs that read Brown run
+through tests/readme_substitutions.py, which puts the tiny fixture tests/fixtures/brown_tiny in
+Brown's place (prepared in OUT/tfds), as the README tests do. torch.compile uses the aot_eager
+backend there: its graph capture without inductor's C++ compile (~45 s for the NNLM on a CPU).
+"""
+
+import dataclasses
+import datetime
+import json
+import os
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from absl import app, flags
+
+from experiments.benchmarks import gpu_report
+from nplm.files import write_json_atomically, write_text_atomically
+
+ROOT = Path(__file__).resolve().parents[2]  # The checkout: the children's directory.
+MIN_START_S = 5  # A run with less than this left of the budget is not started.
+
+# The settings of each mode: the GPU's, and the dry run's toy sizes of the same runs.
+GPU = {'brown': [], 'nnlm_batches': (256, 8192), 'nnlm': ['--steps=20', '--repeats=5'],
+       'torch_compile': 'inductor', 'lstm_recipes': ('lstm', 'zaremba_medium'),
+       'lstm': ['--steps=20', '--repeats=5'],
+       'vocab': ['--vocab_sizes=10000,1000000,4000000', '--heads=softmax,class,is,nce,adaptive',
+                 '--optimizers=sgd,lazy_adam', '--steps=10', '--repeats=3'],
+       'vmapped_batches': (256, 32), 'vmapped': ['--models=1,16', '--steps=20', '--repeats=5'],
+       'word2vec': ['--seeds=0', '--epochs=1'],
+       'scale': ['--tokens=10000000', '--types=300000', '--baseline_tokens=1000000',
+                 '--baseline_types=10000', '--heads=nce', '--batch_size=1024'],
+       'transformer': [], 'lstm650': ['--feature_size=650', '--hidden_size=650'],
+       # About 1.3 times each run's estimate (no GPU has run them yet).
+       'limits': {'1': 90, '2a': 90, '2b': 100, '3a': 60, '3b': 70, '4': 110, '5a': 60,
+                  '5b': 60, '6': 100, '7': 110, '8a': 45, '8b': 90, '8c': 150}}
+# A dry run times each program once: its second batch (rows 2 and 5) would run the same
+# command with another number, and two of word2vec's four recipes cover both models and both
+# outputs; process start-up and compiling, not the toy sizes, are most of its time.
+DRY = {'brown': ['--epochs=1'], 'nnlm_batches': (8,),
+       'nnlm': ['--steps=2', '--repeats=1', '--matmul_size=64'], 'torch_compile': 'aot_eager',
+       'lstm_recipes': ('lstm_toy', 'zaremba_medium_toy'), 'lstm': ['--steps=1', '--repeats=1'],
+       # Two heads, one optimizer: each point compiles each head's step twice.
+       'vocab': ['--vocab_sizes=100,300', '--heads=softmax,nce', '--optimizers=lazy_adam',
+                 '--steps=2', '--repeats=1', '--tokens=2000', '--batch_size=16',
+                 '--num_samples=8'],
+       'vmapped_batches': (8,), 'vmapped': ['--models=1,2', '--steps=2', '--repeats=1'],
+       'word2vec': ['--seeds=0', '--epochs=1',
+                    '--configs=cbow_hs_toy,skipgram_ns_toy'],
+       'scale': ['--tokens=20000', '--types=300', '--baseline_tokens=5000',
+                 '--baseline_types=100', '--heads=nce', '--batch_size=64',
+                 '--matmul_size=128'],
+       'transformer': ['--order=9', '--feature_size=16', '--hidden_size=32', '--num_layers=1',
+                       '--num_heads=2', '--batch_size=4', '--eval_batch_size=64'],
+       'lstm650': ['--feature_size=16', '--hidden_size=16'],
+       'limits': dict.fromkeys(['1', '2a', '2b', '3a', '3b', '4', '5a', '5b', '6', '7', '8a',
+                                '8b', '8c'], 120)}
+# The dry run's recipes (written into OUT/recipes): each a recipe with toy sizes. The word2vec
+# ones set --unk_max_count=1: on the tiny fixture '</text>' is seen 3 times in training, within
+# the recipes' unk_max_count=4, so its id keeps a count of 0 while the text keeps the word,
+# which word2vec.py's check_same_words refuses (Brown has it 500 times).
+TOY_RECIPES = {f'{name}_toy': (name, ['--feature_size=16', '--hidden_size=16'])
+               for name in ('lstm', 'zaremba_medium')}
+TOY_RECIPES.update({f'{name}_toy': (name, ['--feature_size=16', '--unk_max_count=1',
+                                            '--batch_size=64'])  # Several steps, some timed.
+                    for name in ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')})
+DRY_ENVIRONMENT = {'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': '',
+                   'XLA_FLAGS': '--xla_backend_optimization_level=0'}
+
+# Run in a child before the rows: what the machine has, and Brown prepared (or prepared now).
+PROBE = r'''
+import json, sys
+import jax, jaxlib
+devices = jax.devices()
+found = {'device_kind': devices[0].device_kind, 'platform': devices[0].platform,
+         'device_count': len(devices), 'jax': jax.__version__, 'jaxlib': jaxlib.__version__}
+for name in ('torch', 'gensim'):
+  try:
+    found[name] = __import__(name).__version__
+  except (ImportError, OSError) as error:  # OSError: a torch whose CUDA libraries fail to load.
+    found[name], found[name + '_error'] = None, str(error)
+if found['torch']:
+  import torch
+  found['torch_cuda'] = torch.cuda.is_available()
+from nplm.data import load_corpus
+from nplm.data.brown import Brown
+data_dir = sys.argv[1] or None
+if sys.argv[2] == 'prepare' and not Brown(data_dir=data_dir).is_prepared():
+  load_corpus(data_dir=data_dir)
+found['brown_prepared'] = Brown(data_dir=data_dir).is_prepared()
+print(json.dumps(found))
+'''
+
+
+@dataclasses.dataclass
+class Run:
+  """One child process of a row: `figures` (a gpu_report reader) reads what it wrote."""
+  id: str
+  row: int
+  name: str
+  argv: list
+  limit: float
+  figures: Callable = lambda rows, run_id, seconds: []
+  needs: tuple = ()  # 'brown', 'gensim': what the probe must have found.
+  cwd: Path = ROOT
+
+
+def plan(settings: dict, out: Path, data_dir: str, dry_run: bool, row8_epochs: int) -> list:
+  """Every run of the check, in GPU.md's order, with the settings of its mode."""
+  python = [sys.executable]
+  # In a dry run, Brown is the tiny fixture (tests/readme_substitutions.py).
+  brown = python + ['-m', 'tests.readme_substitutions'] if dry_run else python
+  rows = out / 'rows'
+  data = f'--data_dir={data_dir}'
+  limit = settings['limits']
+  compile_flag = f'--torch_compile={settings["torch_compile"]}'
+  runs = [Run('1', 1, 'the main job', brown + ['-m', 'experiments.brown', data,
+                                               f'--workdir={rows / "1" / "run"}',
+                                               *settings['brown']],
+              limit['1'], gpu_report.main_job, ('brown',))]
+  for run_id, batch in zip(('2a', '2b'), settings['nnlm_batches']):
+    runs.append(Run(run_id, 2, f'NNLM step, batch {batch}',
+                    brown + ['-m', 'experiments.benchmarks.nnlm', data, f'--batch_size={batch}',
+                             compile_flag, *settings['nnlm'], f'--out={rows / run_id / "nnlm"}'],
+                    limit[run_id], gpu_report.nnlm, ('brown',)))
+  for run_id, recipe in zip(('3a', '3b'), settings['lstm_recipes']):
+    recipe = out / 'recipes' / recipe if recipe in TOY_RECIPES else recipe
+    runs.append(Run(run_id, 3, f'LSTM step, recipe {Path(recipe).name}',
+                    brown + ['-m', 'experiments.benchmarks.lstm', data,
+                             f'--flagfile_name={recipe}', compile_flag, *settings['lstm'],
+                             f'--out={rows / run_id}'],
+                    limit[run_id], gpu_report.lstm, ('brown',)))
+  runs.append(Run('4', 4, 'step time against the vocabulary size',
+                  python + ['-m', 'experiments.benchmarks.vocab_scaling', *settings['vocab'],
+                            f'--out={rows / "4" / "vocab_scaling"}'],
+                  limit['4'], gpu_report.vocab_scaling))
+  for run_id, batch in zip(('5a', '5b'), settings['vmapped_batches']):
+    runs.append(Run(run_id, 5, f'vmapped MLP9s, batch {batch}',
+                    brown + ['-m', 'experiments.benchmarks.vmapped', data, f'--batch_size={batch}',
+                             *settings['vmapped'], f'--out={rows / run_id / "vmapped"}'],
+                    limit[run_id], gpu_report.vmapped, ('brown',)))
+  runs.append(Run('6', 6, 'word2vec against gensim',
+                  brown + ['-m', 'experiments.benchmarks.word2vec', data, *settings['word2vec'],
+                           f'--out={rows / "6"}'],
+                  limit['6'], gpu_report.word2vec, ('brown', 'gensim'),
+                  # word2vec.py names a run's workdir by its recipe: toys by name, from here.
+                  out / 'recipes' if dry_run else ROOT))
+  runs.append(Run('7', 7, 'an epoch of a generated corpus, sampled head',
+                  python + ['-m', 'experiments.benchmarks.scale', *settings['scale'],
+                            '--epochs=1', '--max_steps=0', f'--out={rows / "7"}'],
+                  limit['7'], gpu_report.scale))
+  runs.append(Run('8a', 8, 'KN5, the ratios\' reference',
+                  brown + ['-m', 'experiments.table1', '--rows=KN5', data,
+                           f'--workdir={rows / "8a"}'], limit['8a'], gpu_report.kn5,
+                  ('brown',)))
+  # The recipe lstm at two layers of 650, as its comment suggests for a GPU: 20 epochs. The
+  # shorter run first: a check cut short by its budget keeps it.
+  lstm650 = ['--flagfile=lstm', '--num_layers=2', *settings['lstm650'], '--dropout=0.5',
+             f'--epochs={row8_epochs or 20}']
+  toy = ' (toy sizes)' if dry_run else ''
+  networks = [('8b', f'LSTM, 2 layers of 650{toy}', lstm650),
+              ('8c', f'Transformer, recipe transformer_gpu{toy}',
+               ['--flagfile=transformer_gpu', *settings['transformer'],
+                *([f'--epochs={row8_epochs}'] if row8_epochs else [])])]
+  for run_id, name, recipe in networks:
+    # The networks to early stopping take up to the goal's 10 minutes each.
+    runs.append(Run(run_id, 8, name,
+                    brown + ['-m', 'experiments.brown', *recipe, data, '--eval_splits=test',
+                             f'--workdir={rows / run_id / "run"}'],
+                    limit[run_id] if row8_epochs else 660,
+                    gpu_report.network, ('brown',)))
+  return runs
+
+
+def write_toy_recipes(directory: Path) -> None:
+  """TOY_RECIPES as files: lstm.py and word2vec.py take recipes as they stand."""
+  directory.mkdir(parents=True, exist_ok=True)
+  for name, (recipe, changes) in TOY_RECIPES.items():
+    lines = [f'# {recipe} at toy sizes: experiments/benchmarks/gpu.py --dry_run',
+             f'--flagfile={recipe}', *changes]
+    (directory / name).write_text('\n'.join(lines) + '\n')
+
+
+def last_lines(path: Path, count: int) -> list[str]:
+  lines = [line for line in path.read_text(errors='replace').splitlines() if line.strip()]
+  return lines[-count:]
+
+
+def stop_group(process: subprocess.Popen) -> None:
+  """Stops the child and whatever it started (its own process group): SIGTERM, then SIGKILL
+  after 5 s (nplm train saves at its next update on SIGTERM; the check does not wait for it)."""
+  try:
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=5)
+  except subprocess.TimeoutExpired:
+    pass
+  except ProcessLookupError:  # The group is gone already.
+    pass
+  try:
+    os.killpg(process.pid, signal.SIGKILL)  # What is left of it, and what it started.
+  except ProcessLookupError:
+    pass
+  process.wait()
+
+
+def run_child(argv: list, limit: float, directory: Path, env: dict, cwd: Path = ROOT) -> dict:
+  """Runs argv in `cwd` with a time limit, its output into directory/stdout.txt and
+  stderr.txt: {'status', 'seconds', 'cpu_seconds', 'reason', 'printed'}."""
+  directory.mkdir(parents=True, exist_ok=True)
+  stdout, stderr = directory / 'stdout.txt', directory / 'stderr.txt'
+  with open(stdout, 'w') as out, open(stderr, 'w') as err:
+    started, cpu = time.monotonic(), children_cpu_seconds()
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=err, start_new_session=True)
+    try:
+      code = process.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+      stop_group(process)
+      code = None
+    took = {'seconds': time.monotonic() - started,
+            'cpu_seconds': children_cpu_seconds() - cpu}  # Beside the wall: a busy machine.
+  if code == 0:
+    return {'status': 'ok', **took, 'reason': '', 'printed': []}
+  printed = last_lines(stdout, 5) + last_lines(stderr, 5)
+  if code is None:
+    return {'status': 'timeout', **took, 'printed': printed,
+            'reason': f'ran past its limit of {limit:.0f} s and was stopped'}
+  last = (last_lines(stderr, 1) or last_lines(stdout, 1) or [''])[0]
+  return {'status': 'failed', **took, 'printed': printed,
+          'reason': f'exit status {code}: {last}'}
+
+
+def children_cpu_seconds() -> float:
+  """User and system CPU seconds of this process's children that have ended."""
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
+def missing(run: Run, machine: dict, data_dir: str) -> str:
+  """Why `run` cannot start on this machine, or ''."""
+  if 'gensim' in run.needs and not machine.get('gensim'):
+    return f'gensim is not importable ({machine.get("gensim_error")}); GPU.md: bring its wheel'
+  if 'brown' in run.needs and not machine.get('brown_prepared'):
+    return (f'Brown is not prepared in --data_dir={data_dir}; run --prepare_only with the '
+            'same --data_dir beforehand, on a machine with network')
+  return ''
+
+
+def run_all(runs: list, out: Path, env: dict, machine: dict, data_dir: str,
+            deadline: float) -> list[dict]:
+  """Each run in turn, within its limit and what is left until `deadline` (time.monotonic):
+  its result and the figures read from what it wrote (what a failed or stopped run left, if
+  readable)."""
+  results = []
+  for number, run in enumerate(runs, 1):
+    command = shlex.join(run.argv)
+    result = {'id': run.id, 'row': run.row, 'name': run.name, 'command': command,
+              'cwd': str(run.cwd),
+              'limit_s': run.limit, 'seconds': 0.0, 'cpu_seconds': 0.0, 'printed': [],
+              'figures': []}
+    results.append(result)
+    why_not = missing(run, machine, data_dir)
+    left = deadline - time.monotonic()
+    if not why_not and left < MIN_START_S:
+      why_not = 'the check\'s budget (--budget_s) is spent'
+    if why_not:
+      result.update(status='skipped', reason=why_not)
+      print(f'[{number}/{len(runs)}] row {run.row}, {run.name}: skipped: {why_not}', flush=True)
+      continue
+    limit = min(run.limit, left)
+    print(f'[{number}/{len(runs)}] row {run.row}, {run.name} (limit {limit:.0f} s), in '
+          f'{run.cwd}:\n  {command}', flush=True)
+    directory = out / 'rows' / run.id
+    shutil.rmtree(directory, ignore_errors=True)  # A run left there would be resumed.
+    result.update(run_child(run.argv, limit, directory, env, run.cwd), limit_s=limit)
+    try:
+      result['figures'] = run.figures(out / 'rows', run.id, result['seconds'])
+    except (OSError, LookupError, TypeError, ValueError, ArithmeticError) as error:
+      if result['status'] == 'ok':  # A stopped run's report may well be missing.
+        result.update(status='failed', reason=f'its report could not be read: {error!r}')
+    print(f'  -> {result["status"]} in {result["seconds"]:.1f} s (CPU '
+          f'{result["cpu_seconds"]:.1f} s)'
+          + (f': {result["reason"]}' if result['reason'] else ''), flush=True)
+  return results
+
+
+def probe(out: Path, data_dir: str, env: dict, dry_run: bool, prepare: bool) -> dict:
+  """What the machine has (in a child: the parent must not take the GPU's memory)."""
+  prefix = ['-m', 'tests.readme_substitutions'] if dry_run else []
+  argv = [sys.executable, *prefix, '-c', PROBE, data_dir, 'prepare' if prepare else 'check']
+  result = run_child(argv, 1800 if prepare else 120, out / 'probe', env)
+  if result['status'] != 'ok':
+    sys.exit(f'error: the probe of this machine {result["status"]}: {result["reason"]} '
+             f'(its output: {out / "probe"})')
+  return json.loads(last_lines(out / 'probe' / 'stdout.txt', 1)[0])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  FLAGS = flags.FLAGS
+  out = Path(FLAGS.out).resolve()
+  dry_run = FLAGS.dry_run
+  data_dir = str(out / 'tfds') if dry_run else str(Path(FLAGS.data_dir).resolve())
+  # The checkout on the path: a child may run elsewhere (a dry run's word2vec).
+  path = os.pathsep.join(p for p in (str(ROOT), os.environ.get('PYTHONPATH')) if p)
+  env = {**os.environ, **(DRY_ENVIRONMENT if dry_run else {}), 'PYTHONPATH': path}
+  unknown = sorted(set(FLAGS.rows) - {str(n) for n in range(1, 9)})
+  if unknown:
+    raise app.UsageError(f'--rows: no row {", ".join(unknown)} in GPU.md\'s table (1 to 8)')
+  started = time.monotonic()
+  # A dry run prepares its tiny Brown; a GPU run only checks (it has no network).
+  machine = probe(out, data_dir, env, dry_run, prepare=dry_run or FLAGS.prepare_only)
+  print(f'{machine["device_count"]} × {machine["device_kind"]} ({machine["platform"]}), '
+        f'jax {machine["jax"]}, torch {machine["torch"]}, gensim {machine["gensim"]}; Brown '
+        f'prepared in {data_dir}: {machine["brown_prepared"]}', flush=True)
+  if FLAGS.prepare_only:
+    return
+  if dry_run:
+    write_toy_recipes(out / 'recipes')
+  runs = [run for run in plan(DRY if dry_run else GPU, out, data_dir, dry_run, FLAGS.row8_epochs)
+          if str(run.row) in FLAGS.rows]
+  results = run_all(runs, out, env, machine, data_dir, started + FLAGS.budget_s)
+  command = [sys.executable, '-m', 'experiments.benchmarks.gpu', *sys.argv[1:]]
+  report = {'date': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
+            'machine': machine, 'dry_run': dry_run, 'data_dir': data_dir,
+            'environment': DRY_ENVIRONMENT if dry_run else {}, 'budget_s': FLAGS.budget_s,
+            'seconds': time.monotonic() - started, 'command': shlex.join(command),
+            'runs': results}
+  write_json_atomically(out / 'gpu.json', report)
+  write_text_atomically(out / 'gpu.md', gpu_report.format_report(report))
+  counts = {s: sum(r['status'] == s for r in results) for s in ('ok', 'failed', 'timeout',
+                                                                'skipped')}
+  print(f'Wrote {out / "gpu.md"} and gpu.json in {report["seconds"]:.0f} s: '
+        + ', '.join(f'{n} {s}' for s, n in counts.items()))
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('out', None, 'Directory for gpu.json, gpu.md and each run\'s files.',
+                      required=True)
+  flags.DEFINE_string('data_dir', '.tfds', 'TFDS data dir holding the prepared Brown corpus '
+                      '(--prepare_only prepares it; a dry run uses OUT/tfds instead).')
+  flags.DEFINE_bool('dry_run', False, 'Every run at toy sizes on the CPU, Brown the tiny test '
+                    'fixture: the same programs and report, in a few minutes.')
+  flags.DEFINE_bool('prepare_only', False, 'Only prepare Brown in --data_dir (downloading it: '
+                    'needs network) and print what this machine has.')
+  flags.DEFINE_list('rows', [str(n) for n in range(1, 9)], 'GPU.md rows to run (1 to 8).')
+  flags.DEFINE_integer('row8_epochs', 1, 'Row 8: at most this many epochs per network (0: '
+                       'their recipes\' own, to early stopping: up to 10 minutes each, so '
+                       'raise --budget_s).', lower_bound=0)
+  flags.DEFINE_float('budget_s', 540, 'Seconds for the whole check: a run is stopped when '
+                     'they are spent, and those after it are skipped.')
+  app.run(main)

@@ -1,0 +1,138 @@
+"""The GPU check (experiments/benchmarks/gpu.py): its runner on tiny stand-in commands (a run
+past its limit stopped with what it started, the next one run; the budget; skips; figures
+read, the report written), its plan of GPU.md's rows, and its whole dry run as a user types it."""
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.benchmarks import gpu, gpu_report
+from tests import cli
+
+MACHINE = {'device_kind': 'Toy Accelerator', 'platform': 'toy', 'device_count': 1,
+           'jax': '0', 'jaxlib': '0', 'torch': None, 'torch_error': 'No module named torch',
+           'gensim': None, 'gensim_error': 'No module named gensim', 'brown_prepared': True}
+
+
+def python(code: str) -> list:
+  return [sys.executable, '-c', code]
+
+
+def reads_its_number(rows: Path, run_id: str, seconds: float) -> list:
+  return [gpu_report.figure('its number', gpu_report.read(rows / run_id / 'n.json')['n'], '×',
+                            '≥ 1×'),
+          gpu_report.figure('what it lacked', None, '×', '', 'nothing to compare with')]
+
+
+def state(pid: int) -> str:
+  """A process's state letter (Z: ended, not yet reaped), or '' once it is gone."""
+  try:
+    return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+  except FileNotFoundError:
+    return ''
+
+
+def test_a_run_past_its_limit_is_stopped_with_its_children_and_the_next_runs(tmp_path):
+  # The stalled run starts a child of its own first: stopping it must stop both.
+  stalls = ('import subprocess, sys, time\n'
+            'child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])\n'
+            'print("started", child.pid, flush=True)\ntime.sleep(60)')
+  writes = 'import json, sys; json.dump({"n": 3}, open(sys.argv[1], "w")); print("done")'
+  runs = [gpu.Run('s', 1, 'stalls', python(stalls), limit=2),
+          gpu.Run('f', 2, 'fails', python('import sys; print("working"); sys.exit("boom: no")'),
+                  limit=30),
+          gpu.Run('w', 3, 'writes', [*python(writes), str(tmp_path / 'rows' / 'w' / 'n.json')],
+                  limit=30, figures=reads_its_number),
+          gpu.Run('g', 6, 'needs gensim', python('pass'), limit=30, needs=('gensim',)),
+          gpu.Run('b', 8, 'needs Brown', python('pass'), limit=30, needs=('brown',))]
+  machine = {**MACHINE, 'brown_prepared': False}
+  started = time.monotonic()
+  results = gpu.run_all(runs, tmp_path, dict(os.environ), machine, '/nowhere',
+                        deadline=time.monotonic() + 120)
+  assert time.monotonic() - started < 20  # The stalled run did not hold the check.
+  stalled, failed, wrote, no_gensim, no_brown = results
+  assert stalled['status'] == 'timeout' and 2 <= stalled['seconds'] < 10
+  assert 'limit of 2 s' in stalled['reason'] and stalled['printed'][0].startswith('started')
+  assert state(int(stalled['printed'][0].split()[1])) in ('', 'Z')  # Its child was stopped.
+  assert failed['status'] == 'failed' and failed['reason'] == 'exit status 1: boom: no'
+  assert 'working' in failed['printed']
+  assert wrote['status'] == 'ok' and wrote['reason'] == '' and wrote['cpu_seconds'] > 0
+  assert [f['value'] for f in wrote['figures']] == [3.0, None]
+  assert (tmp_path / 'rows' / 'w' / 'stdout.txt').read_text() == 'done\n'
+  assert no_gensim['status'] == 'skipped' and 'gensim is not importable' in no_gensim['reason']
+  assert no_brown['status'] == 'skipped' and '--data_dir=/nowhere' in no_brown['reason']
+  assert all(r['command'].startswith(sys.executable) for r in results)
+
+  report = {'date': 'today', 'machine': machine, 'dry_run': False, 'data_dir': '/nowhere',
+            'environment': {'JAX_PLATFORMS': 'cpu'}, 'budget_s': 120, 'seconds': 9.0,
+            'command': 'gpu', 'runs': results}
+  page = gpu_report.format_report(report)
+  assert page.startswith('# GPU check: Toy Accelerator\n')
+  assert '| 1 | stalls | timeout |' in page and '| 6 | needs gensim | skipped |' in page
+  assert '| its number | 3.00× | ≥ 1× |  |' in page
+  assert '| what it lacked | n/a |  | nothing to compare with |' in page
+  assert 'failed: exit status 1: boom: no' in page
+  assert 'Every command ran with JAX_PLATFORMS=cpu.' in page
+
+
+def test_the_budget_stops_a_run_and_skips_the_rest(tmp_path, monkeypatch):
+  monkeypatch.setattr(gpu, 'MIN_START_S', 0.5)
+  runs = [gpu.Run('s', 1, 'stalls', python('import time; time.sleep(60)'), limit=60),
+          gpu.Run('q', 2, 'quick', python('pass'), limit=60)]
+  results = gpu.run_all(runs, tmp_path, dict(os.environ), MACHINE, '',
+                        deadline=time.monotonic() + 1.5)
+  assert [r['status'] for r in results] == ['timeout', 'skipped']
+  assert results[0]['seconds'] < 5 and results[0]['limit_s'] <= 1.5
+  assert 'budget' in results[1]['reason']
+
+
+@pytest.mark.parametrize('dry_run', [False, True])
+def test_the_plan_runs_every_row_of_gpu_md(tmp_path, dry_run):
+  settings = gpu.DRY if dry_run else gpu.GPU
+  runs = gpu.plan(settings, tmp_path, '/data', dry_run, row8_epochs=1)
+  assert sorted({run.row for run in runs}) == list(range(1, 9))
+  assert len({run.id for run in runs}) == len(runs)
+  assert all(run.id in settings['limits'] for run in runs)
+  for run in runs:
+    through_fixture = run.argv[1:3] == ['-m', 'tests.readme_substitutions']
+    assert through_fixture == (dry_run and 'brown' in run.needs), run.argv
+    if 'brown' in run.needs:
+      assert '--data_dir=/data' in run.argv
+  compiled = [run for run in runs if run.row in (2, 3)]
+  assert compiled and all(f'--torch_compile={"aot_eager" if dry_run else "inductor"}' in run.argv
+                          for run in compiled)
+  if not dry_run:  # The GPU's filling batch, and 16 models together.
+    assert '--batch_size=8192' in runs[2].argv and '--models=1,16' in runs[6].argv
+
+
+@pytest.mark.slow
+def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
+  """`gpu --dry_run` as a user types it: every row of GPU.md ok, each figure finite (or, for a
+  PyTorch comparison, n/a because PyTorch is not installed here)."""
+  result = cli.run('--dry_run', f'--out={tmp_path}', module='experiments.benchmarks.gpu',
+                   timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((tmp_path / 'gpu.json').read_text())
+  runs = report['runs']
+  assert sorted({run['row'] for run in runs}) == list(range(1, 9))
+  torch_missing = importlib.util.find_spec('torch') is None
+  for run in runs:
+    if run['status'] == 'skipped' and importlib.util.find_spec('gensim') is None:
+      assert 'gensim is not importable' in run['reason']  # The one optional program.
+      continue
+    assert run['status'] == 'ok', (run['name'], run['reason'], run['printed'])
+    assert 'python' in run['command'] and run['command'] in result.stdout  # Shown as it started.
+    assert run['figures'], run['name']
+    for f in run['figures']:
+      if f['value'] is None:  # Only a PyTorch comparison, only without PyTorch.
+        assert torch_missing and 'PyTorch is not importable' in f['note'], (run['name'], f)
+      else:
+        assert math.isfinite(f['value']), (run['name'], f)
+  assert report['machine']['device_kind'] in (tmp_path / 'gpu.md').read_text()
+  assert report['dry_run'] and report['environment']['JAX_PLATFORMS'] == 'cpu'
