@@ -109,10 +109,11 @@ class Loop:
     def saves_anyway(step: int) -> bool:  # A validation or an epoch's end.
       return step % per_epoch == 0 or bool(every) and step % every == 0
 
-    self.checkpoint_clock = Clocked(60 * self.config.checkpoint_minutes, self.checkpoint,
-                                    skip=saves_anyway, sync_every=self.config.log_every)
-    self.actions = [Periodic(self.config.log_every, self.log_progress),
-                    Periodic(self.config.checkpoint_every, self.checkpoint, skip=saves_anyway),
+    by_updates = Periodic(self.config.checkpoint_every, self.checkpoint, skip=saves_anyway)
+    self.checkpoint_clock = Clocked(60 * self.config.checkpoint_minutes,
+                                    self.checkpoint_by_the_clock, sync_every=self.config.log_every,
+                                    skip=lambda step: saves_anyway(step) or by_updates.due(step))
+    self.actions = [Periodic(self.config.log_every, self.log_progress), by_updates,
                     self.checkpoint_clock]
     if every:
       self.actions.append(Periodic(every, self.validate_periodically))
@@ -220,8 +221,8 @@ class Loop:
     if due or end:
       info = self.read_losses(losses, epoch, end)
       try:
-        for action in dict.fromkeys(action.action for action in due):  # A checkpoint once.
-          action(info)
+        for action in due:
+          action.action(info)
       except RunInterrupted:  # During a validation: its checkpoint is saved.
         return RunStatus.INTERRUPTED
       self.bar.set_postfix(loss=f'{np.min(info.losses):.3f}',
@@ -255,15 +256,19 @@ class Loop:
           self.stop.phase = TRAINING
           self.interval.restart()
 
-  def checkpoint(self, info: StepInfo) -> None:
-    """A periodic checkpoint (by updates or by the clock): a copy of the states with their
-    rows' decay paid, the states trained on as they were, so that the run's numbers do not
-    depend on when its clock called for a save."""
+  def checkpoint(self, info: StepInfo, settle=None) -> None:
+    """A periodic checkpoint, every --checkpoint_every updates: its rows' decay paid in the
+    training states, as every save at a step the config names pays it."""
     if info.end is None:  # A run that ends here saves on its way out (train).
-      self.save_states(lambda states: self.runs.save_unsaved(states, self.step),
-                       settle=self.feed.settled_copy)
+      self.save_states(lambda states: self.runs.save_unsaved(states, self.step), settle)
       self.stop.phase = TRAINING
       self.interval.restart()
+
+  def checkpoint_by_the_clock(self, info: StepInfo) -> None:
+    """A checkpoint every --checkpoint_minutes: a copy of the states with their rows' decay
+    paid, the states trained on as they were, so that the run's numbers do not depend on
+    when the clock fell due (paying it in them moves the last digits)."""
+    self.checkpoint(info, settle=self.feed.settled_copy)
 
   def validate_periodically(self, info: StepInfo) -> None:
     """Every --eval_every updates: validation, then a checkpoint with its records (a run that
