@@ -273,6 +273,8 @@ def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corp
     ({'batch_size': 0}, '--batch_size must be positive'),
     ({'learning_rate': 0.0}, '--learning_rate must be positive'),
     ({'workdir': ''}, '--workdir is required'),
+    ({'checkpoint_minutes': -1.0}, '--checkpoint_minutes must be 0 (none by time) or more'),
+    ({'checkpoint_every': -1}, '--checkpoint_every must be 0 (by time only) or more'),
     ({'head': 'class', 'num_classes': -1}, '--num_classes must be 0'),
     ({'head': 'tree', 'tree': 'random'}, "unknown --tree='random'"),
     ({'head': 'is', 'num_samples': 0}, '--num_samples must be positive'),
