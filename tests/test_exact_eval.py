@@ -101,6 +101,55 @@ def test_its_gradient_is_the_softmax_gradient_written_out(monkeypatch):
   np.testing.assert_allclose(grads[0]['bias'], error.sum(axis=0), atol=1e-5)
 
 
+def test_the_plain_path_and_its_gradient_equal_numpy_for_weighted_examples():
+  """Where the scores fit (one chunk): log p and its gradient, each example's loss weighted
+  (0 for a masked one), against the softmax's gradient written out in float64."""
+  assert chunk_rows(B, V) == V
+  params, hidden = layer_params(), random_hidden(B, D)
+  weights = np.array([1.0, 0.5, 0.0, 2.0, 1.0, 0.25, 1.0], np.float32)
+  loss = lambda p, h: jnp.sum(weights * log_softmax_at(p, h, TARGETS))
+  got, grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(params, hidden)
+  want, log_p = numpy_log_softmax_at(params, hidden, TARGETS)
+  np.testing.assert_allclose(got, np.sum(weights * want), rtol=1e-6)
+  error = weights[:, None] * (np.eye(V)[TARGETS] - np.exp(log_p))
+  np.testing.assert_allclose(grads[1], error @ params['embedding'], atol=1e-5)
+  np.testing.assert_allclose(grads[0]['embedding'], error.T @ hidden, atol=1e-5)
+  np.testing.assert_allclose(grads[0]['bias'], error.sum(axis=0), atol=1e-5)
+
+
+@pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
+def test_the_plain_path_is_autodiffs_log_softmax(dtype):
+  """The hand-written backward (output_layer.log_softmax_of_scores_at) against autodiff of
+  jax.nn.log_softmax's entry at the target: the same values and gradients, of the same
+  dtypes (bfloat16 weights: bfloat16 gradients), under vmap, to the last bit or two (XLA
+  may sum a reduction in another order; whole runs came out the same to every digit,
+  experiments/same_numbers.py)."""
+  units, batch, rng = 2000, 64, np.random.default_rng(3)
+  params = {'embedding': rng.normal(size=(2, units, D)), 'bias': rng.normal(size=(2, units))}
+  params, hidden = jax.tree.map(lambda a: jnp.asarray(a, dtype),
+                                (params, rng.normal(size=(batch, D))))
+  targets = jnp.asarray(rng.integers(0, units, batch), jnp.int32)
+  weights = jnp.asarray(rng.integers(0, 3, batch) / 2, jnp.float32)
+
+  def ours(p, h):
+    layer = OutputLayer(units, D)
+    return layer.apply({'params': p}, h, targets, method=layer.log_softmax_at)
+
+  def autodiffs(p, h):
+    scores = (h @ p['embedding'].T + p['bias']).astype(jnp.float32)
+    return jnp.take_along_axis(jax.nn.log_softmax(scores), targets[:, None], axis=-1)[:, 0]
+
+  got, want = [jax.jit(jax.vmap(jax.value_and_grad(
+      lambda p, h, way=way: jnp.sum(weights * way(p, h)), argnums=(0, 1)),
+      in_axes=(0, None)))(params, hidden) for way in (ours, autodiffs)]
+  assert jax.tree.map(lambda a: a.dtype, got) == jax.tree.map(lambda a: a.dtype, want)
+  tolerance = 2 * float(jnp.finfo(dtype).eps)
+  for ours_leaf, autodiff_leaf in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    ours_leaf, autodiff_leaf = (np.asarray(a, np.float32) for a in (ours_leaf, autodiff_leaf))
+    np.testing.assert_allclose(ours_leaf, autodiff_leaf, rtol=tolerance,
+                               atol=tolerance * np.abs(autodiff_leaf).max())
+
+
 def test_k_stacked_models_are_chunked_under_vmap(monkeypatch):
   allow_rows(monkeypatch, B, 25)
   params, hidden = layer_params(models=2), random_hidden(B, D)
