@@ -81,6 +81,7 @@ LAYERS = (
     ('use',),
     ('api',),
     ('studies',),
+    ('serve',),
     ('cli',),
 )
 # The config names the registries' entries in its help (nplm.models, nplm.heads: names and

@@ -16,6 +16,7 @@ COMMANDS = {
     'predict': 'The most probable next tokens after a prefix, with their probabilities.',
     'complete': 'Completions of a prefix as a search box offers them, with their probabilities.',
     'generate': 'Text sampled from a trained model.',
+    'serve': 'A trained model behind HTTP: JSON answers, and a page that completes as you type.',
     'neighbours': 'Nearest words by their learned feature vectors.',
     'embeddings': 'Feature vectors in word2vec format, scored on similarity and analogies.',
     'mix': 'Trained models (neural or n-gram), two or more, mixed: equal, learned or binned '

@@ -26,6 +26,7 @@ from nplm.display import printable
 from nplm.stop_requests import Interrupted, interrupting
 from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
                                  Completer, Completion, check_bounds)
+from nplm.use import answers
 from nplm.use.prediction import read_prompt, unknown_note
 from nplm.use.trained import load_trained
 
@@ -56,8 +57,8 @@ def main(argv):
           print(f'warning: {printable(note)}', file=sys.stderr)
         completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)
         if FLAGS.json:
-          print(json.dumps({'prefix': prefix, 'completions': [c.as_dict() for c in completions]},
-                           ensure_ascii=False), flush=True)
+          print(json.dumps(answers.completions(prefix, completions), ensure_ascii=False),
+                flush=True)
         else:
           print(('\n' if number else '') + report(prefix, completions), flush=True)
   except Interrupted as stop:

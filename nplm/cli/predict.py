@@ -23,6 +23,7 @@ from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.data.vocab import UNK
+from nplm.use import answers
 from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
@@ -49,7 +50,7 @@ def report(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]])
 
 
 def as_json(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]) -> str:
-  return json.dumps([{'prefix': prefix, 'predictions': [p.as_dict() for p in best]}
+  return json.dumps([answers.prediction(prefix, best)
                      for prefix, best in zip(prefixes, predictions)], indent=2)
 
 

@@ -21,6 +21,7 @@ from nplm import cli
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.errors import ConfigError
+from nplm.use import answers
 from nplm.use.sentences import SentenceScore, rank_sentences
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
@@ -29,16 +30,15 @@ from nplm.stop_requests import Interrupted, interrupting
 def report_lines(ranked: Sequence[SentenceScore], as_json: bool = False) -> Iterator[str]:
   """A line per sentence, the best first: its rank, ln p (open vocabulary), the difference
   to the best; the closed ln p beside it where some sentence holds an unknown word."""
+  if as_json:
+    yield from (json.dumps(entry, ensure_ascii=False) for entry in answers.ranking(ranked))
+    return
   best = ranked[0].log_prob
   closed = any(score.closed_log_prob != score.log_prob for score in ranked)
   for rank, score in enumerate(ranked, 1):
-    if as_json:
-      yield json.dumps({'rank': rank, **score.as_dict(tokens=False),
-                        'difference': score.log_prob - best}, ensure_ascii=False)
-    else:
-      beside = f'  closed {score.closed_log_prob:9.2f}' if closed else ''
-      yield (f'{rank:3d}  ln {score.log_prob:9.2f}  diff {score.log_prob - best:8.2f}  '
-             f'oov {score.num_oovs:2d}{beside}  {printable(score.text)}')
+    beside = f'  closed {score.closed_log_prob:9.2f}' if closed else ''
+    yield (f'{rank:3d}  ln {score.log_prob:9.2f}  diff {score.log_prob - best:8.2f}  '
+           f'oov {score.num_oovs:2d}{beside}  {printable(score.text)}')
 
 
 def unknown_words_note(ranked: Sequence[SentenceScore], spelt: bool) -> str | None:

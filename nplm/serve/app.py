@@ -1,0 +1,172 @@
+"""`nplm serve`: one trained model behind HTTP, answering POST /score, /rank, /predict,
+/complete and /generate as the commands answer (nplm.use.answers: one function behind both),
+with GET /health, GET /info and the page at / (nplm/serve/page).
+
+aiohttp (docs/decisions.md says why): the event loop reads requests and writes answers, so a
+slow client holds no one else up; the model runs on one worker thread, requests in turn
+(never two at once in its state), at most Limits.pending of them waiting. Every refusal is
+a 4xx (503 when too many wait) with {"error": one line naming the limit or the mistake}.
+On SIGTERM or Ctrl-C the server stops listening, finishes the requests in flight (at most
+SHUTDOWN_SECONDS) and returns.
+"""
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import signal
+from pathlib import Path
+
+from aiohttp import web
+
+from nplm import paths
+from nplm.errors import ConfigError
+from nplm.run_files.summary import read_summary
+from nplm.serve.requests import Limits, RequestError, fields_of, parsed
+from nplm.use import answers
+from nplm.use.completion import Completer
+from nplm.use.generation import Sampling
+
+log = logging.getLogger(__name__)
+
+PAGE = Path(__file__).with_name('page')
+PAGE_FILES = {'/': 'index.html', '/page.js': 'page.js', '/page.css': 'page.css'}
+SHUTDOWN_SECONDS = 5.0
+
+
+class Service:
+  """The model, read once, and the one thread that runs it."""
+
+  def __init__(self, model, limits: Limits):
+    model.require_language_model()
+    self.model, self.limits, self.fields = model, limits, fields_of(limits)
+    self.completer = Completer(model)
+    self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='nplm-model')
+    self.pending = 0
+
+  def answer(self, endpoint: str, request: dict) -> dict:
+    """What the endpoint answers (on the worker thread)."""
+    model = self.model
+    if endpoint == 'score':
+      return {'scores': list(answers.scores(model, request['texts'], request['tokens']))}
+    if endpoint == 'rank':
+      return {'ranked': answers.rank(model, request['texts'])}
+    if endpoint == 'predict':
+      return answers.predict(model, request['prefix'], request['k'])
+    if endpoint == 'complete':
+      return answers.complete(self.completer, request['prefix'], request['k'],
+                              request['max_words'])
+    sampling = Sampling(**{name: request[name] for name in (
+        'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'samples', 'sentences')})
+    return answers.samples(model, request['prompt'], sampling, request['seed'])
+
+  def info(self) -> dict:
+    """The run: where, on what, which model, its exact perplexities, and the limits."""
+    config, summary = self.model.config, read_summary(self.model.config.workdir) or {}
+    return {'workdir': paths.shown(config.workdir), 'dataset': config.dataset,
+            'vocab_size': self.model.vocab.size, 'model': self.model.name,
+            'context_length': self.model.context_length,
+            'perplexities': {split: summary[f'{split}_ppl'] for split in ('train', 'valid',
+                                                                           'test')
+                             if f'{split}_ppl' in summary},
+            'limits': dataclasses.asdict(self.limits)}
+
+  async def run(self, endpoint: str, request: dict) -> dict:
+    if self.pending >= self.limits.pending:
+      raise RequestError(503, f'{self.pending} requests are waiting for the model, the limit '
+                              '(nplm serve --max_pending): retry later')
+    self.pending += 1
+    try:
+      return await asyncio.get_running_loop().run_in_executor(
+          self.worker, self.answer, endpoint, request)
+    finally:
+      self.pending -= 1
+
+
+def error(status: int, message: str) -> web.Response:
+  return web.json_response({'error': message}, status=status)
+
+
+@web.middleware
+async def one_line_errors(request: web.Request, handler):
+  """Every refusal and failure as {"error": one line}, never an HTML page or a traceback."""
+  try:
+    return await handler(request)
+  except RequestError as refused:
+    return error(refused.status, str(refused))
+  except ConfigError as refused:  # What the commands refuse too (nplm.use).
+    return error(400, str(refused))
+  except web.HTTPRequestEntityTooLarge:
+    limit = request.app['service'].limits.body_bytes
+    return error(413, f'the body is larger than {limit:,} bytes, the limit (nplm serve '
+                      '--max_body_bytes)')
+  except web.HTTPNotFound:
+    return error(404, f'no {request.method} {request.path}: POST /score, /rank, /predict, '
+                      '/complete or /generate; GET /, /health or /info')
+  except web.HTTPMethodNotAllowed as refused:
+    return error(405, f'{request.path} takes {", ".join(sorted(refused.allowed_methods))}, '
+                      f'not {request.method}')
+  except web.HTTPException as refused:
+    if refused.status < 400:
+      raise
+    return error(refused.status, refused.reason)
+  except Exception as failure:  # pylint: disable=broad-except
+    log.exception('%s %s failed', request.method, request.path)
+    return error(500, f'the server failed on this request: {type(failure).__name__}: '
+                      f'{failure}'.splitlines()[0])
+
+
+async def model_request(request: web.Request) -> web.Response:
+  service, endpoint = request.app['service'], request.match_info['endpoint']
+  if endpoint not in service.fields:
+    raise web.HTTPNotFound()
+  try:
+    body = await asyncio.wait_for(request.read(), service.limits.read_seconds)
+  except asyncio.TimeoutError:
+    raise RequestError(408, f'the body took more than {service.limits.read_seconds:g} s to '
+                            'arrive') from None
+  answer = await service.run(endpoint, parsed(body, service.fields[endpoint]))
+  return web.json_response(answer)
+
+
+async def health(_: web.Request) -> web.Response:
+  return web.json_response({'status': 'ok'})
+
+
+async def info(request: web.Request) -> web.Response:
+  return web.json_response(request.app['service'].info())
+
+
+async def page(request: web.Request) -> web.FileResponse:
+  return web.FileResponse(PAGE / PAGE_FILES[request.path])
+
+
+def application(service: Service) -> web.Application:
+  app = web.Application(client_max_size=service.limits.body_bytes,
+                        middlewares=[one_line_errors])
+  app['service'] = service
+  app.add_routes([web.get('/health', health), web.get('/info', info),
+                  *(web.get(path, page) for path in PAGE_FILES),
+                  web.post('/{endpoint}', model_request)])
+  app.on_cleanup.append(lambda _: asyncio.to_thread(service.worker.shutdown))
+  return app
+
+
+async def serve(service: Service, host: str, port: int, ready) -> None:
+  """Serves until SIGTERM or SIGINT; `ready(url)` once listening (port 0: the one given)."""
+  runner = web.AppRunner(application(service), access_log=None,
+                         shutdown_timeout=SHUTDOWN_SECONDS)
+  await runner.setup()
+  site = web.TCPSite(runner, host, port)
+  await site.start()
+  stop = asyncio.Event()
+  loop = asyncio.get_running_loop()
+  for signum in (signal.SIGTERM, signal.SIGINT):
+    loop.add_signal_handler(signum, stop.set)
+  bound_host, bound_port = runner.addresses[0][:2]
+  ready(f'http://{bound_host if ":" not in bound_host else f"[{bound_host}]"}:{bound_port}/')
+  try:
+    await stop.wait()
+  finally:
+    log.info('stopping: finishing the requests in flight')
+    await runner.cleanup()

@@ -1,0 +1,205 @@
+"""`nplm serve` as a client meets it: a server started as a user starts it (another directory,
+a relative --workdir, port 0), real HTTP requests, every endpoint against the command that
+answers the same question, every refusal one line of JSON, 16 clients at once, a client that
+never finishes its body, and SIGTERM in the middle of a request."""
+
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+STARTUP_SECONDS = 120
+
+
+class Server:
+  """`nplm serve --workdir=WORKDIR --port=0` run from `cwd`; its URL from its first line."""
+
+  def __init__(self, cwd: Path, workdir: str, *flags: str):
+    self.process = subprocess.Popen(
+        [sys.executable, '-m', 'nplm.cli', 'serve', f'--workdir={workdir}', '--port=0', *flags],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.append(self.process.stdout.readline()))
+    reader.start()
+    reader.join(STARTUP_SECONDS)
+    assert lines and lines[0].startswith('serving '), (lines, self.process.poll())
+    self.url = lines[0].split(' at ')[1].split(' ')[0]
+    self.first_line = lines[0]
+
+  def ask(self, path: str, body=None, raw: bytes | None = None, timeout: float = 60):
+    """(status, JSON answer) of GET path (no body) or POST path with `body` as JSON."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(self.url + path.lstrip('/'), data=data)
+    try:
+      with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+      return refused.code, json.loads(refused.read())
+
+  def stop(self) -> tuple[int, str]:
+    if self.process.poll() is None:
+      self.process.send_signal(signal.SIGTERM)
+    _, err = self.process.communicate(timeout=60)
+    return self.process.returncode, err
+
+
+@pytest.fixture(scope='module')
+def served(quick_runs, tmp_path_factory):
+  """The quick NNLM run, copied beside a user's directory and served from it."""
+  model = quick_runs('nnlm')
+  home = tmp_path_factory.mktemp('user')
+  shutil.copytree(model.config.workdir, home / 'runs' / 'nnlm')
+  server = Server(home, 'runs/nnlm')
+  yield server, home
+  status, err = server.stop()
+  assert status == 0, err
+
+
+def command_json(home: Path, *args: str):
+  """The command's --json output, run as a user types it in the same directory."""
+  result = subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=home,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  return result.stdout
+
+
+def test_it_says_where_it_listens_and_what_it_serves(served, quick_runs):
+  server, _ = served
+  assert server.first_line.startswith('serving nnlm order ') and '127.0.0.1' in server.url
+  assert server.ask('/health') == (200, {'status': 'ok'})
+  status, info = server.ask('/info')
+  assert status == 200 and info['workdir'] == 'runs/nnlm' and info['vocab_size'] > 10
+  model = quick_runs('nnlm')
+  assert info['context_length'] == model.context_length and info['model'] == model.name
+  assert {'valid', 'test'} <= set(info['perplexities'])
+
+
+@pytest.mark.slow
+def test_every_endpoint_answers_as_its_command_does(served):
+  server, home = served
+  texts = ['the jury said it .', 'it said the jury .', 'the zyzzyva said']
+  workdir = '--workdir=runs/nnlm'
+  want = [json.loads(line) for line in command_json(
+      home, 'score', workdir, '--json', '--details', *texts).splitlines()]
+  assert server.ask('/score', {'texts': texts, 'tokens': True}) == (200, {'scores': want})
+  want = [json.loads(line) for line in command_json(home, 'rank', workdir, '--json',
+                                                    *texts).splitlines()]
+  assert server.ask('/rank', {'texts': texts}) == (200, {'ranked': want})
+  [want] = json.loads(command_json(home, 'predict', workdir, '--json', '--k=4', 'the jury'))
+  assert server.ask('/predict', {'prefix': 'the jury', 'k': 4}) == (200, want)
+  want = json.loads(command_json(home, 'complete', workdir, '--json', '--k=3',
+                                 '--max_words=2', 'the jury'))
+  assert server.ask('/complete', {'prefix': 'the jury', 'k': 3, 'max_words': 2}) == (200, want)
+  want = command_json(home, 'generate', workdir, '--prompt=the jury', '--length=12',
+                      '--seed=5', '--temperature=0.7')
+  status, got = server.ask('/generate', {'prompt': 'the jury', 'length': 12, 'seed': 5,
+                                         'temperature': 0.7})
+  assert status == 200 and got == {'prompt': 'the jury', 'samples': [want[:-1]]}
+  # An unknown word: the commands' warning comes with the answer.
+  status, got = server.ask('/predict', {'prefix': 'the zyzzyva', 'k': 1})
+  assert status == 200 and 'zyzzyva' in got['warning']
+
+
+@pytest.mark.parametrize('path,body,status,says', [
+    ('/predict', b'{"prefix": "a",', 400, 'the body is not JSON'),
+    ('/predict', b'[1, 2]', 400, 'a JSON object of fields, not a list'),
+    ('/predict', b'{"prefx": "the"}', 400, 'unknown field "prefx": this endpoint reads prefix, k'),
+    ('/predict', b'{"prefix": 3}', 400, '"prefix" must be a string, not a number'),
+    ('/predict', b'{"k": 0}', 400, '"k" must be at least 1, not 0'),
+    ('/predict', b'{"k": 101}', 400, '"k" is 101; the limit is 100 (nplm serve --max_k)'),
+    ('/predict', b'{"k": 2.5}', 400, '"k" must be an integer, not a number'),
+    ('/score', b'{}', 400, '"texts" is missing'),
+    ('/score', b'{"texts": "one"}', 400, '"texts" must be a non-empty list of strings'),
+    ('/score', b'{"texts": ["  "]}', 400, '"texts[0]" is empty: give the text to read'),
+    ('/score', json.dumps({'texts': ['a'] * 65}).encode(), 413,
+     '"texts" holds 65 texts; the limit is 64 a request (nplm serve --max_texts)'),
+    ('/score', json.dumps({'texts': ['a ' * 1001]}).encode(), 413,
+     '"texts[0]" holds 2,002 characters; the limit is 2,000 (nplm serve --max_text_chars)'),
+    ('/score', b'{"texts": ["' + b'a' * 70_000 + b'"]}', 413,
+     'the body is larger than 65,536 bytes, the limit (nplm serve --max_body_bytes)'),
+    ('/rank', b'{"texts": ["only one"]}', 400, '"texts" holds 1 text; give 2 or more'),
+    ('/complete', b'{"max_words": 51}', 400, '"max_words" is 51; the limit is 50'),
+    ('/generate', b'{"temperature": -1}', 400, '"temperature" must be at least 0 (0: greedy)'),
+    ('/generate', b'{"top_p": 0}', 400, '"top_p" must be above 0 and at most 1'),
+    ('/generate', b'{"samples": 9}', 400, 'the limit is 8 (nplm serve --max_samples)'),
+    ('/generate', b'{"no_unk": "yes"}', 400, '"no_unk" must be true or false, not a string'),
+    ('/translate', b'{}', 404, 'no POST /translate: POST /score, /rank, /predict'),
+    ('/score', None, 405, '/score takes POST, not GET'),
+])
+def test_a_refusal_is_one_line_of_json_naming_the_mistake(served, path, body, status, says):
+  server, _ = served
+  got_status, answer = server.ask(path, raw=body)
+  assert (got_status, list(answer)) == (status, ['error']), answer
+  assert says in answer['error'] and '\n' not in answer['error']
+
+
+def test_sixteen_clients_at_once_get_their_own_answers(served):
+  server, _ = served
+  prefixes = [f'the {word}' for word in ('jury', 'city', 'man', 'court')] * 4
+  alone = {p: server.ask('/predict', {'prefix': p, 'k': 5}) for p in set(prefixes)}
+  with concurrent.futures.ThreadPoolExecutor(16) as clients:
+    together = list(clients.map(lambda p: server.ask('/predict', {'prefix': p, 'k': 5}),
+                                prefixes))
+  assert together == [alone[p] for p in prefixes]
+  assert len({json.dumps(a) for a in alone.values()}) == 4
+
+
+def test_a_slow_client_holds_no_one_up(served):
+  """A client that sends half its body and waits: the others are answered meanwhile."""
+  server, _ = served
+  host, port = server.url.split('//')[1].rstrip('/').split(':')
+  with socket.create_connection((host, int(port))) as slow:
+    slow.sendall(b'POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{"pre')
+    started = time.monotonic()
+    assert server.ask('/predict', {'prefix': 'the', 'k': 1}, timeout=30)[0] == 200
+    assert server.ask('/health', timeout=30)[0] == 200
+    assert time.monotonic() - started < 30
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(quick_runs, tmp_path):
+  shutil.copytree(quick_runs('nnlm').config.workdir, tmp_path / 'run')
+  server = Server(tmp_path, 'run')
+  answers = []
+  asking = threading.Thread(target=lambda: answers.append(server.ask(
+      '/generate', {'length': 200, 'samples': 8, 'seed': 1})))
+  asking.start()
+  time.sleep(0.3)
+  stopped = time.monotonic()
+  status, err = server.stop()
+  asking.join(60)
+  assert status == 0, err
+  assert answers and answers[0][0] == 200 and len(answers[0][1]['samples']) == 8
+  assert time.monotonic() - stopped < 30 and 'finishing the requests in flight' in err
+
+
+def test_a_word2vec_run_or_a_missing_workdir_is_refused_at_start(quick_runs, tmp_path):
+  for workdir, says in [(quick_runs('word2vec').config.workdir, 'is a word2vec model'),
+                        (str(tmp_path / 'nothing'), 'nothing')]:
+    result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'serve', f'--workdir={workdir}',
+                             '--port=0'], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and result.stderr.startswith('error: ')
+    assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_port_in_use_is_one_line(quick_runs, tmp_path):
+  with socket.socket() as taken:
+    taken.bind(('127.0.0.1', 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'serve',
+                             f'--workdir={quick_runs("nnlm").config.workdir}', f'--port={port}'],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
+  assert result.returncode == 2 and result.stderr.startswith(f'error: cannot listen on ')
+  assert len(result.stderr.strip().splitlines()) == 1
