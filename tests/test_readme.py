@@ -41,6 +41,10 @@ NOT_RUN = {
     r'\.\.\.': 'a placeholder to fill in (the coordinator of a multi-host run)',
     r'-m experiments\.benchmarks\.': 'a benchmark (minutes): tests/test_*benchmark.py run '
                                      'each on tiny shapes',
+    r'^nplm serve\b': 'a server, running until stopped: tests/test_serve.py starts it as '
+                     'docs/serving.md does',
+    r'^curl ': "a client of nplm serve: tests/test_serve.py runs docs/serving.md's curl lines "
+               'against the server it starts',
     r'--flagfile=transformer_gpu\b': "a GPU's recipe (6 layers, 512 wide): minutes a step on "
                                       '2 CPU cores; tests/test_transformer.py covers the model',
 }

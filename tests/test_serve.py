@@ -6,6 +6,7 @@ never finishes its body, and SIGTERM in the middle of a request."""
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 STARTUP_SECONDS = 120
+SERVING_PAGE = Path(__file__).parent.parent / 'docs' / 'serving.md'
 
 
 class Server:
@@ -109,6 +111,32 @@ def test_every_endpoint_answers_as_its_command_does(served):
   # An unknown word: the commands' warning comes with the answer.
   status, got = server.ask('/predict', {'prefix': 'the zyzzyva', 'k': 1})
   assert status == 200 and 'zyzzyva' in got['warning']
+
+
+def serving_page_curls() -> list[str]:
+  """docs/serving.md's curl lines (its ```sh blocks)."""
+  blocks = re.findall(r'^```sh\n(.*?)^```', SERVING_PAGE.read_text(), re.S | re.M)
+  return [line.strip() for block in blocks for line in block.splitlines()
+          if line.strip().startswith('curl ')]
+
+
+def test_the_serving_pages_curl_lines_answer_as_it_says(served):
+  server, home = served
+  if not shutil.which('curl'):
+    pytest.fail('no curl on PATH: docs/serving.md\'s examples use it (apt-get install curl)')
+  lines = serving_page_curls()
+  assert len(lines) >= 8
+  for line in lines:
+    result = subprocess.run(line.replace('localhost:8080', server.url.split('//')[1].rstrip('/')),
+                            shell=True, cwd=home, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, (line, result.stderr)
+    answer = json.loads(result.stdout)
+    if '"k": 1000' in line:  # The page's refusal, word for word.
+      assert answer == {'error': '"k" is 1,000; the limit is 100 (nplm serve --max_k)'}
+      documented = '"\\"k\\" is 1,000; the limit is 100 (nplm serve --max_k)"'
+      assert documented in SERVING_PAGE.read_text()
+    else:
+      assert 'error' not in answer, (line, answer)
 
 
 @pytest.mark.parametrize('path,body,status,says', [
@@ -203,3 +231,65 @@ def test_a_port_in_use_is_one_line(quick_runs, tmp_path):
                             env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
   assert result.returncode == 2 and result.stderr.startswith(f'error: cannot listen on ')
   assert len(result.stderr.strip().splitlines()) == 1
+
+
+def chromium_driver():
+  """Debian's chromium, headless, driven by Selenium through Debian's chromedriver; the test
+  fails (never skips) where they are missing: .ci/run installs them."""
+  from selenium import webdriver  # pylint: disable=import-outside-toplevel
+  from selenium.webdriver.chrome.service import Service as Chromedriver  # pylint: disable=import-outside-toplevel
+  browser, driver = shutil.which('chromium'), shutil.which('chromedriver')
+  if not (browser and driver):
+    pytest.fail('no chromium or chromedriver on PATH: apt-get install chromium '
+                'chromium-driver (.ci/run does)')
+  options = webdriver.ChromeOptions()
+  options.binary_location = browser
+  for argument in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage',
+                   '--window-size=1000,1400'):
+    options.add_argument(argument)
+  return webdriver.Chrome(service=Chromedriver(driver), options=options)
+
+
+def test_the_page_completes_as_you_type_ranks_and_charts_in_a_browser(served):
+  from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=import-outside-toplevel
+  server, _ = served
+  browser = chromium_driver()
+  try:
+    wait = WebDriverWait(browser, 60)
+    browser.get(server.url)
+    wait.until(lambda b: 'nnlm order' in b.find_element(By.ID, 'run').text)
+    assert 'runs/nnlm' in browser.find_element(By.ID, 'run').text
+
+    def listed(list_id):
+      """Each item's text, without the probability or ln p beside it."""
+      return browser.execute_script(
+          f'return [...document.querySelectorAll("#{list_id} li")]'
+          '.map((li) => li.firstChild.textContent)')
+
+    # Typed a key at a time: the list ends as the server's completions of the whole prefix.
+    _, want = server.ask('/complete', {'prefix': 'the jury', 'k': 8, 'max_words': 3})
+    shown = [c['text'] for c in want['completions']]
+    box = browser.find_element(By.ID, 'prefix')
+    for key in 'the jury':
+      box.send_keys(key)
+    wait.until(lambda b: listed('completions') == shown)
+
+    alternatives = ['the jury said it .', 'jury the said it .', 'it said the jury .']
+    _, want = server.ask('/rank', {'texts': alternatives})
+    area = browser.find_element(By.ID, 'alternatives')
+    area.clear()
+    area.send_keys('\n'.join(alternatives))
+    browser.find_element(By.ID, 'rank').click()
+    wait.until(lambda b: len(listed('ranked')) == 3)
+    assert listed('ranked') == [r['text'] for r in want['ranked']]
+
+    browser.find_element(By.ID, 'score').click()
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, '.bar-row'))
+    sentence = browser.find_element(By.ID, 'sentence').get_attribute('value')
+    _, want = server.ask('/score', {'texts': [sentence], 'tokens': True})
+    rows = [row.text.split('\n') for row in browser.find_elements(By.CSS_SELECTOR, '.bar-row')]
+    assert rows == [[t['word'], f'{t["log_prob"]:.2f}'] for t in want['scores'][0]['tokens']]
+    assert not browser.find_element(By.ID, 'complete-error').text
+  finally:
+    browser.quit()

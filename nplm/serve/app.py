@@ -137,6 +137,10 @@ async def info(request: web.Request) -> web.Response:
   return web.json_response(request.app['service'].info())
 
 
+async def no_icon(_: web.Request) -> web.Response:
+  return web.Response(status=204)  # A browser asks; the page has none.
+
+
 async def page(request: web.Request) -> web.FileResponse:
   return web.FileResponse(PAGE / PAGE_FILES[request.path])
 
@@ -146,7 +150,7 @@ def application(service: Service) -> web.Application:
                         middlewares=[one_line_errors])
   app['service'] = service
   app.add_routes([web.get('/health', health), web.get('/info', info),
-                  *(web.get(path, page) for path in PAGE_FILES),
+                  web.get('/favicon.ico', no_icon), *(web.get(path, page) for path in PAGE_FILES),
                   web.post('/{endpoint}', model_request)])
   app.on_cleanup.append(lambda _: asyncio.to_thread(service.worker.shutdown))
   return app
