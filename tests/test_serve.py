@@ -293,3 +293,21 @@ def test_the_page_completes_as_you_type_ranks_and_charts_in_a_browser(served):
     assert not browser.find_element(By.ID, 'complete-error').text
   finally:
     browser.quit()
+
+
+@pytest.mark.slow
+def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs, tmp_path):
+  workdir = quick_runs('nnlm').config.workdir
+  result = subprocess.run([sys.executable, '-m', 'experiments.benchmarks.serve',
+                           f'--workdirs={workdir}', '--clients=1,3', '--seconds=0.5',
+                           f'--out={tmp_path / "serve"}'], capture_output=True, text=True,
+                          timeout=600, cwd=Path(__file__).parent.parent)
+  assert result.returncode == 0, result.stderr
+  report = json.loads((tmp_path / 'serve.json').read_text())
+  assert [(r['endpoint'], r['clients']) for r in report['rows']] == [
+      ('/score', 1), ('/score', 3), ('/complete', 1), ('/complete', 3)]
+  for row in report['rows']:
+    assert row['requests'] >= 1 and 0 < row['p50_ms'] <= row['p99_ms']
+    # No more answered than the clients could have sent one after another.
+    assert row['requests_per_second'] <= row['clients'] * 1e3 / row['p50_ms'] * 2 + 1
+  assert '| /complete | 3 |' in (tmp_path / 'serve.md').read_text()

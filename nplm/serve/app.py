@@ -152,7 +152,10 @@ def application(service: Service) -> web.Application:
   app.add_routes([web.get('/health', health), web.get('/info', info),
                   web.get('/favicon.ico', no_icon), *(web.get(path, page) for path in PAGE_FILES),
                   web.post('/{endpoint}', model_request)])
-  app.on_cleanup.append(lambda _: asyncio.to_thread(service.worker.shutdown))
+  # Requests still queued at the end of the grace period are dropped; the one the model is
+  # computing finishes (a thread cannot be stopped) before the process exits.
+  app.on_cleanup.append(lambda _: asyncio.to_thread(service.worker.shutdown,
+                                                    cancel_futures=True))
   return app
 
 
