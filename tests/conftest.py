@@ -60,7 +60,8 @@ def compilation_cache(tmp_path_factory):
 LONGEST_FIRST = (
     'test_docs_models_and_heads.py', 'test_parallel_training.py', 'test_commands.py',
     'test_readme.py', 'test_docs_reproducing.py', 'test_resources.py', 'test_rnn.py',
-    'test_launch.py', 'test_gpu_benchmark.py', 'test_vmapped_training.py', 'test_cli.py',
+    'test_launch.py', 'test_serve.py', 'test_gpu_benchmark.py', 'test_vmapped_training.py',
+    'test_cli.py',
     'test_heads.py',
     'test_stops.py', 'test_transformer.py', 'test_docs_datasets.py', 'test_train.py',
     'test_word2vec_update.py', 'test_reliability.py', 'test_using_a_model.py',

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_text_corpus
+
 STARTUP_SECONDS = 120
 SERVING_PAGE = Path(__file__).parent.parent / 'docs' / 'serving.md'
 
@@ -195,6 +197,7 @@ def test_a_slow_client_holds_no_one_up(served):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_request_in_flight_and_exits_0(quick_runs, tmp_path):
   shutil.copytree(quick_runs('nnlm').config.workdir, tmp_path / 'run')
   server = Server(tmp_path, 'run')
@@ -211,6 +214,30 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(quick_runs, tmp_path
   assert time.monotonic() - stopped < 30 and 'finishing the requests in flight' in err
 
 
+@pytest.mark.slow
+def test_any_family_is_served_a_recurrent_model_and_an_ngram_run(quick_runs, tmp_path):
+  """The LSTM and a KN3 fitted by nplm ngram: each predicts and scores as its commands do."""
+  text = write_text_corpus(tmp_path / 'text')
+  fit = subprocess.run([sys.executable, '-m', 'nplm.cli', 'ngram', f'--dataset=text:{text}',
+                        f'--data_dir={tmp_path / "tfds"}', '--out=kn3', '--order=3'],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+  assert fit.returncode == 0, fit.stderr
+  for workdir, name in [(quick_runs('lstm').config.workdir, 'lstm'), ('kn3', 'KN3')]:
+    server = Server(tmp_path, workdir)
+    try:
+      status, info = server.ask('/info')
+      assert status == 200 and info['model'].startswith(name) and info['perplexities']['test'] > 1
+      want = json.loads(command_json(tmp_path, 'predict', f'--workdir={workdir}', '--json',
+                                     '--k=3', 'the'))[0]
+      assert server.ask('/predict', {'prefix': 'the', 'k': 3}) == (200, want)
+      [want] = [json.loads(line) for line in command_json(
+          tmp_path, 'score', f'--workdir={workdir}', '--json', 'the end .').splitlines()]
+      assert server.ask('/score', {'texts': ['the end .']}) == (200, {'scores': [want]})
+    finally:
+      assert server.stop()[0] == 0
+
+
+@pytest.mark.slow
 def test_a_word2vec_run_or_a_missing_workdir_is_refused_at_start(quick_runs, tmp_path):
   for workdir, says in [(quick_runs('word2vec').config.workdir, 'is a word2vec model'),
                         (str(tmp_path / 'nothing'), 'nothing')]:
@@ -220,6 +247,7 @@ def test_a_word2vec_run_or_a_missing_workdir_is_refused_at_start(quick_runs, tmp
     assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_one_line(quick_runs, tmp_path):
   with socket.socket() as taken:
     taken.bind(('127.0.0.1', 0))
@@ -250,6 +278,7 @@ def chromium_driver():
   return webdriver.Chrome(service=Chromedriver(driver), options=options)
 
 
+@pytest.mark.slow
 def test_the_page_completes_as_you_type_ranks_and_charts_in_a_browser(served):
   from selenium.webdriver.common.by import By  # pylint: disable=import-outside-toplevel
   from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=import-outside-toplevel

@@ -13,6 +13,7 @@ SHUTDOWN_SECONDS) and returns.
 import asyncio
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import signal
 from pathlib import Path
@@ -22,6 +23,7 @@ from aiohttp import web
 from nplm import paths
 from nplm.errors import ConfigError
 from nplm.run_files.summary import read_summary
+from nplm.use.ngram_run import is_ngram_dir
 from nplm.serve.requests import Limits, RequestError, fields_of, parsed
 from nplm.use import answers
 from nplm.use.completion import Completer
@@ -43,6 +45,7 @@ class Service:
     self.completer = Completer(model)
     self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='nplm-model')
     self.pending = 0
+    self.perplexities = recorded_perplexities(Path(model.config.workdir))
 
   def answer(self, endpoint: str, request: dict) -> dict:
     """What the endpoint answers (on the worker thread)."""
@@ -62,13 +65,10 @@ class Service:
 
   def info(self) -> dict:
     """The run: where, on what, which model, its exact perplexities, and the limits."""
-    config, summary = self.model.config, read_summary(self.model.config.workdir) or {}
+    config = self.model.config
     return {'workdir': paths.shown(config.workdir), 'dataset': config.dataset,
             'vocab_size': self.model.vocab.size, 'model': self.model.name,
-            'context_length': self.model.context_length,
-            'perplexities': {split: summary[f'{split}_ppl'] for split in ('train', 'valid',
-                                                                           'test')
-                             if f'{split}_ppl' in summary},
+            'context_length': self.model.context_length, 'perplexities': self.perplexities,
             'limits': dataclasses.asdict(self.limits)}
 
   async def run(self, endpoint: str, request: dict) -> dict:
@@ -81,6 +81,15 @@ class Service:
           self.worker, self.answer, endpoint, request)
     finally:
       self.pending -= 1
+
+
+def recorded_perplexities(workdir: Path) -> dict[str, float]:
+  """The exact perplexities the run recorded, by split: a training run's summary.json, an
+  n-gram DIR's ngram.json (each read and checked when the model was)."""
+  record = (json.loads((workdir / 'ngram.json').read_text()) if is_ngram_dir(workdir)
+            else read_summary(workdir) or {})
+  return {split: record[f'{split}_ppl'] for split in ('train', 'valid', 'test')
+          if f'{split}_ppl' in record}
 
 
 def error(status: int, message: str) -> web.Response:
