@@ -198,20 +198,27 @@ def test_a_slow_client_holds_no_one_up(served):
 
 
 @pytest.mark.slow
-def test_sigterm_finishes_the_request_in_flight_and_exits_0(quick_runs, tmp_path):
+def test_too_many_waiting_are_refused_and_sigterm_finishes_those_in_flight(quick_runs,
+                                                                          tmp_path):
+  """--max_pending=2 and 6 clients at once: 503 for those beyond, naming the limit; then
+  SIGTERM amid the others: they are answered whole and the server exits 0."""
   shutil.copytree(quick_runs('nnlm').config.workdir, tmp_path / 'run')
-  server = Server(tmp_path, 'run')
-  answers = []
-  asking = threading.Thread(target=lambda: answers.append(server.ask(
-      '/generate', {'length': 200, 'samples': 8, 'seed': 1})))
-  asking.start()
-  time.sleep(0.3)
-  stopped = time.monotonic()
-  status, err = server.stop()
-  asking.join(60)
+  server = Server(tmp_path, 'run', '--max_pending=2')
+  assert server.ask('/generate', {'length': 5})[0] == 200  # Compiled before the rush.
+  with concurrent.futures.ThreadPoolExecutor(6) as clients:
+    asked = [clients.submit(server.ask, '/generate', {'length': 40, 'samples': 8, 'seed': k})
+             for k in range(6)]
+    time.sleep(0.5)
+    stopped = time.monotonic()
+    status, err = server.stop()
+    answers = [future.result() for future in asked]
   assert status == 0, err
-  assert answers and answers[0][0] == 200 and len(answers[0][1]['samples']) == 8
   assert time.monotonic() - stopped < 30 and 'finishing the requests in flight' in err
+  refused = [a for code, a in answers if code == 503]
+  answered = [a for code, a in answers if code == 200]
+  assert len(refused) + len(answered) == 6 and len(refused) >= 3 and answered, answers
+  assert all(len(a['samples']) == 8 for a in answered)
+  assert all('the limit (nplm serve --max_pending): retry later' in a['error'] for a in refused)
 
 
 @pytest.mark.slow
