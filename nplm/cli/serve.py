@@ -12,7 +12,6 @@ Ctrl-C: it stops listening, finishes the requests in flight and exits 0.
 
 import asyncio
 import logging
-import sys
 
 from absl import flags
 
@@ -61,7 +60,6 @@ def main(argv):
   except OSError as error:  # The port taken, an address not on this machine.
     cli.fail(f'cannot listen on {FLAGS.host}:{FLAGS.port}: {error.strerror or error}')
   logging.getLogger(__name__).info('stopped')
-  print('stopped', file=sys.stderr)
 
 
 def run_program(argv=None) -> None:
