@@ -347,3 +347,13 @@ def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs,
     # No more answered than the clients could have sent one after another.
     assert row['requests_per_second'] <= row['clients'] * 1e3 / row['p50_ms'] * 2 + 1
   assert '| /complete | 3 |' in (tmp_path / 'serve.md').read_text()
+
+
+@pytest.mark.parametrize('flag,says', [
+    ('--max_k=0', '--max_k must be at least 1, not 0'),
+    ('--port=70000', '--port must be from 0 (any free port) to 65535, not 70000')])
+def test_a_bad_flag_is_one_line_before_the_model_is_read(flag, says, tmp_path):
+  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'serve',
+                           f'--workdir={tmp_path / "never_read"}', flag],
+                          capture_output=True, text=True, timeout=300)
+  assert (result.returncode, result.stderr) == (2, f'error: {says}\n')
