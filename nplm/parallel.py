@@ -17,6 +17,7 @@ any device is touched; each process then places only the shards its own devices 
 
 import logging
 import math
+import os
 
 import jax
 import numpy as np
@@ -84,6 +85,21 @@ def initialize_processes(config) -> None:
            jax.process_count(), jax.local_device_count(), jax.device_count())
   if not is_main_process():  # Process 0 speaks for the run; the others only warn.
     logging.getLogger('nplm').setLevel(logging.WARNING)
+
+
+def usable_cores() -> int:
+  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+
+
+def request_cpu_devices(count: int) -> None:
+  """Starts JAX's CPU backend with `count` devices (an update whose loop XLA runs on one core
+  can then run a copy on each: word2vec's), unless JAX_NUM_CPU_DEVICES already chose or the
+  backend has started (its devices stay, for a later run in the same Python process too)."""
+  if count > 1 and 'JAX_NUM_CPU_DEVICES' not in os.environ:
+    try:
+      jax.config.update('jax_num_cpu_devices', count)
+    except RuntimeError:  # The backend has started.
+      log.info('JAX started with %d CPU devices; the update would use %d', jax.device_count('cpu'), count)
 
 
 def main_process_first(load):

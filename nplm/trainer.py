@@ -14,10 +14,12 @@ from nplm.data.tokenizers import Tokenization
 from nplm.run_files.model_run import TrainingDiverged
 from nplm.run_files.summary import RunStatus
 from nplm.stop_requests import RunInterrupted, interrupting
+from nplm.models import model_class
 from nplm.training import loop
+from nplm.training.families import feed_of
 from nplm.training.run_checks import check_together
 
-__all__ = ['RunInterrupted', 'TrainingDiverged', 'run']
+__all__ = ['RunInterrupted', 'TrainingDiverged', 'request_cpu_devices', 'run']
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,16 @@ def run(configs: Config | list[Config], corpus: Corpus | None = None) -> dict | 
     load_seconds = time.perf_counter() - loading
   summaries = loop.train(configs, corpus, started, load_seconds)
   return _lone_summary(summaries[0]) if lone else summaries
+
+
+def request_cpu_devices(config: Config) -> None:
+  """The CPU devices the model's update wants (word2vec's: one per core), where the config
+  names no mesh and the process is alone: for a program to call before any device is used
+  (nplm train does). Not `run`'s to do: the devices are the whole process's, and a later run
+  of another model in it would be spread over them too. From Python, JAX_NUM_CPU_DEVICES set
+  before jax is imported does the same."""
+  if not config.mesh and not config.distributed and config.num_processes == 1:
+    parallel.request_cpu_devices(feed_of(model_class(config.model)).cpu_devices(config))
 
 
 def _load_dataset(config: Config) -> Corpus:

@@ -38,7 +38,6 @@ mean nothing). --workdirs adds the scores of trained NNLM, LSTM, … runs. Write
 OUT/word2vec.{json,md} (the table: word2vec_report.py).
 """
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -58,7 +57,8 @@ from nplm.flagfiles import config_from_flagfile
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained
-from nplm.trainer import run
+from nplm.parallel import usable_cores
+from nplm.trainer import request_cpu_devices, run
 from nplm.training.config_checks import validated
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
@@ -69,10 +69,6 @@ SPEED_TYPES = 50_000  # Word types of the generated corpus --speed_tokens times 
 # (figure, where a side's scores hold it): the scores compared.
 SCORES = {'wordsim353': ('wordsim353', 'spearman'), 'simlex999': ('simlex999', 'spearman'),
           'analogies': ('analogies', 'accuracy')}
-
-
-def usable_cores() -> int:
-  return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
 
 
 def flagfile_config(name: str, **overrides) -> Config:
@@ -350,6 +346,7 @@ def main(argv):
     require_prepared_brown(FLAGS.data_dir)
     configs = flagfile_configs(FLAGS.configs, out, FLAGS.data_dir, FLAGS.max_words,
                                FLAGS.epochs)
+    request_cpu_devices(next(iter(configs.values())))  # As nplm train: one per core.
     speed, generated = (speed_configs(FLAGS.configs, out, FLAGS.speed_tokens)
                         if FLAGS.speed_tokens else ({}, {}))
     refuse_existing(list(speed.values()))  # Before the seeds' runs, not after them.

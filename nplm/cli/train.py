@@ -18,7 +18,7 @@ import sys
 
 
 from nplm import cli, flagfiles, parallel, paths, stop_requests
-from nplm.trainer import run
+from nplm.trainer import request_cpu_devices, run
 from nplm.run_files.model_run import what_is_kept
 
 
@@ -71,6 +71,7 @@ def main(argv):
       lambda what: f'Interrupted ({what}) at once; {what_is_kept(config.workdir)}.',
       config.stop_seconds, status=cli.INTERRUPTED_EXIT_STATUS)
   try:
+    request_cpu_devices(config)
     summary = run(config)
   except cli.USER_ERRORS as error:
     cli.fail(error)

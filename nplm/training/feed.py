@@ -56,6 +56,13 @@ class Feed:
   trains_together = True  # K models of one shape in one vmapped step.
 
   @classmethod
+  def cpu_devices(cls, config) -> int:
+    """The CPU devices its update wants when the config names no mesh (nplm.parallel.
+    request_cpu_devices): one, where XLA spreads each operation over the cores itself."""
+    del config
+    return 1
+
+  @classmethod
   def example_span(cls, config) -> tuple[str, int, str]:
     """(the flag that sets it, the tokens one training example reads, what it reads), for
     the refusal of a train split shorter than one example (run_checks.check_corpus)."""

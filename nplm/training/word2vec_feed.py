@@ -174,6 +174,16 @@ class Word2VecFeed(Feed):
     window = self.config.window
     return parallel.put(padded_stream(ids[:tokens + window], window, tokens), self.mesh)
 
+  @classmethod
+  def cpu_devices(cls, config) -> int:
+    """One per usable core: XLA runs the update's loop over chunks on one core, so each core
+    takes a copy of the tables and a share of the batch (`updated_tables`); at most as many
+    as split the batch into whole chunks."""
+    chunk, batch = chunk_positions(config), config.batch_size
+    return max((devices for devices in range(2, parallel.usable_cores() + 1)
+                if batch % devices == 0 and (batch // devices) % min(chunk, batch // devices) == 0),
+               default=1)
+
   def prepare_training(self, ids) -> int:
     if self.mesh.shape['model'] > 1:
       raise ConfigError("word2vec's update reads whole tables: use a mesh with data only "
@@ -278,8 +288,9 @@ class Word2VecFeed(Feed):
       *updated, loss, examples = word2vec_update.chunked_step(
           model, output, *tables, windows, centers, mask, alpha, rng,
           min(chunk, centers.shape[0]))
-      changes = jax.lax.psum([new - old for new, old in zip(updated, tables)], 'data')
-      return (tuple(old + change for old, change in zip(tables, changes)),
+      # Σ_d (new_d - old) + old, with one pass over each table after the all-reduce.
+      summed = jax.lax.psum(updated, 'data')
+      return (tuple(total - (devices - 1) * old for total, old in zip(summed, tables)),
               jax.lax.psum(loss, 'data'), jax.lax.psum(examples, 'data'))
 
     by_example, whole = P('data'), P()
