@@ -23,7 +23,7 @@ from nplm.run_files.summary import finished_summary
 from nplm.trainer import run
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
-from nplm.training.loop import periodic_validation
+from nplm.training.runs import periodic_validation
 from tests.conftest import TINY_SPLIT, write_text_corpus
 from tests.test_model import numpy_eq1
 from nplm.training.config_checks import validated
@@ -88,7 +88,7 @@ def test_auto_takes_train_up_to_the_threshold_and_refuses_unknown_names(monkeypa
 
 
 def test_more_valid_tokens_than_the_split_holds_validate_the_whole_split(caplog):
-  caplog.set_level(logging.INFO, 'nplm.training.loop')
+  caplog.set_level(logging.INFO, 'nplm.training.runs')
   whole = {'split': 'valid', 'tokens': 120, 'of': 120}
   assert periodic_validation(Config(valid_tokens_per_eval=500), 120) == whole
   assert 'more than the valid split holds (120 tokens)' in caplog.text

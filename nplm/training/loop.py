@@ -22,44 +22,23 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from nplm import models, parallel, paths, stop_requests
+from nplm import parallel, stop_requests
 from nplm.config import Config
 from nplm.data.corpus import Corpus
-from nplm.data.tokenizers import token_kind
 from nplm.display import counted, duration
 from nplm.lm import build_language_model
 from nplm.perplexity import perplexity
 from nplm.run_files.model_run import what_is_kept
-from nplm.run_files.summary import RunStatus, parameter_count
+from nplm.run_files.summary import RunStatus
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
-from nplm.training import cost, memory, optimizer, schedules
+from nplm.training import cost, loop_lines, memory, optimizer
 from nplm.training.actions import Clocked, Interval, Periodic, StepInfo
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus, warn_untrained_unk
-from nplm.training.runs import Runs, diverged_summary
+from nplm.training.runs import Runs, diverged_summary, periodic_validation, validates
 
 log = logging.getLogger(__name__)
-
-
-def periodic_validation(config: Config, valid_tokens: int) -> dict:
-  """What each epoch-end validation scores: the first --valid_tokens_per_eval tokens of the
-  valid split, or all of its `valid_tokens` (0, or more than it has)."""
-  wanted = config.valid_tokens_per_eval
-  if wanted > valid_tokens:
-    log.info('--valid_tokens_per_eval=%d is more than the valid split holds (%s): each epoch '
-             'validates on the whole split', wanted, counted(valid_tokens, 'token'))
-  tokens = min(wanted, valid_tokens) if wanted else valid_tokens
-  return {'split': 'valid', 'tokens': tokens, 'of': valid_tokens}
-
-
-def validates(config: Config, language_model: bool, evaluated: list[str]) -> bool:
-  """Whether the run validates (each epoch, or --eval_every): a language model always (its
-  learning curve); word vectors only where something reads it (--patience, --eval_every,
-  --lr_schedule=plateau) or perplexities were asked for (--eval_splits): a word2vec run
-  would otherwise spend most of its time scoring figures no one reads."""
-  return (language_model or bool(evaluated) or config.patience > 0 or bool(config.eval_every)
-          or schedules.reads_validations(config))
 
 
 class Loop:
@@ -102,6 +81,7 @@ class Loop:
     except BaseException:
       self.runs.close()
       raise
+    self.planned_steps = loop_lines.planned_steps(self.config, self.feed.steps_per_epoch)
     self.compiled, self.cost_said = False, False
     self.set_hyperparameters()
     per_epoch, every = self.feed.steps_per_epoch, self.config.eval_every
@@ -117,7 +97,8 @@ class Loop:
                     self.checkpoint_clock]
     if every:
       self.actions.append(Periodic(every, self.validate_periodically))
-    log.info('%s', self.startup_line())
+    log.info('%s', loop_lines.startup_line(self.config, corpus, self.runs, self.mesh,
+                                                self.feed.steps_per_epoch, self.step))
     # This invocation's phases (summary.run_summary); the compile's is 0 if no step ran.
     self.phases = {'load': load_seconds, 'build': time.perf_counter() - built, 'compile': 0.0,
                    'train': 0.0, 'checkpoints': 0.0, 'validation': 0.0, 'evaluation': {}}
@@ -245,13 +226,14 @@ class Loop:
     self.runs.write_train_metrics(info.losses, self.step, info.examples_per_second,
                                   self.feed.steps_per_epoch)
     if self.runs.training:
-      log.info('%s', self.progress_line(info))
+      log.info('%s', loop_lines.progress_line(info, self.step, self.feed.steps_per_epoch,
+                                                 self.planned_steps, self.runs))
       if info.steps_per_second and not self.cost_said:
         self.cost_said = True
         if self.runs.count == 1 and jax.process_count() == 1:
           self.stop.phase = 'timing a sampled head'
           cost.warn_if_costly(self.config, self.lm, self.corpus, self.mesh, type(self.feed),
-                              info.examples_per_second, self.planned_steps() - self.step,
+                              info.examples_per_second, self.planned_steps - self.step,
                               info.examples_per_second / info.steps_per_second)
           self.stop.phase = TRAINING
           self.interval.restart()
@@ -301,31 +283,6 @@ class Loop:
     self.stop.unsaved = False
     self.checkpoint_clock.reset()
     self.phases['checkpoints'] += time.perf_counter() - started
-
-  def progress_line(self, info: StepInfo) -> str:
-    """step, where in the epoch, the loss(es), speed and the time left in the epoch and in
-    the run (its updates only; early stopping may end it sooner)."""
-    per_epoch, epoch = self.feed.steps_per_epoch, info.epoch
-    in_epoch = self.step - epoch * per_epoch
-    if self.runs.count == 1:
-      loss = f'loss {info.losses[0]:.4f}'
-    else:
-      loss = 'losses ' + ' '.join(f'{k}:{info.losses[k]:.3f}' for k in self.runs.training)
-    if not info.steps_per_second:  # Only the compiled step since the last line: no rate yet.
-      return f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps  {loss}'
-    planned_left = self.planned_steps() - self.step
-    left = min(per_epoch - in_epoch, planned_left) / info.steps_per_second
-    run_left = planned_left / info.steps_per_second
-    per_model = ' per model' if self.runs.count > 1 else ''
-    return (f'step {self.step}  epoch {epoch + 1}: {in_epoch}/{per_epoch} steps '
-            f'({100 * in_epoch / per_epoch:.0f}%, {duration(left)} left; the run '
-            f'{duration(run_left)} at most)  {loss}  '
-            f'{info.examples_per_second:,.0f} examples/s{per_model}')
-
-  def planned_steps(self) -> int:
-    """The updates the run takes if nothing stops it early: --epochs, or --max_steps."""
-    planned = self.config.epochs * self.feed.steps_per_epoch
-    return min(planned, self.config.max_steps) if self.config.max_steps else planned
 
   # --- evaluation -----------------------------------------------------------------------
 
@@ -414,22 +371,6 @@ class Loop:
                counted(tokens, 'token'), duration(seconds))
     return nll
 
-  def startup_line(self) -> str:
-    """What the run is: data, model, head, size, devices, workdir(s)."""
-    config, corpus, runs = self.config, self.corpus, self.runs.all
-    tokens = ', '.join(f'{name} {len(ids):,}' for name, ids in corpus.splits.items())
-    mesh = ','.join(f'{axis}:{size}' for axis, size in self.mesh.shape.items())
-    workdirs = (f'workdir {paths.shown(runs[0].workdir)}' if len(runs) == 1
-                else f'{len(runs)} models trained together, workdirs '
-                     f'{paths.shown(runs[0].workdir)} … {paths.shown(runs[-1].workdir)}')
-    state = (f'resumed at step {self.step}' if self.step else 'new')
-    return (f'{config.dataset} ({token_kind(config)}): |V| = {corpus.vocab.size:,}, tokens '
-            f'{tokens} · model {models.model_class(config.model).describe(config)} · head '
-            f'{config.head} · '
-            f'{parameter_count(self.runs.template.params, corpus.vocab.size):,} '
-            f'parameters · {counted(self.feed.steps_per_epoch, "step")} per epoch · '
-            f'{counted(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {mesh} · '
-            f'{workdirs} ({state})')
 
 
 def train(configs: list[Config], corpus: Corpus, started: float | None = None,

@@ -20,9 +20,30 @@ from nplm.run_files import plots
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, abstract_of
 from nplm.run_files.model_run import ModelRun
 from nplm.run_files.summary import RunStatus, run_summary, write_summary
+from nplm.display import counted
 from nplm.training import optimizer, schedules
 
 log = logging.getLogger(__name__)
+
+
+def periodic_validation(config: Config, valid_tokens: int) -> dict:
+  """What each epoch-end validation scores: the first --valid_tokens_per_eval tokens of the
+  valid split, or all of its `valid_tokens` (0, or more than it has)."""
+  wanted = config.valid_tokens_per_eval
+  if wanted > valid_tokens:
+    log.info('--valid_tokens_per_eval=%d is more than the valid split holds (%s): each epoch '
+             'validates on the whole split', wanted, counted(valid_tokens, 'token'))
+  tokens = min(wanted, valid_tokens) if wanted else valid_tokens
+  return {'split': 'valid', 'tokens': tokens, 'of': valid_tokens}
+
+
+def validates(config: Config, language_model: bool, evaluated: list[str]) -> bool:
+  """Whether the run validates (each epoch, or --eval_every): a language model always (its
+  learning curve); word vectors only where something reads it (--patience, --eval_every,
+  --lr_schedule=plateau) or perplexities were asked for (--eval_splits): a word2vec run
+  would otherwise spend most of its time scoring figures no one reads."""
+  return (language_model or bool(evaluated) or config.patience > 0 or bool(config.eval_every)
+          or schedules.reads_validations(config))
 
 
 class Runs:
@@ -32,7 +53,7 @@ class Runs:
                started: float):
     """Claims every workdir (process 0, `main`, alone writes the runs' files); a refused one
     leaves none of them locked. `validation`: what each epoch validates on
-    (loop.periodic_validation); `started`: the invocation's start (the runs' wall clock)."""
+    (periodic_validation); `started`: the invocation's start (the runs' wall clock)."""
     self.corpus, self.main, self.count, self.all = corpus, main, len(configs), []
     self.validation = validation
     try:
