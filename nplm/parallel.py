@@ -99,7 +99,8 @@ def request_cpu_devices(count: int) -> None:
     try:
       jax.config.update('jax_num_cpu_devices', count)
     except RuntimeError:  # The backend has started.
-      log.info('JAX started with %d CPU devices; the update would use %d', jax.device_count('cpu'), count)
+      log.info('JAX has started with %d CPU device(s); the update would use %d (set '
+               'JAX_NUM_CPU_DEVICES before jax starts)', jax.device_count('cpu'), count)
 
 
 def main_process_first(load):

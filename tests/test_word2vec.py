@@ -469,10 +469,11 @@ def test_a_program_refuses_a_word2vec_model_in_one_line(cbow_run):
 # --- a CPU device per core ----------------------------------------------------------------
 
 @pytest.mark.parametrize('cores, batch_size, chunk_positions, devices', [
-    (1, 16384, 32, 1), (2, 16384, 32, 2), (3, 16384, 32, 2), (6, 16384, 32, 4),
-    (4, 12, 4, 4),  # 3 positions each: a chunk of 3.
-    (4, 10, 4, 1),  # 5 positions on 2 devices hold no whole chunk of 4; 10 on one neither
-    (8, 16, 0, 8),  # (refused later, by name); --chunk_positions=0: the device's positions.
+    (1, 16384, 32, 1), (2, 16384, 32, 2), (3, 16384, 32, 2),
+    (8, 16384, 32, 4),  # At least 4,096 positions a device between the sums of the tables.
+    (64, 4095, 0, 1), (4, 12288, 4096, 3),  # 4,096 positions each: one chunk of 4,096.
+    (2, 12288, 5000, 1),  # 6,144 on 2 hold no whole chunks of 5,000; 12,288 on one neither
+    (4, 40960, 0, 4),     # (refused later, by name); --chunk_positions=0: a device's share.
 ])
 def test_word2vec_asks_for_a_cpu_device_per_core_that_splits_the_batch_in_whole_chunks(
     monkeypatch, cores, batch_size, chunk_positions, devices):
@@ -498,9 +499,9 @@ def test_nplm_train_spreads_word2vec_over_the_cores_and_nothing_else(tmp_path):
   common = ['train', f'--dataset=text:{corpus}', '--data_dir=tfds', '--feature_size=8',
             '--unk_max_count=1', '--epochs=1']
   word2vec = [*common, '--model=cbow', '--head=negative_sampling', '--optimizer=sgd',
-              '--num_samples=2', '--window=2', '--batch_size=16', '--chunk_positions=1']
+              '--num_samples=2', '--window=2', '--batch_size=8192', '--chunk_positions=16']
   cores = len(os.sched_getaffinity(0))
-  devices = max(d for d in (1, 2, 4, 8, 16) if d <= cores)  # Those that divide 16.
+  devices = 2 if cores >= 2 else 1  # 4,096 positions each at least.
   assert startup_devices(cli.run(*word2vec, '--workdir=w', cwd=tmp_path)) == (
       f'{devices} cpu device{"s" * (devices > 1)}, mesh data:{devices},model:1')
   assert startup_devices(cli.run(*word2vec, '--workdir=pinned', cwd=tmp_path,

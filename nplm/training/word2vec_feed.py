@@ -52,6 +52,10 @@ _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the
 # most this many times on average: no change where a word is under ~4% of the kept stream
 # (Brown's most frequent kept word: ~1%).
 MAX_READS_OF_ONE_WORD = 32
+# On a CPU each core takes a share of a step's positions and the copies of the tables are
+# summed at the step's end (Word2VecFeed.cpu_devices). The share must outweigh the sum: at
+# 2,048 positions a core the sum of Brown's tables took as long as the loop (CBOW NS, 2 cores).
+MIN_POSITIONS_PER_CPU_DEVICE = 4096
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +182,11 @@ class Word2VecFeed(Feed):
   def cpu_devices(cls, config) -> int:
     """One per usable core: XLA runs the update's loop over chunks on one core, so each core
     takes a copy of the tables and a share of the batch (`updated_tables`); at most as many
-    as split the batch into whole chunks."""
+    as split the batch into whole chunks of at least MIN_POSITIONS_PER_CPU_DEVICE positions
+    each."""
     chunk, batch = chunk_positions(config), config.batch_size
-    return max((devices for devices in range(2, parallel.usable_cores() + 1)
+    most = min(parallel.usable_cores(), batch // MIN_POSITIONS_PER_CPU_DEVICE)
+    return max((devices for devices in range(2, most + 1)
                 if batch % devices == 0 and (batch // devices) % min(chunk, batch // devices) == 0),
                default=1)
 
