@@ -5,6 +5,7 @@ import json
 import logging
 import math
 import os
+import subprocess
 from pathlib import Path
 
 import jax
@@ -504,8 +505,11 @@ def test_nplm_train_spreads_word2vec_over_the_cores_and_nothing_else(tmp_path):
   devices = 2 if cores >= 2 else 1  # 4,096 positions each at least.
   assert startup_devices(cli.run(*word2vec, '--workdir=w', cwd=tmp_path)) == (
       f'{devices} cpu device{"s" * (devices > 1)}, mesh data:{devices},model:1')
-  assert startup_devices(cli.run(*word2vec, '--workdir=pinned', cwd=tmp_path,
-                                 JAX_NUM_CPU_DEVICES='1')) == '1 cpu device, mesh data:1,model:1'
-  nnlm = cli.run(*common, '--model=nnlm', '--order=3', '--hidden_size=8', '--max_steps=2',
-                 '--workdir=nnlm', cwd=tmp_path)
-  assert startup_devices(nnlm) == '1 cpu device, mesh data:1,model:1'
+  # The corpus prepared by the first, these two run side by side.
+  pinned = cli.start(*word2vec, '--workdir=pinned', cwd=tmp_path, JAX_NUM_CPU_DEVICES='1')
+  nnlm = cli.start(*common, '--model=nnlm', '--order=3', '--hidden_size=8', '--max_steps=2',
+                   '--eval_splits=valid', '--workdir=nnlm', cwd=tmp_path)
+  for child in (pinned, nnlm):
+    out, err = child.communicate(timeout=300)
+    done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    assert startup_devices(done) == '1 cpu device, mesh data:1,model:1'
