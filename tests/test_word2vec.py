@@ -4,8 +4,6 @@ window, the linear schedule, whole runs through nplm.trainer, and the tools that
 import json
 import logging
 import math
-import os
-import subprocess
 from pathlib import Path
 
 import jax
@@ -27,11 +25,10 @@ from nplm.training.schedules import learning_rate_at
 from nplm.use.trained import load_trained
 from nplm.use.sentences import score_sentences
 from nplm.trainer import run
-from nplm.training.window_feed import WindowFeed
 from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
                                          keep_probabilities, padded_stream, window_radii)
 from tests import cli
-from tests.conftest import TINY_SPLIT, write_text_corpus
+from tests.conftest import TINY_SPLIT
 from nplm.training.config_checks import validated
 
 ABSENT = -1
@@ -466,50 +463,3 @@ def test_a_program_refuses_a_word2vec_model_in_one_line(cbow_run):
   (line,) = child.stderr.strip().splitlines()
   assert line.startswith('error: ') and 'not a language model' in line
 
-
-# --- a CPU device per core ----------------------------------------------------------------
-
-@pytest.mark.parametrize('cores, batch_size, chunk_positions, devices', [
-    (1, 16384, 32, 1), (2, 16384, 32, 2), (3, 16384, 32, 2),
-    (8, 16384, 32, 4),  # At least 4,096 positions a device between the sums of the tables.
-    (64, 4095, 0, 1), (4, 12288, 4096, 3),  # 4,096 positions each: one chunk of 4,096.
-    (2, 12288, 5000, 1),  # 6,144 on 2 hold no whole chunks of 5,000; 12,288 on one neither
-    (4, 40960, 0, 4),     # (refused later, by name); --chunk_positions=0: a device's share.
-])
-def test_word2vec_asks_for_a_cpu_device_per_core_that_splits_the_batch_in_whole_chunks(
-    monkeypatch, cores, batch_size, chunk_positions, devices):
-  monkeypatch.setattr('nplm.parallel.usable_cores', lambda: cores)
-  config = Config(workdir='unused', model='cbow', head='negative_sampling', optimizer='sgd',
-                  batch_size=batch_size, chunk_positions=chunk_positions)
-  assert Word2VecFeed.cpu_devices(config) == devices
-  assert WindowFeed.cpu_devices(config.replace(model='nnlm', optimizer='adam')) == 1
-
-
-def startup_devices(child) -> str:
-  """The start-up line's count of devices and its mesh, e.g. '2 cpu devices, mesh data:2'."""
-  assert child.returncode == 0, child.stderr
-  (line,) = [line for line in child.stderr.splitlines() if ' · workdir ' in line]
-  return line.split(' · ')[-2]
-
-
-@pytest.mark.slow
-def test_nplm_train_spreads_word2vec_over_the_cores_and_nothing_else(tmp_path):
-  """As a user types it: word2vec runs on a CPU device per core (of those that split its
-  batch), unless JAX_NUM_CPU_DEVICES or --mesh says otherwise; an NNLM stays on one."""
-  corpus = write_text_corpus(tmp_path / 'corpus')
-  common = ['train', f'--dataset=text:{corpus}', '--data_dir=tfds', '--feature_size=8',
-            '--unk_max_count=1', '--epochs=1']
-  word2vec = [*common, '--model=cbow', '--head=negative_sampling', '--optimizer=sgd',
-              '--num_samples=2', '--window=2', '--batch_size=8192', '--chunk_positions=16']
-  cores = len(os.sched_getaffinity(0))
-  devices = 2 if cores >= 2 else 1  # 4,096 positions each at least.
-  assert startup_devices(cli.run(*word2vec, '--workdir=w', cwd=tmp_path)) == (
-      f'{devices} cpu device{"s" * (devices > 1)}, mesh data:{devices},model:1')
-  # The corpus prepared by the first, these two run side by side.
-  pinned = cli.start(*word2vec, '--workdir=pinned', cwd=tmp_path, JAX_NUM_CPU_DEVICES='1')
-  nnlm = cli.start(*common, '--model=nnlm', '--order=3', '--hidden_size=8', '--max_steps=2',
-                   '--eval_splits=valid', '--workdir=nnlm', cwd=tmp_path)
-  for child in (pinned, nnlm):
-    out, err = child.communicate(timeout=300)
-    done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
-    assert startup_devices(done) == '1 cpu device, mesh data:1,model:1'

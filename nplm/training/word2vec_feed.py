@@ -60,6 +60,12 @@ MIN_POSITIONS_PER_CPU_DEVICE = 4096
 log = logging.getLogger(__name__)
 
 
+def whole_chunks(config, per_device: int) -> bool:
+  """Whether a device's `per_device` positions are whole chunks of --chunk_positions (or
+  one chunk of fewer)."""
+  return per_device % min(chunk_positions(config), per_device) == 0
+
+
 def keep_probabilities(counts: np.ndarray, subsample: float) -> np.ndarray:
   """min(1, (√(f/tN) + 1)·tN/f) per word [|V|] (1 for a word never seen, or with t = 0),
   f its training count, N the training tokens, t = `subsample`."""
@@ -184,10 +190,10 @@ class Word2VecFeed(Feed):
     takes a copy of the tables and a share of the batch (`updated_tables`); at most as many
     as split the batch into whole chunks of at least MIN_POSITIONS_PER_CPU_DEVICE positions
     each."""
-    chunk, batch = chunk_positions(config), config.batch_size
+    batch = config.batch_size
     most = min(parallel.usable_cores(), batch // MIN_POSITIONS_PER_CPU_DEVICE)
     return max((devices for devices in range(2, most + 1)
-                if batch % devices == 0 and (batch // devices) % min(chunk, batch // devices) == 0),
+                if batch % devices == 0 and whole_chunks(config, batch // devices)),
                default=1)
 
   def prepare_training(self, ids) -> int:
@@ -195,7 +201,7 @@ class Word2VecFeed(Feed):
       raise ConfigError("word2vec's update reads whole tables: use a mesh with data only "
                         '(e.g. --mesh=data:2)')
     per_device = self.config.batch_size // self.mesh.shape['data']
-    if per_device % min(chunk_positions(self.config), per_device):
+    if not whole_chunks(self.config, per_device):
       raise ConfigError(f'--chunk_positions={self.config.chunk_positions} must divide the '
                         f'{per_device} positions of --batch_size each device takes')
     self.subsampler = Subsampler(ids, self.config.subsample)
