@@ -102,10 +102,12 @@ class RunSettings:
                                'one is padded; a shorter split is one batch of its size); '
                                'recurrent models: words per segment of the one stream.')
   eval_splits: str = _knob(OBSERVATION, 'auto', 'The splits the final evaluation scores: '
-                           'train, valid, test (comma-separated) or auto: valid and test, and '
-                           f'train where it has at most {AUTO_TRAIN_TOKENS:,} tokens; none for '
-                           'word vectors (word2vec), which are not a language model (named, '
-                           'their splits are scored and validated each epoch).')
+                           'train, valid, test (comma-separated), none (`nplm evaluate` scores '
+                           'the run later: at a large vocabulary on a CPU the exact pass can '
+                           'take longer than training) or auto: valid and test, and train '
+                           f'where it has at most {AUTO_TRAIN_TOKENS:,} tokens; none for word '
+                           'vectors (word2vec), which are not a language model (named, their '
+                           'splits are scored and validated each epoch).')
   log_every: int = _knob(OBSERVATION, 200, 'Updates between progress lines / metrics records.')
   checkpoint_minutes: float = _knob(OBSERVATION, 10.0, 'Minutes between periodic checkpoints '
                                     '(as levanter saves; also at each epoch and validation), '

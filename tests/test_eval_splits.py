@@ -13,7 +13,8 @@ import jax
 import numpy as np
 import pytest
 
-from nplm import config as config_lib, parallel
+from nplm import config as config_lib, parallel, paths
+from nplm.cli import train as train_cli
 from nplm.config import Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.lm import build_language_model
@@ -77,11 +78,13 @@ def test_auto_takes_train_up_to_the_threshold_and_refuses_unknown_names(monkeypa
   # Word vectors: auto scores nothing; splits named are scored.
   assert config.evaluated_splits(sizes, language_model=False) == []
   assert named.evaluated_splits(sizes, language_model=False) == ['train', 'test']
-  for value in ('vlaid', 'auto,train', '', 'valid,'):
+  none = validated(config.replace(eval_splits='none'))
+  assert none.evaluated_splits(sizes, language_model=True) == []
+  for value in ('vlaid', 'auto,train', '', 'valid,', 'none,valid'):
     with pytest.raises(ConfigError) as refused:
       validated(config.replace(eval_splits=value))
     assert str(refused.value) == (f'unknown --eval_splits={value!r}; known: train, valid, '
-                                  'test (comma-separated) or auto')
+                                  'test (comma-separated), none or auto')
   with pytest.raises(ConfigError, match=r'^--valid_tokens_per_eval must be 0 \(the whole '
                      r'valid split\) or more, got -5$'):
     validated(config.replace(valid_tokens_per_eval=-5))
@@ -203,6 +206,21 @@ def test_a_finished_run_is_reused_only_with_the_splits_asked_for(tiny_corpus, pa
   with pytest.raises(IncompatibleCheckpointError, match='valid_tokens_per_eval: checkpoint '
                      'has 50, this run has 60'):
     run(config.replace(valid_tokens_per_eval=60), tiny_corpus)
+
+
+def test_a_language_model_evaluated_by_none_says_how_to_score_it_later(tiny_corpus, tmp_path):
+  """--eval_splits=none: the run trains and validates each epoch, scores no split at its
+  end (no perplexity, no evaluation phase) and its last lines say so and what scores it."""
+  config = tiny_config(tmp_path / 'none', eval_splits='none', epochs=1)
+  summary = run(config, tiny_corpus)
+  assert summary['status'] == 'epochs_done' and summary['evaluated'] == {}
+  assert not {'train_ppl', 'valid_ppl', 'test_ppl'} & set(summary)
+  assert summary['phase_seconds']['evaluation'] == {}
+  assert len(summary['valid_ppl_history']) == 1  # Validated all the same.
+  assert finished_summary(config) is not None  # Holds every split it asks for: none.
+  lines = train_cli.report(summary).splitlines()
+  assert lines[-1] == (f'no perplexity scored (--eval_splits=none); `nplm evaluate '
+                       f'--workdir={paths.shown(config.workdir)}` scores it')
 
 
 @pytest.mark.slow

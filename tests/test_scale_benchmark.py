@@ -134,3 +134,21 @@ def test_a_malformed_steps_per_head_is_one_line_and_status_2(tmp_path, item):
   assert result.stderr.strip().splitlines() == [
       f"error: --steps_per_head: {item!r} is not HEAD:STEPS (a known head, a positive count)"]
   assert not (tmp_path / 'corpus').exists()  # Refused before anything was written.
+
+
+def test_runs_take_more_flags_and_may_score_no_split(tmp_path):
+  """--train_flags reach every run (a checkpoint each update: the cadence before and after
+  checkpoints by time set side by side); --eval_splits=none scores nothing at the end, and
+  the report says so instead of failing on the missing figures."""
+  flags = [f for f in FLAGS if not f.startswith('--heads')]
+  result = benchmark(f'--out={tmp_path}', *flags, '--heads=nce', '--eval_splits=none',
+                     '--train_flags=--checkpoint_every=1,--checkpoint_minutes=0')
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((tmp_path / 'scale.json').read_text())
+  run = report['scale']['runs']['nce']
+  assert run['phase_seconds']['evaluation'] == {} and run['valid_ppl'] is None
+  assert run['phase_seconds']['checkpoints'] > 0
+  trains = [c['argv'] for c in report['commands'] if c['step'].startswith('train')]
+  assert all(argv[-2:] == ['--checkpoint_every=1', '--checkpoint_minutes=0'] for argv in trains)
+  assert not any(g['goal'].startswith('exact evaluation') for g in report['goals'])
+  assert 'more flags: --checkpoint_every=1 --checkpoint_minutes=0' in result.stdout

@@ -18,6 +18,7 @@ import sys
 
 
 from nplm import cli, flagfiles, parallel, paths, stop_requests
+from nplm.models import model_class
 from nplm.trainer import request_cpu_devices, run
 from nplm.run_files.model_run import what_is_kept
 
@@ -42,11 +43,15 @@ def report(summary: dict) -> str:
           f'epochs: {summary["epochs"]} ({reported(summary)}{part})   '
           f'{summary["train_examples_per_second"]:,.0f} train examples/s   '
           f'{summary["wall_seconds"]:,.0f} s']
-  if summary.get('evaluated') == {}:  # Word vectors, unless --eval_splits asked.
+  if summary.get('evaluated') == {}:  # --eval_splits=none, or word vectors unless asked.
     workdir = paths.shown(summary['config']['workdir'])
-    rows.append(f'no perplexity scored (--eval_splits=valid,test asks); its word vectors: '
-                f'nplm neighbours --workdir={workdir} WORD, nplm embeddings '
-                f'--workdir={workdir} --out=DIR')
+    if model_class(summary['config']['model']).language_model:
+      rows.append(f'no perplexity scored (--eval_splits=none); `nplm evaluate '
+                  f'--workdir={workdir}` scores it')
+    else:
+      rows.append(f'no perplexity scored (--eval_splits=valid,test asks); its word vectors: '
+                  f'nplm neighbours --workdir={workdir} WORD, nplm embeddings '
+                  f'--workdir={workdir} --out=DIR')
   return '\n'.join(rows + cli.summary_lines(summary))
 
 

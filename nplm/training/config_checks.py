@@ -69,9 +69,10 @@ def _run_checks(config: Config) -> list[tuple[bool, str]]:
        f'{config.eval_every}'),
       (config.valid_tokens_per_eval >= 0, '--valid_tokens_per_eval must be 0 (the whole valid '
        f'split) or more, got {config.valid_tokens_per_eval}'),
-      (config.eval_splits == 'auto' or set(config.eval_splits.split(',')) <= set(SPLITS),
+      (config.eval_splits in ('auto', 'none')
+       or set(config.eval_splits.split(',')) <= set(SPLITS),
        f'unknown --eval_splits={config.eval_splits!r}; known: {", ".join(SPLITS)} '
-       '(comma-separated) or auto'),
+       '(comma-separated), none or auto'),
       (config.checkpoint_minutes >= 0,
        f'--checkpoint_minutes must be 0 (none by time) or more, got {config.checkpoint_minutes}'),
       (config.checkpoint_every >= 0,
