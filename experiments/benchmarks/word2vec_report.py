@@ -6,7 +6,7 @@ from experiments.benchmarks.harness import machine_line, table_lines
 
 # The most |nplm - gensim| of the seeds' means for a goal met (ρ; analogies in points).
 GOALS = {'wordsim353': 0.02, 'simlex999': 0.02, 'analogies_points': 1.0}
-MIN_SPEED_RATIO = 0.5  # nplm's median words/s over gensim's.
+MIN_SPEED_RATIO = 1.0  # nplm's median words/s over gensim's (issue 45: at least gensim's).
 
 
 def _number(value, percent: bool = False) -> str:
