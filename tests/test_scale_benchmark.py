@@ -152,3 +152,4 @@ def test_runs_take_more_flags_and_may_score_no_split(tmp_path):
   assert all(argv[-2:] == ['--checkpoint_every=1', '--checkpoint_minutes=0'] for argv in trains)
   assert not any(g['goal'].startswith('exact evaluation') for g in report['goals'])
   assert 'more flags: --checkpoint_every=1 --checkpoint_minutes=0' in result.stdout
+  assert 'Exact evaluation: none (--eval_splits=none).' in result.stdout

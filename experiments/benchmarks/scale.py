@@ -235,7 +235,10 @@ def _training_lines(report: dict, markdown: bool) -> list[str]:
 
 
 def _evaluation_lines(report: dict, markdown: bool) -> list[str]:
+  """The final evaluation's rates, or one line where no run scored a split."""
   matmul = report['matmul']
+  if not any(run['phase_seconds']['evaluation'] for run in report['scale']['runs'].values()):
+    return ['Exact evaluation: none (--eval_splits=none).']
   rows = [['head', 'split', 'tokens', 'seconds', 'tokens/s', 'output GFLOP/s', 'of matmul']]
   for head in report['heads']:
     run, f = report['scale']['runs'][head], report['figures'][head]
