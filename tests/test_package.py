@@ -47,7 +47,7 @@ def test_the_wheel_holds_the_recipes_the_table_and_the_command(tmp_path):
   sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / 'nplm').rglob('*.py')}
   assert sources <= names, sorted(sources - names)  # Every module (nplm.cli.sweep, ...).
   assert not any(name.startswith(('experiments/', 'tests/')) for name in names)
-  assert 'nplm = nplm.cli.__main__:main' in entry_points.splitlines()
+  assert 'nplm = nplm.console:main' in entry_points.splitlines()
   assert f'Version: {nplm.__version__}' in metadata.splitlines()
   extras = {line.split(': ')[1] for line in metadata.splitlines()
             if line.startswith('Provides-Extra: ')}
@@ -83,6 +83,7 @@ LAYERS = (
     ('studies',),
     ('serve',),
     ('cli',),
+    ('console',),
 )
 # The config names the registries' entries in its help (nplm.models, nplm.heads: names and
 # import paths, no component imported) and asks the dataset's source for its defaults

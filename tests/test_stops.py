@@ -270,3 +270,30 @@ def test_a_second_ctrl_c_while_the_stopped_program_ends_is_quiet(corpus, tmp_pat
   assert status == 75 and seconds < 4, (seconds, output)
   assert 'Traceback' not in output and 'KeyboardInterrupt' not in output, output
   assert [name for name in os.listdir(workdir / 'checkpoints') if name.isdigit()], output
+
+
+def jaxlib_loaded(pid: int) -> bool:
+  try:
+    return 'jaxlib' in Path(f'/proc/{pid}/maps').read_text()
+  except OSError:
+    return False
+
+
+@pytest.mark.skipif(not Path('/proc/self/maps').exists(), reason='reads /proc/PID/maps')
+def test_ctrl_c_while_the_command_imports_jax_is_one_line(corpus, tmp_path):
+  """The `nplm` command as installed (its entry point, nplm.console), Ctrl-C while it still
+  imports JAX, before any program handles stops: one line and 75, no traceback."""
+  child = subprocess.Popen(
+      [sys.executable, '-c', 'from nplm.console import main; main()', 'train',
+       *train_argv(corpus, tmp_path / 'run')], cwd=tmp_path, env={**os.environ,
+       'PYTHONPATH': str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    while not jaxlib_loaded(child.pid) and child.poll() is None:
+      time.sleep(0.005)
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=60)
+  finally:
+    child.kill()
+  assert child.returncode == 75, stderr
+  assert stderr == 'Interrupted while starting; nothing was done.\n' and not stdout, stderr
+  assert not (tmp_path / 'run').exists()

@@ -15,6 +15,7 @@ from nplm import display
 from nplm.flagfiles import CONFIG_FLAGS_MODULE, define_own_knob_flags, flagfiles_first
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, config_class
+from nplm.errors import INTERRUPTED_EXIT_STATUS
 from nplm.data.acquire import CorpusError
 from nplm.data.corpus import SPLITS
 from nplm.use.trained import NoTrainedModelError
@@ -26,9 +27,6 @@ from nplm.run_files.lock import WorkdirBusyError
 USER_ERRORS = (ConfigError, CorpusError, IncompatibleCheckpointError, TrainingDiverged,
                NoTrainedModelError, CheckpointError, WorkdirBusyError)
 _HELP_FLAGS = ('--help', '-h', '-?', '--helpshort')
-# EX_TEMPFAIL: the run stopped before its end and resumes where it stopped when rerun, so a
-# scheduler tells it from a finished run (0) and from a mistake (2).
-INTERRUPTED_EXIT_STATUS = 75
 
 
 def config_from_flags(**overrides) -> Config:

@@ -6,6 +6,7 @@ import sys
 
 import nplm
 from nplm.cli import quiet_when_stdout_closes
+from nplm.errors import interrupt_ends_the_start
 
 COMMANDS = {
     'train': 'Train (or resume) a model on any --dataset; exact perplexities at the end.',
@@ -60,7 +61,8 @@ def _main() -> None:
   if command not in COMMANDS:
     print(f'error: {unknown_command(command)}', file=sys.stderr)
     sys.exit(2)
-  module = importlib.import_module(f'nplm.cli.{command}')
+  with interrupt_ends_the_start():
+    module = importlib.import_module(f'nplm.cli.{command}')
   module.run_program([f'nplm {command}', *sys.argv[2:]])
 
 
