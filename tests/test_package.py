@@ -72,7 +72,8 @@ def test_version_names_the_installed_package(monkeypatch, capsys):
 # the ones above it.
 LAYERS = (
     ('errors', 'knobs', 'paths', 'files', 'components', 'display', 'perplexity', 'parallel',
-     'stop_requests', 'sparse_rows', 'precision', 'config', 'recipes', 'flagfiles'),
+     'stop_requests', 'sparse_rows', 'precision', 'config', 'recipes', 'flagfiles',
+     'host_memory'),
     ('data',),
     ('models', 'heads', 'lm', 'ngram'),
     ('run_files',),

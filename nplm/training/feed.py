@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 
-from nplm import parallel, sparse_rows, stop_requests
+from nplm import host_memory, parallel, sparse_rows, stop_requests
 from nplm.data import batching
 from nplm.display import progress as show_progress
 from nplm.errors import ConfigError
@@ -160,6 +160,7 @@ class Feed:
     the feed creates (K models together each compiled their own: a second each on 2
     cores). The steps are compiled for that layout (K models together: replicated,
     stacked)."""
+    host_memory.keep_freed_blocks()  # The steps' temporaries reused, not faulted in anew.
     make_state, sharding = parallel.state_maker(
         lambda rng: self.init_state(self.config, self.lm, rng, self.tx), self.mesh,
         self.lm.vocab_parallel, batch_axes=self.batch_axes)

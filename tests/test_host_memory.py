@@ -1,0 +1,60 @@
+"""A compiled program's temporaries are reused from call to call, not faulted in anew
+(nplm.host_memory): counted by the kernel (getrusage's minor page faults) in child
+processes, one that asks for it and one that does not."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nplm import host_memory
+from tests.test_train import ROOT
+
+# A program whose product [256, 50,000] float32 (51 MB, above glibc's largest dynamic mmap
+# threshold) is a temporary of every call; prints the page faults of one call, averaged.
+_CHILD = """
+import resource, sys
+import jax, jax.numpy as jnp
+from nplm import host_memory
+kept = host_memory.keep_freed_blocks() if sys.argv[1] == 'keep' else False
+step = jax.jit(lambda x, w: ((x @ w) @ w.T).sum())
+x, w = jnp.ones((256, 100)), jnp.ones((100, 50_000)) * 1e-3
+for _ in range(2):
+  step(x, w).block_until_ready()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+  step(x, w).block_until_ready()
+print(kept, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+"""
+TEMPORARY_PAGES = 256 * 50_000 * 4 // 4096
+
+
+def faults_per_call(how: str) -> tuple[bool, float]:
+  child = subprocess.run([sys.executable, '-c', _CHILD, how], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, check=False)
+  assert child.returncode == 0, child.stderr
+  kept, faults = child.stdout.split()
+  return kept == 'True', float(faults)
+
+
+@pytest.mark.skipif(not host_memory._glibc(), reason='glibc only: its malloc is what is told')
+def test_a_programs_temporaries_are_not_faulted_in_at_every_call():
+  kept, faults = faults_per_call('keep')
+  assert kept
+  assert faults < TEMPORARY_PAGES / 10, (faults, TEMPORARY_PAGES)
+  # The premise, that the test can fail: left alone, glibc maps the temporary anew.
+  assert faults_per_call('leave')[1] > TEMPORARY_PAGES / 2
+
+
+@pytest.mark.parametrize('variable, value', [('MALLOC_TRIM_THRESHOLD_', '1000000'),
+                                             ('GLIBC_TUNABLES', 'glibc.malloc.arena_max=2')])
+def test_a_users_own_malloc_settings_are_left_as_they_are(monkeypatch, variable, value):
+  monkeypatch.setenv(variable, value)
+  assert host_memory.keep_freed_blocks.__wrapped__() is False
+
+
+def test_another_c_library_is_left_alone(monkeypatch):
+  def no_such_name(name):
+    raise ValueError(f'unrecognized configuration name {name!r}')
+  monkeypatch.setattr(host_memory.os, 'confstr', no_such_name)
+  assert host_memory.keep_freed_blocks.__wrapped__() is False
