@@ -67,6 +67,33 @@ def chunk_rows(batch: int, units: int) -> int:
   return -(-units // chunks)
 
 
+@jax.custom_vjp
+def every_score(hidden: jnp.ndarray, embedding: jnp.ndarray) -> jnp.ndarray:
+  """U·h for every output row, hidden [batch, D] @ embedding[units, D].T: autodiff's
+  gradients, with the hidden vectors' taken from a transposed copy of the rows.
+
+  Written by hand for the CPU's matmul kernels: the gradient of h is grad [batch, units] @
+  embedding, whose summed axis (units) is the rows' major one, and XLA's CPU kernels ran it
+  at about two thirds of their rate; read from the rows transposed ([D, units], units minor,
+  as the forward matmul reads them), it runs at the forward's rate, for one copy of the rows
+  (docs/decisions.md, "The output layer's backward matmul"). The barrier keeps XLA from
+  folding the transpose back into the matmul."""
+  return hidden @ embedding.T
+
+
+def _every_score_forward(hidden, embedding):
+  return hidden @ embedding.T, (hidden, embedding)
+
+
+def _every_score_backward(residuals, grad):
+  hidden, embedding = residuals
+  columns = jax.lax.optimization_barrier(embedding.T)
+  return grad @ columns.T, grad.T @ hidden
+
+
+every_score.defvjp(_every_score_forward, _every_score_backward)
+
+
 def chunked_log_partition(hidden, embedding, bias, units: int, chunk: int) -> jnp.ndarray:
   """log Z(h) = log Σ_{w < units} e^{y_w}, Eq. 1's normalizer (Bengio et al. 2003), [batch],
   from `chunk` rows of y = b + U·h at a time: memory O(batch·chunk), never O(batch·units).
@@ -83,7 +110,7 @@ def chunked_log_partition(hidden, embedding, bias, units: int, chunk: int) -> jn
     first = index * chunk
     start = jnp.minimum(first, units - chunk)
     rows = jax.lax.dynamic_slice_in_dim(embedding, start, chunk)
-    scores = _float32(hidden @ rows.T + jax.lax.dynamic_slice_in_dim(bias, start, chunk))
+    scores = _float32(every_score(hidden, rows) + jax.lax.dynamic_slice_in_dim(bias, start, chunk))
     scores = jnp.where(start + jnp.arange(chunk) >= first, scores, -jnp.inf)
     raised = jnp.maximum(peak, jax.lax.stop_gradient(jnp.max(scores, axis=1)))
     total = (total * jnp.exp(peak - raised)
@@ -154,7 +181,7 @@ class OutputLayer(nn.Module):
 
   def __call__(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """s(w, h) for every unit: [batch, units]."""
-    return _float32(hidden @ self.embedding.T + self.bias)
+    return _float32(every_score(hidden, self.embedding) + self.bias)
 
   def log_softmax(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """log softmax over every unit, [batch, units]."""
