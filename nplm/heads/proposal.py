@@ -57,6 +57,29 @@ class Proposal:
     with jax.ensure_compile_time_eval():
       return np.asarray(jnp.cumsum(jnp.asarray(self.probs, jnp.float32)))
 
+  @functools.cached_property
+  def alias_table(self) -> tuple[np.ndarray, np.ndarray]:
+    """Q as Walker's alias table (Walker 1977; Vose 1991's construction), for a draw in O(1)
+    from one 64-bit number (word2vec's C++ update): word i, drawn uniformly, is kept where
+    a uniform 32-bit number is below threshold[i], else alias[i] is taken. -> (threshold
+    uint32 [|V|], alias int32 [|V|]). Q(w) = (keep(w) + Σ_{i: alias i = w} 1 - keep(i)) / |V|
+    to float64's rounding and the thresholds' 2^-32."""
+    size = len(self.probs)
+    scaled = self.probs * size
+    keep, alias = np.ones(size), np.arange(size, dtype=np.int32)
+    small = [i for i in range(size) if scaled[i] < 1.0]
+    large = [i for i in range(size) if scaled[i] >= 1.0]
+    while small and large:
+      below, above = small.pop(), large[-1]
+      keep[below], alias[below] = scaled[below], above
+      scaled[above] -= 1.0 - scaled[below]
+      if scaled[above] < 1.0:
+        small.append(large.pop())
+    # What rounding leaves in either list keeps itself (keep 1).
+    threshold = np.minimum(np.round(keep * 2.0 ** 32), 2.0 ** 32 - 1).astype(np.uint32)
+    threshold[keep >= 1.0] = np.iinfo(np.uint32).max
+    return threshold, alias
+
   def sample(self, rng, num_samples: int, examples: int | None = None) -> jnp.ndarray:
     """k word ids drawn independently from Q: [k] shared by a batch, or [examples, k].
     jax.random.choice's draw (the same ids for the same key), its running sum hoisted."""

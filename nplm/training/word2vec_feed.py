@@ -28,6 +28,7 @@ Evaluation scores every token of a split with the full window c and no subsampli
 model's own exact prediction (`token_log_probs`): not a language model's perplexity.
 """
 
+import functools
 import logging
 
 import jax
@@ -39,7 +40,7 @@ from nplm import parallel
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.models.word2vec import ABSENT, chunk_positions
-from nplm.training import optimizer, schedules, word2vec_update
+from nplm.training import optimizer, schedules, word2vec_native, word2vec_update
 from nplm.training.feed import Feed
 
 _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the stream.
@@ -185,16 +186,22 @@ class Word2VecFeed(Feed):
     return parallel.put(padded_stream(ids[:tokens + window], window, tokens), self.mesh)
 
   @classmethod
-  def cpu_devices(cls, config) -> int:
-    """One per usable core: XLA runs the update's loop over chunks on one core, so each core
-    takes a copy of the tables and a share of the batch (`updated_tables`); at most as many
-    as split the batch into whole chunks of at least MIN_POSITIONS_PER_CPU_DEVICE positions
-    each."""
+  def cpu_shares(cls, config) -> int:
+    """How many cores take a share of a step's positions on a CPU, each updating its own
+    copy of the tables, the copies summed at the step's end: one per usable core, at most
+    as many as split the batch into whole chunks of at least MIN_POSITIONS_PER_CPU_DEVICE
+    positions each."""
     batch = config.batch_size
     most = min(parallel.usable_cores(), batch // MIN_POSITIONS_PER_CPU_DEVICE)
-    return max((devices for devices in range(2, most + 1)
-                if batch % devices == 0 and whole_chunks(config, batch // devices)),
+    return max((shares for shares in range(2, most + 1)
+                if batch % shares == 0 and whole_chunks(config, batch // shares)),
                default=1)
+
+  @classmethod
+  def cpu_devices(cls, config) -> int:
+    """One: the C++ update shares a step among threads (`cpu_shares`). Where it cannot be
+    built, a device per share: XLA runs the update's loop over chunks on one core."""
+    return 1 if word2vec_native.unavailable() is None else cls.cpu_shares(config)
 
   def prepare_training(self, ids) -> int:
     if self.mesh.shape['model'] > 1:
@@ -206,7 +213,21 @@ class Word2VecFeed(Feed):
                         f'{per_device} positions of --batch_size each device takes')
     self.subsampler = Subsampler(ids, self.config.subsample)
     self.chunk = self.chunk_for(per_device)
+    if self.cpu_threads:
+      log.info("word2vec's update: compiled C++, %d thread%s a device", self.cpu_threads,
+               's' * (self.cpu_threads > 1))
+    elif self.mesh.devices.flat[0].platform == 'cpu':
+      log.info("word2vec's update: XLA's loop, not the compiled C++ (%s)",
+               word2vec_native.unavailable())
     return batching.num_batches(self.subsampler.max_kept, self.config.batch_size)
+
+  @functools.cached_property
+  def cpu_threads(self) -> int:
+    """The C++ update's threads on a CPU (`cpu_shares` on one device, one a device on
+    several), or 0: XLA's loop (an accelerator; no C++ compiler here)."""
+    if self.mesh.devices.flat[0].platform != 'cpu' or word2vec_native.unavailable():
+      return 0
+    return self.cpu_shares(self.config) if self.mesh.shape['data'] == 1 else 1
 
   def chunk_for(self, per_device: int) -> int:
     """The positions a device updates together: --chunk_positions (at most its batch), cut
@@ -288,18 +309,18 @@ class Word2VecFeed(Feed):
     with its B/N positions, chunk after chunk, and the devices' changes are summed at the
     end of the step: as N of word2vec's threads, each seeing the others' updates of a step
     at its end."""
-    model, chunk = self.config.model, self.chunk
+    model, chunk, threads = self.config.model, self.chunk, self.cpu_threads
     devices = self.mesh.shape['data']
     if devices == 1:
       *tables, loss, examples = word2vec_update.chunked_step(
-          model, output, *tables, windows, centers, mask, alpha, rng, chunk)
+          model, output, *tables, windows, centers, mask, alpha, rng, chunk, threads)
       return tuple(tables), loss, examples
 
     def per_device(tables, windows, centers, mask, alpha, rng):
       rng = jax.random.fold_in(rng, jax.lax.axis_index('data'))
       *updated, loss, examples = word2vec_update.chunked_step(
           model, output, *tables, windows, centers, mask, alpha, rng,
-          min(chunk, centers.shape[0]))
+          min(chunk, centers.shape[0]), min(threads, 1))
       # Σ_d (new_d - old) + old, with one pass over each table after the all-reduce.
       summed = jax.lax.psum(updated, 'data')
       return (tuple(total - (devices - 1) * old for total, old in zip(summed, tables)),

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from nplm.models.word2vec import ABSENT
+from nplm.training import word2vec_native
 
 MAX_EXP = 6.0  # The word2vec tool's bound on |f| (its sigmoid table's range).
 
@@ -80,11 +81,12 @@ class Examples(NamedTuple):
   counts: jnp.ndarray  # [B, J, R] which rows of each example count
 
 
-def examples_of(model: str, output, windows, centers, mask, rng) -> Examples:
+def examples_of(model: str, output, windows, centers, mask, rng, draw: bool = True) -> Examples:
   """The examples of a batch of positions: windows [B, 2c] (ABSENT beyond the drawn radius),
   centers [B], mask [B] (1 for a real position). `output` says how the output vectors are
   read: ('tree', paths, bits, on_path) or ('sampled', proposal, k), k negatives per example
-  drawn from `rng`."""
+  drawn from `rng`, or (`draw` False) none: rows [B, J, 1], each example's target, for the
+  C++ update to draw its negatives."""
   present = (windows != ABSENT) & (mask[:, None] > 0)
   if model == 'cbow':  # One example per position, if it has a context word (as the tool).
     counted = jnp.any(present, axis=1, keepdims=True)
@@ -95,6 +97,10 @@ def examples_of(model: str, output, windows, centers, mask, rng) -> Examples:
     rows = paths[centers]
     counts = counted[..., None] & on_path[centers][:, None, :]
     labels = jnp.broadcast_to(bits[centers][:, None, :].astype(jnp.float32), counts.shape)
+  elif not draw:
+    rows = jnp.broadcast_to(centers[:, None, None], (*counted.shape, 1))
+    counts = counted[..., None]
+    labels = jnp.ones(counts.shape)
   else:
     _, proposal, num_samples = output
     negatives = draw_negatives(proposal, rng, (*counted.shape, num_samples))
@@ -164,21 +170,34 @@ def pairs_first(examples: Examples, size: int) -> Examples:
 
 
 def chunked_step(model: str, output, vectors, out_table, windows, centers, mask, alpha, rng,
-                 chunk: int):
+                 chunk: int, threads: int = 0):
   """`step`'s examples (the same draws) applied `chunk` positions at a time, one chunk after
   another, each reading the tables the previous ones left: word2vec's sequential updates, a
   chunk's examples summed. Skip-gram's sampled pairs, which share nothing within a position,
   are applied as many at a time as `chunk` positions have on average (c + 1 each), the
   empty slots left out. The examples are made for the whole batch at once, so the loop over
-  chunks holds only the update. -> (C, output vectors, the summed loss, the examples
-  counted)."""
-  examples = examples_of(model, output, windows, centers, mask, rng)
-  if model == 'skipgram' and output[0] == 'sampled':
+  chunks holds only the update. `threads` > 0: the loop is the compiled C++ one on a CPU
+  (nplm.training.word2vec_native), its chunks shared among that many threads, each with
+  its own copy of the tables, their changes summed at the end; it draws the negatives itself
+  (other draws from the same Q). -> (C, output vectors, the summed
+  loss, the examples counted)."""
+  sampled = output[0] == 'sampled'
+  examples = examples_of(model, output, windows, centers, mask, rng, draw=not (threads and sampled))
+  if model == 'skipgram' and sampled:
     chunk = chunk * (windows.shape[1] // 2 + 1)
     examples = pairs_first(examples, chunk)
   count = examples.context.shape[0] // chunk
   pieces = jax.tree.map(lambda array: array.reshape(count, chunk, *array.shape[1:]), examples)
   hierarchical = output[0] == 'tree'
+  # Chunks of none but empty slots (compacted pairs' end) would change nothing: not run.
+  filled = jnp.sum(jnp.any(pieces.counted.reshape(count, -1), axis=1))
+  if threads:
+    if output[0] == 'tree':  # Each position's path once, not once per example.
+      _, _, bits, on_path = output
+      examples = examples._replace(labels=bits[centers].astype(jnp.float32),
+                                   counts=on_path[centers])
+    return word2vec_native.apply_chunks(model, vectors, out_table, examples, alpha, chunk,
+                                        filled, threads, output, rng)
 
   def chunk_step(index, carry):
     vectors, out_table, loss, counted = carry
@@ -187,7 +206,5 @@ def chunked_step(model: str, output, vectors, out_table, windows, centers, mask,
         model, hierarchical, vectors, out_table, piece, alpha)
     return vectors, out_table, loss + chunk_loss, counted + chunk_counted
 
-  # Chunks of none but empty slots (compacted pairs' end) would change nothing: not run.
-  filled = jnp.sum(jnp.any(pieces.counted.reshape(count, -1), axis=1))
   start = (vectors, out_table, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
   return jax.lax.fori_loop(0, filled, chunk_step, start)
