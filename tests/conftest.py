@@ -9,6 +9,7 @@ import pytest
 
 from nplm.config import Config
 from nplm.data import brown_format, load_corpus
+from nplm.training import word2vec_native
 from tests import cli
 
 _UNOPTIMIZED = '--xla_backend_optimization_level=0'
@@ -25,6 +26,9 @@ def pytest_configure(config) -> None:
   del config
   if _UNOPTIMIZED not in os.environ.get('XLA_FLAGS', ''):
     os.environ['XLA_FLAGS'] = f'{os.environ.get("XLA_FLAGS", "")} {_UNOPTIMIZED}'.strip()
+  # word2vec's compiled update, built once for every test and command: the pages' commands
+  # run with a HOME of their own, which would otherwise move the cache and rebuild it.
+  os.environ.setdefault('NPLM_CACHE_DIR', str(word2vec_native.cache_dir()))
 
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'

@@ -1,7 +1,8 @@
 """word2vec on several devices: its update on 2 simulated devices (tests/multidevice.py says
 why in a child), each device applying its half of the batch chunk after chunk to its copy of
 the tables and the devices' changes summed, against the same halves updated on one device;
-and on a CPU, the device per core that `nplm train` asks for."""
+and on a CPU, the share of a step per core that `nplm train` gives the compiled update's
+threads, or without a compiler, a CPU device each."""
 
 import os
 import subprocess
@@ -35,7 +36,8 @@ def feed_on(mesh: str, head: str, **changes) -> Word2VecFeed:
 
 def one_device_reference(feed, tables, batch, run_rng, alpha):
   """The step's windows and draws made as the update makes them; each device's half updated
-  on one device from the same tables; the changes summed."""
+  on one device from the same tables (by the compiled update, one thread, where the feed's
+  devices run it); the changes summed."""
   stream, positions, index = (np.asarray(array) for array in batch)
   window_rng, head_rng = jax.random.split(jax.random.fold_in(run_rng, 0))
   size, window = feed.config.batch_size, feed.config.window
@@ -47,7 +49,7 @@ def one_device_reference(feed, tables, batch, run_rng, alpha):
   for device, half in enumerate(np.split(np.arange(size), DEVICES)):
     *updated, _, _ = word2vec_update.chunked_step(
         'skipgram', output, *tables, windows[half], centers[half], jnp.ones(len(half)),
-        alpha, jax.random.fold_in(head_rng, device), 2)
+        alpha, jax.random.fold_in(head_rng, device), 2, feed.cpu_threads)
     changes.append([np.asarray(new) - np.asarray(old) for new, old in zip(updated, tables)])
   return [np.asarray(old) + sum(change[k] for change in changes)
           for k, old in enumerate(tables)]
@@ -97,21 +99,26 @@ def test_on_2_devices(report, check):
   assert report[check] == 'ok', report[check]
 
 
-# --- a CPU device per core ----------------------------------------------------------------
+# --- a CPU core per share of the step ------------------------------------------------------
 
-@pytest.mark.parametrize('cores, batch_size, chunk_positions, devices', [
+@pytest.mark.parametrize('cores, batch_size, chunk_positions, shares', [
     (1, 16384, 32, 1), (2, 16384, 32, 2), (3, 16384, 32, 2),
-    (8, 16384, 32, 4),  # At least 4,096 positions a device between the sums of the tables.
+    (8, 16384, 32, 4),  # At least 4,096 positions a share between the sums of the tables.
     (64, 4095, 0, 1), (4, 12288, 4096, 3),  # 4,096 positions each: one chunk of 4,096.
     (2, 12288, 5000, 1),  # 6,144 on 2 hold no whole chunks of 5,000; 12,288 on one neither
-    (4, 40960, 0, 4),     # (refused later, by name); --chunk_positions=0: a device's share.
+    (4, 40960, 0, 4),     # (refused later, by name); --chunk_positions=0: a share's all.
 ])
-def test_word2vec_asks_for_a_cpu_device_per_core_that_splits_the_batch_in_whole_chunks(
-    monkeypatch, cores, batch_size, chunk_positions, devices):
+def test_word2vec_shares_a_step_among_the_cores_in_whole_chunks(
+    monkeypatch, cores, batch_size, chunk_positions, shares):
+  """The compiled update's threads (on one device), or where it cannot be built, a CPU
+  device each (XLA runs the loop over chunks on one core)."""
   monkeypatch.setattr('nplm.parallel.usable_cores', lambda: cores)
   config = Config(workdir='unused', model='cbow', head='negative_sampling', optimizer='sgd',
                   batch_size=batch_size, chunk_positions=chunk_positions)
-  assert Word2VecFeed.cpu_devices(config) == devices
+  assert Word2VecFeed.cpu_shares(config) == shares
+  assert Word2VecFeed.cpu_devices(config) == 1
+  monkeypatch.setattr('nplm.training.word2vec_native.unavailable', lambda: 'no compiler')
+  assert Word2VecFeed.cpu_devices(config) == shares
   assert WindowFeed.cpu_devices(config.replace(model='nnlm', optimizer='adam')) == 1
 
 
@@ -124,25 +131,34 @@ def startup_devices(child) -> str:
 
 @pytest.mark.slow
 def test_nplm_train_spreads_word2vec_over_the_cores_and_nothing_else(tmp_path):
-  """As a user types it: word2vec runs on a CPU device per core (of those that split its
-  batch), unless JAX_NUM_CPU_DEVICES or --mesh says otherwise; an NNLM stays on one."""
+  """As a user types it: word2vec's compiled update runs a thread per core (of those that
+  split its batch) on one CPU device; without a C++ compiler, XLA's loop on a CPU device per
+  core, and a line says why; an NNLM stays on one device."""
   corpus = write_text_corpus(tmp_path / 'corpus')
   common = ['train', f'--dataset=text:{corpus}', '--data_dir=tfds', '--feature_size=8',
             '--unk_max_count=1', '--epochs=1']
   word2vec = [*common, '--model=cbow', '--head=negative_sampling', '--optimizer=sgd',
               '--num_samples=2', '--window=2', '--batch_size=8192', '--chunk_positions=16']
   cores = len(os.sched_getaffinity(0))
-  devices = 2 if cores >= 2 else 1  # 4,096 positions each at least.
-  assert startup_devices(cli.run(*word2vec, '--workdir=w', cwd=tmp_path)) == (
-      f'{devices} cpu device{"s" * (devices > 1)}, mesh data:{devices},model:1')
+  shares = 2 if cores >= 2 else 1  # 4,096 positions each at least.
+  compiled = cli.run(*word2vec, '--workdir=w', cwd=tmp_path)
+  assert startup_devices(compiled) == '1 cpu device, mesh data:1,model:1'
+  assert (f"word2vec's update: compiled C++, {shares} thread{'s' * (shares > 1)} a device"
+          in compiled.stderr)
   # The corpus prepared by the first, these two run side by side.
-  pinned = cli.start(*word2vec, '--workdir=pinned', cwd=tmp_path, JAX_NUM_CPU_DEVICES='1')
+  without = cli.start(*word2vec, '--workdir=without', cwd=tmp_path, CXX='no-such-c++',
+                      NPLM_CACHE_DIR=str(tmp_path / 'empty_cache'))
   nnlm = cli.start(*common, '--model=nnlm', '--order=3', '--hidden_size=8', '--max_steps=2',
                    '--eval_splits=valid', '--workdir=nnlm', cwd=tmp_path)
-  for child in (pinned, nnlm):
+  finished = []
+  for child in (without, nnlm):
     out, err = child.communicate(timeout=300)
-    done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
-    assert startup_devices(done) == '1 cpu device, mesh data:1,model:1'
+    finished.append(subprocess.CompletedProcess(child.args, child.returncode, out, err))
+  assert startup_devices(finished[0]) == (
+      f'{shares} cpu device{"s" * (shares > 1)}, mesh data:{shares},model:1')
+  assert ("word2vec's update: XLA's loop, not the compiled C++ (no C++ compiler "
+          '(no-such-c++ not on PATH))') in finished[0].stderr
+  assert startup_devices(finished[1]) == '1 cpu device, mesh data:1,model:1'
 
 
 if __name__ == '__main__':

@@ -113,20 +113,52 @@ def examples_in_order(model, windows, centers, negatives) -> list:
 
 # --- the draws -------------------------------------------------------------------------
 
-def negatives_for(model, kind, rng, windows) -> np.ndarray:
-  """The negatives `step` draws with this key: [B, J, k] (J = 1 for CBOW, 2c for
-  skip-gram); none for the tree."""
+def negatives_for(model, kind, rng, windows, compiled=False) -> np.ndarray:
+  """The negatives `step` draws with this key (`compiled`: the C++ update's draws,
+  `compiled_draws`): [B, J, k] (J = 1 for CBOW, 2c for skip-gram); none for the tree."""
   slots = 1 if model == 'cbow' else windows.shape[1]
   if kind == 'tree':
     return np.zeros((len(windows), slots, 0), np.int32)
-  return np.asarray(word2vec_update.draw_negatives(PROPOSAL, rng,
-                                                   (len(windows), slots, NUM_SAMPLES)))
+  if not compiled:
+    return np.asarray(word2vec_update.draw_negatives(PROPOSAL, rng,
+                                                     (len(windows), slots, NUM_SAMPLES)))
+  present = windows != ABSENT
+  if model == 'cbow':  # Example n: position n.
+    return compiled_draws(PROPOSAL, rng, len(windows), NUM_SAMPLES)[:, None, :]
+  # Skip-gram's pairs are drawn for in their order among the counted pairs.
+  drawn = np.zeros((*windows.shape, NUM_SAMPLES), np.int32)
+  drawn[present] = compiled_draws(PROPOSAL, rng, int(present.sum()), NUM_SAMPLES)
+  return drawn
 
 
-def chunk_negatives(model, kind, rng, windows, chunk: int) -> list:
+def splitmix64(z: np.ndarray) -> np.ndarray:
+  """SplitMix64's output function (Steele, Lea & Flood 2014), on uint64 arrays."""
+  z = z + np.uint64(0x9E3779B97F4A7C15)
+  z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+  z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+  return z ^ (z >> np.uint64(31))
+
+
+def compiled_draws(proposal, rng, examples: int, k: int) -> np.ndarray:
+  """The C++ update's k draws for examples 0 … examples - 1, in numpy: the 64-bit number
+  of draw d of example n is SplitMix64(seed ^ SplitMix64(n·k + d)), the seed two 32-bit
+  words of the key; its high half picks a word by multiply-shift, its low half keeps it
+  below the word's threshold, else takes its alias. -> [examples, k]."""
+  high, low = np.asarray(jax.random.bits(rng, (2,), jnp.uint32)).astype(np.uint64)
+  seed = (high << np.uint64(32)) | low
+  place = (np.arange(examples, dtype=np.uint64)[:, None] * np.uint64(k)
+           + np.arange(k, dtype=np.uint64))
+  x = splitmix64(seed ^ splitmix64(place))
+  threshold, alias = proposal.alias_table
+  word = ((x >> np.uint64(32)) * np.uint64(len(alias))) >> np.uint64(32)
+  kept = (x & np.uint64(0xFFFFFFFF)) < threshold[word].astype(np.uint64)
+  return np.where(kept, word, alias[word]).astype(np.int32)
+
+
+def chunk_negatives(model, kind, rng, windows, chunk: int, compiled=False) -> list:
   """Each chunk's draws, as chunked_step makes them: the whole batch's draws (step's, with
   this key), cut into chunks."""
-  drawn = negatives_for(model, kind, rng, windows)
+  drawn = negatives_for(model, kind, rng, windows, compiled)
   return [drawn[start:start + chunk] for start in range(0, len(windows), chunk)]
 
 
@@ -142,11 +174,12 @@ def clean_draws(model, pieces, want_target=False) -> bool:
   return clean and (not want_target or any(word in row for row, word in drawn))
 
 
-def chunk_pieces(model, kind, rng, windows, centers, chunk: int) -> list:
+def chunk_pieces(model, kind, rng, windows, centers, chunk: int, compiled=False) -> list:
   """(negatives, windows, centers) of each chunk of chunked_step."""
   cuts = range(0, len(windows), chunk)
+  drawn = chunk_negatives(model, kind, rng, windows, chunk, compiled)
   return [(negatives, windows[start:start + chunk], centers[start:start + chunk])
-          for start, negatives in zip(cuts, chunk_negatives(model, kind, rng, windows, chunk))]
+          for start, negatives in zip(cuts, drawn)]
 
 
 def key_where(accept) -> jax.Array:
@@ -157,19 +190,26 @@ def key_where(accept) -> jax.Array:
   raise AssertionError('no key in 2,000 gives the draws wanted')
 
 
-def tool_chunked(model, kind, tables, windows, centers, rng, chunk: int, alpha):
-  """chunked_step's meaning: its chunks one after another, each its examples' summed
-  update from the tables the previous chunks left; skip-gram's sampled pairs in chunks of
-  chunk·(c + 1) pairs, in order of position then slot. -> (syn0, out)."""
+def chunks_of_examples(model, kind, windows, centers, negatives, chunk: int) -> list:
+  """chunked_step's chunks, each a list of (input words, target, draws): `chunk` positions'
+  examples; skip-gram's sampled pairs chunk·(c + 1) at a time, in order of position then
+  slot."""
   if model == 'skipgram' and kind == 'sampled':
-    pairs = examples_in_order(model, windows, centers,
-                              negatives_for(model, kind, rng, windows))
+    pairs = examples_in_order(model, windows, centers, negatives)
     size = chunk * (windows.shape[1] // 2 + 1)
-    for start in range(0, len(pairs), size):
-      tables = tool_pairs_summed(kind, *tables, pairs[start:start + size], alpha)
-    return tables
-  for negatives, windows, centers in chunk_pieces(model, kind, rng, windows, centers, chunk):
-    tables = tool_summed(model, kind, *tables, windows, centers, negatives, alpha)
+    return [pairs[start:start + size] for start in range(0, len(pairs), size)]
+  return [examples_in_order(model, windows[start:start + chunk], centers[start:start + chunk],
+                            negatives[start:start + chunk])
+          for start in range(0, len(windows), chunk)]
+
+
+def tool_chunked(model, kind, tables, windows, centers, rng, chunk: int, alpha,
+                 compiled=False):
+  """chunked_step's meaning: its chunks one after another, each its examples' summed
+  update from the tables the previous chunks left. -> (syn0, out)."""
+  negatives = negatives_for(model, kind, rng, windows, compiled)
+  for examples in chunks_of_examples(model, kind, windows, centers, negatives, chunk):
+    tables = tool_pairs_summed(kind, *tables, examples, alpha)
   return tables
 
 
@@ -393,7 +433,8 @@ def update_batch(ids, seed: int, epoch: int, index: int, batch_size: int):
 @pytest.mark.slow
 def test_a_feed_update_is_the_tools_at_the_linear_rate_of_its_step(model, head):
   """Update t = T/2 (t updates before it) of epoch 1's fourth batch: the transcription's
-  chunks at α = ε_t, with the draws of the key the feed derives from the run's."""
+  chunks at α = ε_t, with the draws of the key the feed derives from the run's (on a CPU,
+  the compiled update's)."""
   feed, ids = tiny_word2vec_feed(model, head)
   kind, chunk = ('tree' if head == 'tree' else 'sampled'), 4
   planned = feed.config.epochs * feed.steps_per_epoch
@@ -414,10 +455,11 @@ def test_a_feed_update_is_the_tools_at_the_linear_rate_of_its_step(model, head):
   def head_key(run_rng):  # update's split of fold_in(run key, step): (windows', the head's)
     return jax.random.split(jax.random.fold_in(run_rng, t))[1]
 
+  compiled = feed.cpu_threads > 0  # On a CPU, the C++ update: its own draws.
   run_rng = key_where(lambda rng: clean_draws(
-      model, chunk_pieces(model, kind, head_key(rng), windows, centers, chunk)))
+      model, chunk_pieces(model, kind, head_key(rng), windows, centers, chunk, compiled)))
   want = tool_chunked(model, kind, start, windows, centers, head_key(run_rng), chunk,
-                      linear_rate(t, planned))
+                      linear_rate(t, planned), compiled)
   after, _ = feed.step(state, batch, run_rng)
   got = (np.asarray(after.params['model']['C']['embedding'], np.float64),
          np.asarray(after.params['head'][name]['embedding'], np.float64))

@@ -1,0 +1,114 @@
+"""word2vec's compiled update (nplm/training/word2vec_update.cc through
+nplm.training.word2vec_native) against the numpy transcription of the word2vec tool's loop
+(tests/test_word2vec_update.py) with the same draws, its draws (in numpy there) against Q,
+its threads against each share's changes summed, and how it is built: once, whole, and
+where it cannot be, a line saying why."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nplm.training import word2vec_native, word2vec_update
+from tests.test_word2vec_update import (ALPHA, MODELS_AND_KINDS, PROPOSAL, VOCAB,
+                                        assert_same_change, chunks_of_examples, clean_draws,
+                                        chunk_pieces, compiled_draws, key_where, negatives_for,
+                                        output_of, random_windows, start_tables, tool_chunked,
+                                        tool_pairs_summed)
+
+CHUNK = 2
+
+
+def compiled_update(model, kind, tables, windows, centers, rng, threads: int):
+  """(C, output vectors) after chunked_step's compiled loop, as float64 numpy."""
+  result = word2vec_update.chunked_step(
+      model, output_of(kind), *(jnp.asarray(table, jnp.float32) for table in tables),
+      jnp.asarray(windows, jnp.int32), jnp.asarray(centers, jnp.int32),
+      jnp.ones(len(centers), jnp.float32), jnp.float32(ALPHA), rng, CHUNK, threads)
+  return tuple(np.asarray(table, np.float64) for table in result[:2])
+
+
+def clean_key(model, kind, windows, centers):
+  """A key whose compiled draws read no word twice in an example (the tool would read the
+  second from the vector the first changed: a known difference, word2vec_update)."""
+  return key_where(lambda rng: clean_draws(
+      model, chunk_pieces(model, kind, rng, windows, centers, CHUNK, compiled=True)))
+
+
+@MODELS_AND_KINDS
+def test_the_compiled_update_is_the_tools_chunk_after_chunk(model, kind):
+  windows, centers = random_windows(6, batch=8, window=1)
+  rng = clean_key(model, kind, windows, centers)
+  start = start_tables(kind, seed=7)
+  want = tool_chunked(model, kind, start, windows, centers, rng, CHUNK, ALPHA, compiled=True)
+  assert_same_change(compiled_update(model, kind, start, windows, centers, rng, 1), want, start)
+
+
+@MODELS_AND_KINDS
+@pytest.mark.parametrize('threads', [2, 3])
+def test_threads_add_the_changes_of_their_shares_of_the_chunks(model, kind, threads):
+  """Thread t takes the t-th contiguous share of the chunks and updates its own copy of the
+  tables: the result is the start plus each share's change, as the transcription makes each
+  from the start."""
+  windows, centers = random_windows(6, batch=12, window=1)
+  rng = clean_key(model, kind, windows, centers)
+  start = start_tables(kind, seed=7)
+  negatives = negatives_for(model, kind, rng, windows, compiled=True)
+  chunks = [examples for examples in
+            chunks_of_examples(model, kind, windows, centers, negatives, CHUNK) if examples]
+  want = [table.copy() for table in start]
+  for share in range(threads):
+    tables = start
+    for examples in chunks[len(chunks) * share // threads:len(chunks) * (share + 1) // threads]:
+      tables = tool_pairs_summed(kind, *tables, examples, ALPHA)
+    for total, changed, old in zip(want, tables, start):
+      total += changed - old
+  got = compiled_update(model, kind, start, windows, centers, rng, threads)
+  assert_same_change(got, want, start)
+  one_thread = compiled_update(model, kind, start, windows, centers, rng, 1)
+  assert not np.allclose(one_thread[0], want[0], rtol=1e-3, atol=1e-3)
+
+
+def test_its_draws_follow_q():
+  """The alias table holds Q to float64's rounding, and 400,000 draws (the update's, in
+  numpy: the tests above show they are the compiled ones) land on each word within 4.5
+  standard deviations of k·n·Q(w)."""
+  threshold, alias = PROPOSAL.alias_table
+  keep = np.where(threshold == np.iinfo(np.uint32).max, 1.0, threshold / 2.0 ** 32)
+  held = keep.copy()
+  np.add.at(held, alias, 1.0 - keep)
+  np.testing.assert_allclose(held / len(held), PROPOSAL.probs, rtol=1e-8)
+  draws = compiled_draws(PROPOSAL, jax.random.key(3), 100_000, 4)
+  counts = np.bincount(draws.ravel(), minlength=VOCAB)
+  expected = draws.size * PROPOSAL.probs
+  assert np.all(np.abs(counts - expected) <= 4.5 * np.sqrt(expected * (1 - PROPOSAL.probs)))
+
+
+def test_an_id_outside_its_table_is_refused():
+  windows, centers = random_windows(6, batch=4, window=1)
+  windows[0, 0] = VOCAB  # No row of C.
+  with pytest.raises(Exception, match='an id outside its table'):
+    compiled_update('cbow', 'tree', start_tables('tree', seed=1), windows, centers,
+                    jax.random.key(0), 1)
+
+
+def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
+  monkeypatch.setenv('NPLM_CACHE_DIR', str(tmp_path))
+  monkeypatch.setenv('CXX', 'no-such-c++')
+  with pytest.raises(word2vec_native.NativeUnavailable, match=r'no C\+\+ compiler'):
+    word2vec_native.build()
+  monkeypatch.setenv('CXX', 'false')  # A compiler that fails.
+  with pytest.raises(word2vec_native.NativeUnavailable, match='could not compile'):
+    word2vec_native.build()
+  assert list(tmp_path.iterdir()) == []  # Nothing half written.
+
+
+@pytest.mark.slow
+def test_it_is_built_once_per_machine_and_whole(monkeypatch, tmp_path):
+  monkeypatch.setenv('NPLM_CACHE_DIR', str(tmp_path))
+  built = word2vec_native.build()
+  assert [path.name for path in tmp_path.iterdir()] == [built.name]
+  modified = os.stat(built).st_mtime_ns
+  assert word2vec_native.build() == built and os.stat(built).st_mtime_ns == modified
