@@ -124,7 +124,9 @@ def apply_chunks(model: str, vectors, out_table, examples, alpha, chunk: int, fi
   shapes = (jax.ShapeDtypeStruct(vectors.shape, jnp.float32),
             jax.ShapeDtypeStruct(out_table.shape, jnp.float32),
             jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32))
-  call = jax.ffi.ffi_call(TARGET, shapes, input_output_aliases={0: 0, 1: 1})
+  # Models trained together (vmapped): one call after another, each on its own tables.
+  call = jax.ffi.ffi_call(TARGET, shapes, input_output_aliases={0: 0, 1: 1},
+                          vmap_method='sequential')
   return call(vectors, out_table, examples.context.astype(jnp.int32), examples.present,
               examples.counted, examples.rows.astype(jnp.int32),
               examples.labels.astype(jnp.float32), examples.counts, threshold, alias, seed,

@@ -8,9 +8,9 @@
 // The arithmetic is `word2vec_update.apply`'s, chunk after chunk: within a chunk every
 // example reads the tables as the chunk found them, then the chunk's updates are added.
 // With `threads` > 1, thread t takes the t-th contiguous share of the chunks and updates its
-// own copy of the tables; at the end each copy's changed rows are added to the tables, thread
-// after thread: old + Σ_t (new_t - old),
-// what N devices each updating its own copy would give, whatever the threads' timing.
+// own copy of the tables (a row copied on its first change); at the end each row is
+// old + Σ_t (new_t - old), the threads' changes added in thread order: what N devices each
+// updating its own copy would give, whatever the threads' timing.
 
 #include <algorithm>
 #include <atomic>
@@ -57,14 +57,16 @@ float Logistic(const float* scores, const float* labels, const uint8_t* counts, 
                int64_t R, float alpha, bool hierarchical) {
   float loss = 0.0f;
   for (int64_t r = 0; r < R; ++r) {
-    const float f = scores[r], t = std::exp(-std::fabs(f));  // σ(f) from exp(-|f|) alone
+    g[r] = 0.0f;
+    if (!counts[r]) continue;  // Padding past a path's end, a negative equal to the target.
+    const float f = scores[r], t = std::exp(-std::fabs(f));  // σ(f) from e^-|f| alone
     const float sigma = f >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
     const bool within = std::fabs(f) < kMaxExp;
     const float error = hierarchical ? (within ? labels[r] - sigma : 0.0f)
         : labels[r] - (within ? sigma : (f > 0.0f ? 1.0f : 0.0f));
-    g[r] = counts[r] ? alpha * error : 0.0f;
+    g[r] = alpha * error;
     const float x = labels[r] > 0.0f ? -f : f;  // softplus(x) = -log σ(-x)
-    loss += counts[r] ? std::max(x, 0.0f) + Log1pUnit(t) : 0.0f;
+    loss += std::max(x, 0.0f) + Log1pUnit(t);
   }
   return loss;
 }
@@ -99,16 +101,9 @@ class View {
     return mine;
   }
 
-  // Each changed row of the copy minus the shared row: what this thread's updates added.
-  void ToChanges() {
-    for (size_t row = 0; row < changed_.size(); ++row)
-      if (changed_[row]) Axpy(-1.0f, shared_ + row * m_, &copy_[row * m_], m_);
-  }
-
-  // Adds this thread's changes (ToChanges) to the shared rows r with r % parts == part.
-  void AddChanges(int64_t part, int64_t parts) const {
-    for (size_t row = part; row < changed_.size(); row += parts)
-      if (changed_[row]) Axpy(1.0f, &copy_[row * m_], shared_ + row * m_, m_);
+  // The thread's copy of the row, if it changed it, else null.
+  const float* Changed(int64_t row) const {
+    return copy_ && changed_[row] ? &copy_[row * m_] : nullptr;
   }
 
  private:
@@ -203,7 +198,8 @@ void ApplyChunks(const Examples& ex, const Sampler& q, float alpha, int64_t chun
       const int64_t b = c * chunk + e;
       if (e + 1 < chunk) {  // The next position's rows, on their way to the cache.
         for (int64_t s = 0; s < slots; ++s)
-          if (ex.present[(b + 1) * slots + s]) PrefetchRow(vectors.Read(ex.context[(b + 1) * slots + s]), m);
+          if (ex.present[(b + 1) * slots + s])
+            PrefetchRow(vectors.Read(ex.context[(b + 1) * slots + s]), m);
         for (int64_t r = 0; r < (ex.shared ? R : J * R); ++r)  // A path: once.
           PrefetchRow(out.Read(rows[(e + 1) * J * R + r]), m);
       }
@@ -233,7 +229,8 @@ void ApplyChunks(const Examples& ex, const Sampler& q, float alpha, int64_t chun
         totals.loss += Logistic(scores.data(), &labels[at], &counts[at], &g[at], R, alpha,
                                 ex.hierarchical);
         for (int64_t r = 0; r < R; ++r)
-          if (counts[at + r]) Axpy(g[at + r], out.Read(rows[at + r]), err, m);  // e += g v
+          // e += g v; g = 0 (a score beyond the tool's bound) changes nothing.
+          if (g[at + r] != 0.0f) Axpy(g[at + r], out.Read(rows[at + r]), err, m);
       }
     }
     // Then the chunk's updates: v += g h; C(input) += e.
@@ -245,10 +242,11 @@ void ApplyChunks(const Examples& ex, const Sampler& q, float alpha, int64_t chun
         const float* h = &hidden[(e * J + j) * m];
         const float* err = &errors[(e * J + j) * m];
         for (int64_t r = 0; r < R; ++r)
-          if (counts[at + r]) Axpy(g[at + r], h, out.Write(rows[at + r]), m);
+          if (g[at + r] != 0.0f) Axpy(g[at + r], h, out.Write(rows[at + r]), m);
         if (ex.cbow) {  // Every context word receives the whole error.
           for (int64_t s = 0; s < slots; ++s)
-            if (ex.present[b * slots + s]) Axpy(1.0f, err, vectors.Write(ex.context[b * slots + s]), m);
+            if (ex.present[b * slots + s])
+              Axpy(1.0f, err, vectors.Write(ex.context[b * slots + s]), m);
         } else {
           Axpy(1.0f, err, vectors.Write(ex.context[b * slots + j]), m);
         }
@@ -293,7 +291,8 @@ bool InBounds(const int32_t* ids, size_t count, int64_t rows) {
   return true;
 }
 
-ffi::Error Update(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> vectors_in, ffi::Buffer<ffi::F32> out_in,
+ffi::Error Update(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> vectors_in,
+                  ffi::Buffer<ffi::F32> out_in,
                   ffi::Buffer<ffi::S32> context, ffi::Buffer<ffi::PRED> present,
                   ffi::Buffer<ffi::PRED> counted, ffi::Buffer<ffi::S32> rows,
                   ffi::Buffer<ffi::F32> labels, ffi::Buffer<ffi::PRED> counts,
@@ -325,7 +324,8 @@ ffi::Error Update(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> vectors_in, ffi::B
   // The tables are updated where they lie (the outputs alias the inputs).
   float* vectors = vectors_out->typed_data();
   float* out = out_out->typed_data();
-  if (vectors != vectors_in.typed_data()) std::copy_n(vectors_in.typed_data(), vectors_in.element_count(), vectors);
+  if (vectors != vectors_in.typed_data())
+    std::copy_n(vectors_in.typed_data(), vectors_in.element_count(), vectors);
   if (out != out_in.typed_data()) std::copy_n(out_in.typed_data(), out_in.element_count(), out);
 
   const int64_t chunks = std::min<int64_t>(*filled.typed_data(), positions / chunk);
@@ -342,17 +342,26 @@ ffi::Error Update(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> vectors_in, ffi::B
     const int64_t first = chunks * t / threads, last = chunks * (t + 1) / threads;
     ApplyChunks(ex, q, *alpha.typed_data(), chunk, first, last, vector_views[t], out_views[t],
                 totals[t]);
-    if (copies) {
-      vector_views[t].ToChanges();
-      out_views[t].ToChanges();
-    }
   };
   InParallel(pool, threads, share);
-  if (copies) {  // Each part of the rows takes the threads' changes in thread order.
+  if (copies) {  // Each thread takes a part of the rows: old + Σ_t (new_t - old), in order.
     InParallel(pool, threads, [&](int64_t part) {
-      for (int64_t t = 0; t < threads; ++t) {
-        vector_views[t].AddChanges(part, threads);
-        out_views[t].AddChanges(part, threads);
+      std::vector<float> sum(ex.m);
+      for (auto* views : {&vector_views, &out_views}) {
+        float* shared = views == &vector_views ? vectors : out;
+        const int64_t rows = views == &vector_views ? vocabulary : out_rows;
+        for (int64_t row = rows * part / threads; row < rows * (part + 1) / threads; ++row) {
+          float* old = shared + row * ex.m;
+          bool changed = false;
+          for (const View& view : *views) {
+            const float* mine = view.Changed(row);
+            if (!mine) continue;
+            if (!changed) std::copy_n(old, ex.m, sum.data());
+            changed = true;
+            for (int64_t i = 0; i < ex.m; ++i) sum[i] += mine[i] - old[i];
+          }
+          if (changed) std::copy_n(sum.data(), ex.m, old);
+        }
       }
     });
   }
