@@ -54,9 +54,10 @@ _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the
 # (Brown's most frequent kept word: ~1%).
 MAX_READS_OF_ONE_WORD = 32
 # On a CPU each core takes a share of a step's positions and the copies of the tables are
-# summed at the step's end (Word2VecFeed.cpu_devices). The share must outweigh the sum: at
-# 2,048 positions a core the sum of Brown's tables took as long as the loop (CBOW NS, 2 cores).
-MIN_POSITIONS_PER_CPU_DEVICE = 4096
+# summed at the step's end (Word2VecFeed.cpu_shares). The share must outweigh the sum: at
+# 2,048 positions a core the sum of Brown's tables took as long as the loop (CBOW NS, 2 CPU
+# devices).
+MIN_POSITIONS_PER_SHARE = 4096
 
 log = logging.getLogger(__name__)
 
@@ -189,10 +190,10 @@ class Word2VecFeed(Feed):
   def cpu_shares(cls, config) -> int:
     """How many cores take a share of a step's positions on a CPU, each updating its own
     copy of the tables, the copies summed at the step's end: one per usable core, at most
-    as many as split the batch into whole chunks of at least MIN_POSITIONS_PER_CPU_DEVICE
+    as many as split the batch into whole chunks of at least MIN_POSITIONS_PER_SHARE
     positions each."""
     batch = config.batch_size
-    most = min(parallel.usable_cores(), batch // MIN_POSITIONS_PER_CPU_DEVICE)
+    most = min(parallel.usable_cores(), batch // MIN_POSITIONS_PER_SHARE)
     return max((shares for shares in range(2, most + 1)
                 if batch % shares == 0 and whole_chunks(config, batch // shares)),
                default=1)
