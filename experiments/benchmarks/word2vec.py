@@ -346,7 +346,7 @@ def main(argv):
     require_prepared_brown(FLAGS.data_dir)
     configs = flagfile_configs(FLAGS.configs, out, FLAGS.data_dir, FLAGS.max_words,
                                FLAGS.epochs)
-    request_cpu_devices(next(iter(configs.values())))  # As nplm train: one per core.
+    request_cpu_devices(next(iter(configs.values())))  # As nplm train does.
     speed, generated = (speed_configs(FLAGS.configs, out, FLAGS.speed_tokens)
                         if FLAGS.speed_tokens else ({}, {}))
     refuse_existing(list(speed.values()))  # Before the seeds' runs, not after them.
