@@ -2,7 +2,8 @@
 step as an XLA FFI custom call: the same arithmetic as `word2vec_update.chunked_step`'s loop
 over chunks, each row read and updated where it lies instead of XLA's CPU gathers and
 scatter-adds, and the chunks shared among threads, each with its own copy of the rows it
-changes (summed at the end: what a device per core did, without copying the tables).
+changes (summed at the end: what a CPU device per core did, without an all-reduce of whole
+tables).
 
 The source is compiled once per machine, with the host's C++ compiler ($CXX, else c++)
 against the FFI headers jaxlib ships, into $NPLM_CACHE_DIR (default
