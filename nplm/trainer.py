@@ -51,10 +51,10 @@ def run(configs: Config | list[Config], corpus: Corpus | None = None) -> dict | 
 
 def request_cpu_devices(config: Config) -> None:
   """The CPU devices the model's update wants (word2vec's without a C++ compiler: one per
-  core), where the config names no mesh and the process is alone: for a program to call before any device is used
-  (nplm train does). Not `run`'s to do: the devices are the whole process's, and a later run
-  of another model in it would be spread over them too. From Python, JAX_NUM_CPU_DEVICES set
-  before jax is imported does the same."""
+  core), where the config names no mesh and the process is alone: for a program to call
+  before any device is used (nplm train does). Not `run`'s to do: the devices are the whole
+  process's, and a later run of another model in it would be spread over them too. From
+  Python, JAX_NUM_CPU_DEVICES set before jax is imported does the same."""
   if not config.mesh and not config.distributed and config.num_processes == 1:
     parallel.request_cpu_devices(feed_of(model_class(config.model)).cpu_devices(config))
 
