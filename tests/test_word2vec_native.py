@@ -4,6 +4,7 @@ nplm.training.word2vec_native) against the numpy transcription of the word2vec t
 its threads against each share's changes summed, and how it is built: once, whole, and
 where it cannot be, a line saying why."""
 
+import ctypes
 import os
 
 import jax
@@ -14,9 +15,10 @@ import pytest
 from nplm.training import word2vec_native, word2vec_update
 from tests.test_word2vec_update import (ALPHA, MODELS_AND_KINDS, PROPOSAL, VOCAB,
                                         assert_same_change, chunks_of_examples, clean_draws,
-                                        chunk_pieces, compiled_draws, key_where, negatives_for,
+                                        chunk_pieces, key_where, negatives_for,
                                         output_of, random_windows, start_tables, tool_chunked,
                                         tool_pairs_summed)
+from tests.word2vec_draws import compiled_draws
 
 CHUNK = 2
 
@@ -109,6 +111,21 @@ def test_without_a_compiler_it_says_why(monkeypatch, tmp_path):
 def test_it_is_built_once_per_machine_and_whole(monkeypatch, tmp_path):
   monkeypatch.setenv('NPLM_CACHE_DIR', str(tmp_path))
   built = word2vec_native.build()
-  assert [path.name for path in tmp_path.iterdir()] == [built.name]
+  assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+      [built.name, word2vec_native.digest_path(built).name])
   modified = os.stat(built).st_mtime_ns
   assert word2vec_native.build() == built and os.stat(built).st_mtime_ns == modified
+
+
+@pytest.mark.slow
+def test_a_damaged_library_is_built_again_not_loaded(monkeypatch, tmp_path):
+  """A library cut short (as by a full disk) crashed the process that loaded it (SIGBUS):
+  its digest tells it apart, and it is built again; so is one whose digest is missing."""
+  monkeypatch.setenv('NPLM_CACHE_DIR', str(tmp_path))
+  built = word2vec_native.build()
+  whole = built.read_bytes()
+  built.write_bytes(whole[:1000])
+  assert word2vec_native.build() == built and built.read_bytes() == whole
+  word2vec_native.digest_path(built).unlink()
+  assert word2vec_native.build() == built and word2vec_native.intact(built)
+  assert hasattr(ctypes.CDLL(str(built)), word2vec_native.SYMBOL)

@@ -7,8 +7,9 @@ tables).
 
 The source is compiled once per machine, with the host's C++ compiler ($CXX, else c++)
 against the FFI headers jaxlib ships, into $NPLM_CACHE_DIR (default
-$XDG_CACHE_HOME/nplm, else ~/.cache/nplm), keyed by the source, compiler, jaxlib and CPU:
-a few seconds at a machine's first word2vec run. Where it cannot be built (no compiler), the
+$XDG_CACHE_HOME/nplm, else ~/.cache/nplm), keyed by the source, compiler, jaxlib and CPU,
+with its SHA-256 beside it (a damaged library is built again, never loaded): a few seconds
+at a machine's first word2vec run. Where it cannot be built (no compiler), the
 update stays XLA's loop and `unavailable()` says why.
 """
 
@@ -69,12 +70,26 @@ def library_path(cxx: str) -> Path:
   return cache_dir() / f'word2vec_update-{key[:16]}.so'
 
 
+def digest_path(library: Path) -> Path:
+  return library.with_suffix('.sha256')
+
+
+def intact(library: Path) -> bool:
+  """Whether the library is as it was built: its SHA-256 is the one written beside it. A
+  library cut short (a full disk, a copy stopped) would crash the process as it loads."""
+  try:
+    written = digest_path(library).read_text().strip()
+    return hashlib.sha256(library.read_bytes()).hexdigest() == written
+  except OSError:
+    return False
+
+
 def build() -> Path:
-  """The compiled library, built now if this machine has none: written to a temporary file
-  and renamed, so that no reader sees it half written."""
+  """The compiled library, built now if this machine has none intact: written to temporary
+  files and renamed, its digest first, so that no reader sees it half written."""
   cxx = compiler()
   path = library_path(cxx)
-  if path.exists():
+  if intact(path):
     return path
   path.parent.mkdir(parents=True, exist_ok=True)
   with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
@@ -85,6 +100,9 @@ def build() -> Path:
       errors = [line for line in result.stderr.splitlines() if 'error' in line]
       first = (errors or result.stderr.strip().splitlines() or ['no message'])[0][:300]
       raise NativeUnavailable(f'{Path(cxx).name} could not compile {SOURCE.name}: {first}')
+    digest = digest_path(built)
+    digest.write_text(hashlib.sha256(built.read_bytes()).hexdigest() + '\n')
+    os.replace(digest, digest_path(path))
     os.replace(built, path)
   return path
 
@@ -94,7 +112,7 @@ def _registered() -> str | None:
   """Builds, loads and registers the update once per process: None, or why it cannot."""
   try:
     library = ctypes.cdll.LoadLibrary(str(build()))
-  except (NativeUnavailable, OSError) as error:
+  except (NativeUnavailable, OSError) as error:  # OSError: e.g. a cache dir not writable.
     return str(error)
   jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(library, SYMBOL)),
                               platform='cpu')
