@@ -14,66 +14,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
 
+#include "word2vec_arithmetic.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
+using namespace nplm_word2vec;  // NOLINT: this file's own arithmetic
 
 namespace {
-
-constexpr float kMaxExp = 6.0f;  // The word2vec tool's bound on |f|.
-
-float Dot(const float* a, const float* b, int64_t m) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < m; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-void Axpy(float a, const float* x, float* y, int64_t m) {
-#pragma omp simd
-  for (int64_t i = 0; i < m; ++i) y[i] += a * x[i];
-}
-
-// log(1 + t) for t in [0, 1], as 2 atanh(t / (2 + t)) by its series to within float32's
-// rounding (s² ≤ 1/9: the next term is 1e-8 of the sum): arithmetic the compiler keeps
-// inline, where libm's log1pf call was a quarter of skip-gram's step.
-float Log1pUnit(float t) {
-  const float s = t / (2.0f + t), s2 = s * s;
-  return 2.0f * s * (1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9 +
-         s2 * (1.0f / 11 + s2 * (1.0f / 13 + s2 * (1.0f / 15))))))));
-}
-
-// g = α (label - σ(f)) for an example's R scores, with the tool's treatment beyond ±kMaxExp
-// (word2vec_update.logistic_errors; a row that does not count: g = 0), -> the summed
-// -log σ(±f) of the rows that count.
-float Logistic(const float* scores, const float* labels, const uint8_t* counts, float* g,
-               int64_t R, float alpha, bool hierarchical) {
-  float loss = 0.0f;
-  for (int64_t r = 0; r < R; ++r) {
-    g[r] = 0.0f;
-    if (!counts[r]) continue;  // Padding past a path's end, a negative equal to the target.
-    const float f = scores[r], t = std::exp(-std::fabs(f));  // σ(f) from e^-|f| alone
-    const float sigma = f >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
-    const bool within = std::fabs(f) < kMaxExp;
-    const float error = hierarchical ? (within ? labels[r] - sigma : 0.0f)
-        : labels[r] - (within ? sigma : (f > 0.0f ? 1.0f : 0.0f));
-    g[r] = alpha * error;
-    const float x = labels[r] > 0.0f ? -f : f;  // softplus(x) = -log σ(-x)
-    loss += std::max(x, 0.0f) + Log1pUnit(t);
-  }
-  return loss;
-}
-
-void PrefetchRow(const float* row, int64_t m) {
-  for (int64_t i = 0; i < m; i += 64 / sizeof(float)) __builtin_prefetch(row + i);
-}
 
 // A table as one thread updates it: the shared rows themselves, or its own copy of them,
 // each row copied on the thread's first change to it (a flag per row), so that a step pays
@@ -157,101 +110,140 @@ struct Totals {
   int64_t examples = 0;
 };
 
-// `word2vec_update.apply` for chunks [first, last) of `chunk` positions.
-void ApplyChunks(const Examples& ex, const Sampler& q, float alpha, int64_t chunk,
-                 int64_t first, int64_t last, View& vectors, View& out, Totals& totals) {
-  const int64_t m = ex.m, J = ex.J, slots = ex.slots;
-  const int64_t R = q.negatives > 0 ? 1 + q.negatives : ex.R;
-  std::vector<float> hidden(chunk * J * m), errors(chunk * J * m), g(chunk * J * R), scores(R);
-  // Each example's output rows, labels and which count (word2vec_update.examples_of).
-  std::vector<int32_t> rows(chunk * J * R);
-  std::vector<float> labels(chunk * J * R);
-  std::vector<uint8_t> counts(chunk * J * R);
-  auto make_examples = [&](int64_t c) {
-    for (int64_t e = 0; e < chunk; ++e) {
-      const int64_t b = c * chunk + e;
-      for (int64_t j = 0; j < J; ++j) {
-        const int64_t at = (e * J + j) * R, given = (b * J + j) * ex.R;
-        const bool counted = ex.counted[b * J + j];
-        if (q.negatives > 0) {  // The target, then k negatives, one equal to it skipped.
-          const int32_t target = ex.rows[b * J + j];
-          for (int64_t r = 0; r < R; ++r) {
-            rows[at + r] = r == 0 ? target : (counted ? Draw(q, b * J + j, r - 1) : 0);
-            labels[at + r] = r == 0 ? 1.0f : 0.0f;
-            counts[at + r] = counted && (r == 0 || rows[at + r] != target);
-          }
-        } else {
-          const int64_t read = ex.shared ? b * R : given;  // A path: the position's.
-          for (int64_t r = 0; r < R; ++r) {
-            rows[at + r] = ex.rows[read + r];
-            labels[at + r] = ex.labels[read + r];
-            counts[at + r] = counted && ex.counts[read + r];
-          }
+// A chunk's examples as the update reads them: each example's output rows that count
+// (word2vec_update.examples_of) packed from its first place, R apart, with their labels and
+// errors g: padding past a path's end and a negative equal to the target are left out, so no
+// work is spent on them. Then each example's hidden vector h and error e.
+struct Chunk {
+  Chunk(int64_t positions, int64_t J, int64_t R, int64_t m)
+      : J(J), R(R), rows(positions * J * R), labels(positions * J * R), g(positions * J * R),
+        live(positions * J), hidden(positions * J * m), errors(positions * J * m) {}
+  int64_t J, R;
+  std::vector<int32_t> rows;
+  std::vector<float> labels, g;
+  std::vector<int64_t> live;  // How many rows count, per example.
+  std::vector<float> hidden, errors;
+};
+
+// The chunk's examples' rows that count: a path's nodes on it, or the target and its k
+// negatives drawn from Q.
+void PackExamples(const Examples& ex, const Sampler& q, int64_t first_position, Chunk& chunk) {
+  const int64_t J = ex.J, R = chunk.R;
+  for (int64_t e = 0; e < int64_t(chunk.live.size()) / J; ++e) {
+    const int64_t b = first_position + e;
+    for (int64_t j = 0; j < J; ++j) {
+      int32_t* rows = &chunk.rows[(e * J + j) * R];
+      float* labels = &chunk.labels[(e * J + j) * R];
+      int64_t n = 0;
+      if (!ex.counted[b * J + j]) {
+      } else if (q.negatives > 0) {
+        const int32_t target = ex.rows[b * J + j];
+        rows[n] = target, labels[n++] = 1.0f;
+        for (int64_t d = 0; d < q.negatives; ++d) {
+          const int32_t word = Draw(q, b * J + j, d);
+          if (word != target) rows[n] = word, labels[n++] = 0.0f;
         }
+      } else {
+        const int64_t given = ex.shared ? b * R : (b * J + j) * R;  // A path: the position's.
+        for (int64_t r = 0; r < R; ++r)
+          if (ex.counts[given + r])
+            rows[n] = ex.rows[given + r], labels[n++] = ex.labels[given + r];
       }
+      chunk.live[e * J + j] = n;
     }
-  };
-  for (int64_t c = first; c < last; ++c) {
-    make_examples(c);
-    // Every example's scores and errors, from the tables as the chunk found them.
-    for (int64_t e = 0; e < chunk; ++e) {
-      const int64_t b = c * chunk + e;
-      if (e + 1 < chunk) {  // The next position's rows, on their way to the cache.
+  }
+}
+
+// Every example's h, scores, g and e, from the tables as the chunk found them.
+void ScoreExamples(const Examples& ex, float alpha, int64_t first_position, const View& vectors,
+                   const View& out, Chunk& chunk, Totals& totals) {
+  const int64_t m = ex.m, J = ex.J, slots = ex.slots, R = chunk.R;
+  const int64_t positions = chunk.live.size() / J;
+  std::vector<const float*> read(R);
+  std::vector<float> scores(R);
+  for (int64_t e = 0; e < positions; ++e) {
+    const int64_t b = first_position + e;
+    for (int64_t s = 0; e + 1 < positions && s < slots; ++s)  // On their way to the cache.
+      if (ex.present[(b + 1) * slots + s])
+        PrefetchRow(vectors.Read(ex.context[(b + 1) * slots + s]), m);
+    for (int64_t j = 0; j < J; ++j) {
+      float* h = &chunk.hidden[(e * J + j) * m];
+      float* err = &chunk.errors[(e * J + j) * m];
+      std::fill(err, err + m, 0.0f);
+      if (!ex.counted[b * J + j]) continue;
+      ++totals.examples;
+      if (ex.cbow) {  // The mean of the context words' vectors.
+        std::fill(h, h + m, 0.0f);
+        int present = 0;
         for (int64_t s = 0; s < slots; ++s)
-          if (ex.present[(b + 1) * slots + s])
-            PrefetchRow(vectors.Read(ex.context[(b + 1) * slots + s]), m);
-        for (int64_t r = 0; r < (ex.shared ? R : J * R); ++r)  // A path: once.
-          PrefetchRow(out.Read(rows[(e + 1) * J * R + r]), m);
+          if (ex.present[b * slots + s]) {
+            Axpy(1.0f, vectors.Read(ex.context[b * slots + s]), h, m);
+            ++present;
+          }
+        const float inverse = 1.0f / std::max(present, 1);
+        for (int64_t i = 0; i < m; ++i) h[i] *= inverse;
+      } else {
+        const float* row = vectors.Read(ex.context[b * slots + j]);
+        std::copy(row, row + m, h);
       }
-      for (int64_t j = 0; j < J; ++j) {
-        float* h = &hidden[(e * J + j) * m];
-        float* err = &errors[(e * J + j) * m];
-        std::fill(err, err + m, 0.0f);
-        if (!ex.counted[b * J + j]) continue;
-        ++totals.examples;
-        if (ex.cbow) {  // The mean of the context words' vectors.
-          std::fill(h, h + m, 0.0f);
-          int present = 0;
-          for (int64_t s = 0; s < slots; ++s)
-            if (ex.present[b * slots + s]) {
-              Axpy(1.0f, vectors.Read(ex.context[b * slots + s]), h, m);
-              ++present;
-            }
-          const float inverse = 1.0f / std::max(present, 1);
-          for (int64_t i = 0; i < m; ++i) h[i] *= inverse;
-        } else {
-          const float* read = vectors.Read(ex.context[b * slots + j]);
-          std::copy(read, read + m, h);
-        }
-        const int64_t at = (e * J + j) * R;
-        for (int64_t r = 0; r < R; ++r)
-          scores[r] = counts[at + r] ? Dot(h, out.Read(rows[at + r]), m) : 0.0f;
-        totals.loss += Logistic(scores.data(), &labels[at], &counts[at], &g[at], R, alpha,
-                                ex.hierarchical);
-        for (int64_t r = 0; r < R; ++r)
-          // e += g v; g = 0 (a score beyond the tool's bound) changes nothing.
-          if (g[at + r] != 0.0f) Axpy(g[at + r], out.Read(rows[at + r]), err, m);
+      const int64_t at = (e * J + j) * R, n = chunk.live[e * J + j];
+      for (int64_t k = 0; k < n; ++k) read[k] = out.Read(chunk.rows[at + k]);
+      Dots(h, read.data(), n, scores.data(), m);
+      totals.loss += Logistic(scores.data(), &chunk.labels[at], &chunk.g[at], n, alpha,
+                              ex.hierarchical);
+      AddScaled(&chunk.g[at], read.data(), n, err, m);  // e += g v
+    }
+  }
+}
+
+// The chunk's updates: v += g h (g = 0, a score beyond the tool's bound: the row is left as
+// it is); C(input) += e.
+void AddUpdates(const Examples& ex, int64_t first_position, const Chunk& chunk, View& vectors,
+                View& out) {
+  const int64_t m = ex.m, J = ex.J, slots = ex.slots, R = chunk.R;
+  std::vector<const float*> hidden(J);
+  std::vector<float> gains(J);
+  for (int64_t e = 0; e < int64_t(chunk.live.size()) / J; ++e) {
+    const int64_t b = first_position + e;
+    const bool* counted = &ex.counted[b * J];
+    // A position's examples share its path (skip-gram's): each node's row written once for
+    // them all, the first counted example's packing the path's.
+    const int64_t lead = ex.shared ? std::find(counted, counted + J, true) - counted : J;
+    for (int64_t k = 0; lead < J && k < chunk.live[e * J + lead]; ++k) {
+      int64_t n = 0;
+      for (int64_t j = lead; j < J; ++j) {
+        const float gain = counted[j] ? chunk.g[(e * J + j) * R + k] : 0.0f;
+        if (gain != 0.0f) gains[n] = gain, hidden[n++] = &chunk.hidden[(e * J + j) * m];
+      }
+      const int32_t node = chunk.rows[(e * J + lead) * R + k];
+      if (n) AddScaled(gains.data(), hidden.data(), n, out.Write(node), m);
+    }
+    for (int64_t j = 0; j < J; ++j) {
+      if (!counted[j]) continue;
+      const int64_t at = (e * J + j) * R;
+      const float* h = &chunk.hidden[(e * J + j) * m];
+      const float* err = &chunk.errors[(e * J + j) * m];
+      for (int64_t k = 0; !ex.shared && k < chunk.live[e * J + j]; ++k)
+        if (chunk.g[at + k] != 0.0f) Axpy(chunk.g[at + k], h, out.Write(chunk.rows[at + k]), m);
+      if (ex.cbow) {  // Every context word receives the whole error.
+        for (int64_t s = 0; s < slots; ++s)
+          if (ex.present[b * slots + s])
+            Axpy(1.0f, err, vectors.Write(ex.context[b * slots + s]), m);
+      } else {
+        Axpy(1.0f, err, vectors.Write(ex.context[b * slots + j]), m);
       }
     }
-    // Then the chunk's updates: v += g h; C(input) += e.
-    for (int64_t e = 0; e < chunk; ++e) {
-      const int64_t b = c * chunk + e;
-      for (int64_t j = 0; j < J; ++j) {
-        if (!ex.counted[b * J + j]) continue;
-        const int64_t at = (e * J + j) * R;
-        const float* h = &hidden[(e * J + j) * m];
-        const float* err = &errors[(e * J + j) * m];
-        for (int64_t r = 0; r < R; ++r)
-          if (g[at + r] != 0.0f) Axpy(g[at + r], h, out.Write(rows[at + r]), m);
-        if (ex.cbow) {  // Every context word receives the whole error.
-          for (int64_t s = 0; s < slots; ++s)
-            if (ex.present[b * slots + s])
-              Axpy(1.0f, err, vectors.Write(ex.context[b * slots + s]), m);
-        } else {
-          Axpy(1.0f, err, vectors.Write(ex.context[b * slots + j]), m);
-        }
-      }
-    }
+  }
+}
+
+// `word2vec_update.apply` for chunks [first, last) of `positions` positions.
+void ApplyChunks(const Examples& ex, const Sampler& q, float alpha, int64_t positions,
+                 int64_t first, int64_t last, View& vectors, View& out, Totals& totals) {
+  Chunk chunk(positions, ex.J, q.negatives > 0 ? 1 + q.negatives : ex.R, ex.m);
+  for (int64_t c = first; c < last; ++c) {
+    PackExamples(ex, q, c * positions, chunk);
+    ScoreExamples(ex, alpha, c * positions, vectors, out, chunk, totals);
+    AddUpdates(ex, c * positions, chunk, vectors, out);
   }
 }
 
