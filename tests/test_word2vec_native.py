@@ -6,13 +6,20 @@ where it cannot be, a line saying why."""
 
 import ctypes
 import os
+import subprocess
+import sys
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from nplm import parallel
+from nplm.config import Config
+from nplm.lm import build_language_model
 from nplm.training import word2vec_native, word2vec_update
+from nplm.training.word2vec_feed import Word2VecFeed
 from tests.test_word2vec_update import (ALPHA, MODELS_AND_KINDS, PROPOSAL, VOCAB,
                                         assert_same_change, chunks_of_examples, clean_draws,
                                         chunk_pieces, key_where, negatives_for,
@@ -129,3 +136,48 @@ def test_a_damaged_library_is_built_again_not_loaded(monkeypatch, tmp_path):
   word2vec_native.digest_path(built).unlink()
   assert word2vec_native.build() == built and word2vec_native.intact(built)
   assert hasattr(ctypes.CDLL(str(built)), word2vec_native.SYMBOL)
+
+
+PEAK_SCRIPT = '''
+import sys, jax, jax.numpy as jnp, numpy as np
+from nplm.heads.proposal import Proposal
+from nplm.training import word2vec_update
+V, m, c, positions, threads = 50_000, 256, 10, 8192, int(sys.argv[1])
+words = np.arange(positions * 2 * c) % V  # Each half of the batch reads every word.
+windows = jnp.asarray(words.reshape(positions, 2 * c), jnp.int32)
+counts = np.arange(V, 0, -1)
+output = ('sampled', Proposal.from_counts(counts, 0.75), 5)
+tables = [jnp.full((V, m), 0.01, jnp.float32) for _ in range(2)]
+step = jax.jit(lambda *tables: word2vec_update.chunked_step(
+    'cbow', output, *tables, windows, jnp.asarray(words[:positions] % V, jnp.int32),
+    jnp.ones(positions), 0.025, jax.random.key(0), 32, threads))
+jax.block_until_ready(step(*tables))  # Compiled and built.
+def status(key):
+  line = next(l for l in open('/proc/self/status') if l.startswith(key))
+  return 1024 * int(line.split()[1])
+open('/proc/self/clear_refs', 'w').write('5')  # VmHWM from here
+before = status('VmRSS:')
+jax.block_until_ready(step(*tables))
+print(status('VmHWM:') - before)
+'''
+
+
+@pytest.mark.slow
+def test_the_memory_estimate_holds_each_threads_copy_of_the_tables():
+  """A compiled CBOW step whose two shares each read every word: at its peak it holds more
+  than one thread's step by at least the two threads' copies of C, and no more than
+  Word2VecFeed.host_scratch_words counts (memory.estimate's part for them)."""
+  def grown(threads):
+    result = subprocess.run([sys.executable, '-c', PEAK_SCRIPT, str(threads)],
+                            capture_output=True, text=True, check=True)
+    return int(result.stdout.split()[-1])
+  vocab, m = 50_000, 256
+  extra = grown(2) - grown(1)
+  assert extra >= 0.9 * 2 * 4 * vocab * m  # Each thread copied all of C.
+  config = Config(workdir='unused', model='cbow', head='negative_sampling', optimizer='sgd',
+                  feature_size=m, window=10, batch_size=8192, chunk_positions=32).resolved()
+  lm = build_language_model(config, np.arange(vocab, 0, -1))
+  mesh = parallel.make_mesh('', devices=jax.devices('cpu')[:1])
+  with mock.patch.object(parallel, 'usable_cores', return_value=2):
+    counted = 4 * Word2VecFeed.host_scratch_words(config, lm, mesh)
+  assert counted == 2 * 2 * 4 * vocab * m and counted >= extra

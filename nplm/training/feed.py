@@ -76,6 +76,14 @@ class Feed:
     raise NotImplementedError
 
   @classmethod
+  def host_scratch_words(cls, config, lm, mesh) -> int:
+    """The words (float32) a train step takes on each device beside XLA's buffers, which
+    `lm.model.activation_words` counts (nplm.training.memory): none; word2vec's compiled
+    update takes some."""
+    del config, lm, mesh
+    return 0
+
+  @classmethod
   def data_words(cls, config, split_sizes: dict, data: int) -> int:
     """The words (int32) of the splits (`split_sizes`: tokens) this feed keeps on each of
     the `data` devices (nplm.training.memory)."""

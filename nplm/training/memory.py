@@ -24,7 +24,9 @@ Activations, in 4-byte words (2 in a bfloat16 train step), for B = --batch_size 
 E = --eval_batch_size examples per device (split over 'data'), are what the model says
 (its `activation_words`: each model's formula is in its file, nplm/models/) with the head's
 scores per example, S (its `scores_per_example`: 3·S in training, the scores, their softmax
-or sigmoid, their gradient; S in evaluation; nplm/heads/). Checked against XLA's own count
+or sigmoid, their gradient; S in evaluation; nplm/heads/), and in training what the feed's
+step holds beside XLA's buffers (its `host_scratch_words`: word2vec's compiled update's
+threads' copies of the tables). Checked against XLA's own count
 of a compiled step's temporaries (tests/test_resources.py): within a factor of 2.
 """
 
@@ -132,12 +134,14 @@ def estimate(config, lm, split_sizes: dict | None = None, mesh=None,
   data = mesh.shape['data'] if mesh is not None else 1
   shards = mesh.shape['model'] if mesh is not None and lm.vocab_parallel else 1
   train, evaluation = activations(config, lm, data, shards)
+  if training:  # Held during one model's update at a time (trained together: in turn).
+    train = num_models * train + WORD * feed_of(lm.model).host_scratch_words(config, lm, mesh)
   state_total, params = state or (0, 0)
   return Estimate(state=num_models * (state_total if training else params)
                   if state is not None else None,
                   gradients=num_models * params if training else 0,
                   data=data_bytes(config, lm, split_sizes or {}, data),
-                  train=num_models * train if training else 0,
+                  train=train if training else 0,
                   evaluation=num_models * evaluation, devices=devices,
                   state_name=(f'parameters and {config.optimizer} state' if training
                               else 'parameters'))

@@ -226,9 +226,22 @@ class Word2VecFeed(Feed):
   def cpu_threads(self) -> int:
     """The C++ update's threads on a CPU (`cpu_shares` on one device, one a device on
     several), or 0: XLA's loop (an accelerator; no C++ compiler here)."""
-    if self.mesh.devices.flat[0].platform != 'cpu' or word2vec_native.unavailable():
+    return self.threads_on(self.config, self.mesh)
+
+  @classmethod
+  def threads_on(cls, config, mesh) -> int:
+    """`cpu_threads` on `mesh`."""
+    if mesh.devices.flat[0].platform != 'cpu' or word2vec_native.unavailable():
       return 0
-    return self.cpu_shares(self.config) if self.mesh.shape['data'] == 1 else 1
+    return cls.cpu_shares(config) if mesh.shape['data'] == 1 else 1
+
+  @classmethod
+  def host_scratch_words(cls, config, lm, mesh) -> int:
+    """With more than one thread, each thread's copy of C and the output vectors: at most
+    2 |V| m words each (a row is copied where the thread changes it)."""
+    threads = cls.threads_on(config, mesh or parallel.make_mesh())
+    model = lm.model
+    return 2 * model.vocab_size * model.feature_size * threads if threads > 1 else 0
 
   def chunk_for(self, per_device: int) -> int:
     """The positions a device updates together: --chunk_positions (at most its batch), cut
