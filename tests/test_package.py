@@ -1,5 +1,6 @@
-"""nplm as installed: the wheel holds the recipes, the paper's Table 1 and the `nplm` command
-(built here, not installed), and `nplm --version` names the installed version."""
+"""nplm as installed: the wheel holds the recipes, the paper's Table 1, word2vec's C++ source
+and the `nplm` command (built here, not installed), and `nplm --version` names the installed
+version."""
 
 import importlib.metadata
 import shutil
@@ -13,6 +14,7 @@ import pytest
 import nplm
 from nplm import recipes
 from nplm.cli import __main__ as cli_main
+from nplm.training import word2vec_native
 
 ROOT = Path(__file__).parent.parent
 
@@ -46,6 +48,10 @@ def test_the_wheel_holds_the_recipes_the_table_and_the_command(tmp_path):
   assert 'nplm/reference/bengio2003_table1.csv' in names
   sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / 'nplm').rglob('*.py')}
   assert sources <= names, sorted(sources - names)  # Every module (nplm.cli.sweep, ...).
+  # word2vec's C++ update, built where it runs: its source and what that #includes.
+  native = {path.relative_to(ROOT).as_posix() for path in (word2vec_native.SOURCE,
+                                                           word2vec_native.HEADER)}
+  assert native <= names, sorted(native - names)
   assert not any(name.startswith(('experiments/', 'tests/')) for name in names)
   assert 'nplm = nplm.console:main' in entry_points.splitlines()
   assert f'Version: {nplm.__version__}' in metadata.splitlines()
