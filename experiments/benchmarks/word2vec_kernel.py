@@ -14,8 +14,6 @@ difference of its tables and loss from the first source's after one step, and th
 over repetitions of first / this (above 1: faster than the first).
 """
 
-import ctypes
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -37,11 +35,8 @@ VOCAB, FEATURES, WINDOW = 11_856, 100, 5
 def registered(source: Path, name: str, scratch: Path) -> None:
   """Builds `source` as word2vec_native builds the package's, registered as `name`."""
   library = scratch / f'{name}.so'
-  subprocess.run([word2vec_native.compiler(), *word2vec_native.FLAGS, '-w',
-                  f'-I{jax.ffi.include_dir()}', str(source), '-o', str(library)], check=True)
-  handle = ctypes.cdll.LoadLibrary(str(library))
-  jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(handle, word2vec_native.SYMBOL)),
-                              platform='cpu')
+  word2vec_native.compile_source(word2vec_native.compiler(), source, library)
+  word2vec_native.register(library, name)
 
 
 def batch(model: str, head: str, positions: int):

@@ -86,6 +86,24 @@ def intact(library: Path) -> bool:
     return False
 
 
+def compile_source(cxx: str, source: Path, library: Path) -> None:
+  """`source` compiled into the shared library `library`, or NativeUnavailable (why, in a
+  line)."""
+  result = subprocess.run([cxx, *FLAGS, f'-I{jax.ffi.include_dir()}', str(source), '-o',
+                           str(library)], capture_output=True, text=True)
+  if result.returncode != 0:
+    errors = [line for line in result.stderr.splitlines() if 'error' in line]
+    first = (errors or result.stderr.strip().splitlines() or ['no message'])[0][:300]
+    raise NativeUnavailable(f'{Path(cxx).name} could not compile {source.name}: {first}')
+
+
+def register(library: Path, target: str) -> None:
+  """The library's update registered with XLA as the custom call `target`."""
+  handle = ctypes.cdll.LoadLibrary(str(library))
+  jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(handle, SYMBOL)),
+                              platform='cpu')
+
+
 def build() -> Path:
   """The compiled library, built now if this machine has none intact: written to temporary
   files and renamed, its digest first, so that no reader sees it half written."""
@@ -96,12 +114,7 @@ def build() -> Path:
   path.parent.mkdir(parents=True, exist_ok=True)
   with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
     built = Path(scratch) / path.name
-    result = subprocess.run([cxx, *FLAGS, f'-I{jax.ffi.include_dir()}', str(SOURCE), '-o',
-                             str(built)], capture_output=True, text=True)
-    if result.returncode != 0:
-      errors = [line for line in result.stderr.splitlines() if 'error' in line]
-      first = (errors or result.stderr.strip().splitlines() or ['no message'])[0][:300]
-      raise NativeUnavailable(f'{Path(cxx).name} could not compile {SOURCE.name}: {first}')
+    compile_source(cxx, SOURCE, built)
     digest = digest_path(built)
     digest.write_text(hashlib.sha256(built.read_bytes()).hexdigest() + '\n')
     os.replace(digest, digest_path(path))
@@ -113,11 +126,9 @@ def build() -> Path:
 def _registered() -> str | None:
   """Builds, loads and registers the update once per process: None, or why it cannot."""
   try:
-    library = ctypes.cdll.LoadLibrary(str(build()))
+    register(build(), TARGET)
   except (NativeUnavailable, OSError) as error:  # OSError: e.g. a cache dir not writable.
     return str(error)
-  jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(library, SYMBOL)),
-                              platform='cpu')
   return None
 
 
