@@ -94,6 +94,17 @@ def numpy_tree_log_prob(lm, params, hidden: np.ndarray, word: int) -> float:
   return float(np.sum(-np.logaddexp(0.0, -signs * scores)))
 
 
+def numpy_path_step(lm, params, hidden: np.ndarray, word: int, alpha: float) -> None:
+  """word2vec's step on the word's path, in place: o_n += α (bit - σ(o_n·h)) h, a node whose
+  score is beyond ±6 left as it is."""
+  tree = lm.head.tree
+  nodes = params['head']['nodes']['embedding']
+  path = tree.paths[word][tree.mask[word]]
+  scores = nodes[path].astype(np.float64) @ hidden
+  g = alpha * (tree.bits[word][tree.mask[word]] - 1.0 / (1.0 + np.exp(-scores)))
+  nodes[path] += (np.where(np.abs(scores) < 6.0, g, 0.0)[:, None] * hidden).astype(nodes.dtype)
+
+
 # --- scores and losses ------------------------------------------------------------------
 
 def test_cbow_scores_each_token_from_the_mean_of_its_context_vectors():
@@ -122,7 +133,9 @@ def test_skipgram_scores_each_token_by_the_mean_log_prob_of_its_context_words(
 def test_the_logged_loss_is_the_mean_over_the_steps_examples_of_their_tree_losses(model):
   """Window 1: every radius is 1, so a step's examples are known without the draws: CBOW
   predicts w_t from the mean of its neighbours, skip-gram predicts w_t from each neighbour's
-  C (word2vec's direction). The loss is of the parameters the step found."""
+  C (word2vec's direction). The loss is of the scores each example trained on: the
+  parameters the step found, but the path's nodes as a skip-gram position's earlier pairs
+  left them (nplm.training.word2vec_update.path_in_turn)."""
   feed, state, params, splits = tiny_feed(model, window=1, head='tree')
   state, batches = feed.start_epoch(state, epoch=0, start=0)
   batch, held = next(batches)
@@ -138,7 +151,10 @@ def test_the_logged_loss_is_the_mean_over_the_steps_examples_of_their_tree_losse
     if model == 'cbow':
       losses.append(-numpy_tree_log_prob(feed.lm, params, vectors[context].mean(0), ids[t]))
     else:
-      losses += [-numpy_tree_log_prob(feed.lm, params, vectors[w], ids[t]) for w in context]
+      taken = jax.tree.map(np.array, params)  # The position's pairs in turn on its path.
+      for w in context:
+        losses.append(-numpy_tree_log_prob(feed.lm, taken, vectors[w], ids[t]))
+        numpy_path_step(feed.lm, taken, vectors[w], ids[t], feed.config.learning_rate)
   _, loss = feed.step(state, batch, jax.random.key(5))
   assert float(loss) == pytest.approx(np.mean(losses), rel=1e-5)
 

@@ -24,7 +24,7 @@ from tests.test_word2vec_update import (ALPHA, MODELS_AND_KINDS, PROPOSAL, VOCAB
                                         assert_same_change, chunks_of_examples, clean_draws,
                                         chunk_pieces, key_where, negatives_for,
                                         output_of, random_windows, start_tables, tool_chunked,
-                                        tool_pairs_summed)
+                                        tool_groups_summed)
 from tests.word2vec_draws import compiled_draws
 
 CHUNK = 2
@@ -71,7 +71,7 @@ def test_threads_add_the_changes_of_their_shares_of_the_chunks(model, kind, thre
   for share in range(threads):
     tables = start
     for examples in chunks[len(chunks) * share // threads:len(chunks) * (share + 1) // threads]:
-      tables = tool_pairs_summed(kind, *tables, examples, ALPHA)
+      tables = tool_groups_summed(kind, *tables, examples, ALPHA)
     for total, changed, old in zip(want, tables, start):
       total += changed - old
   got = compiled_update(model, kind, start, windows, centers, rng, threads)

@@ -99,10 +99,11 @@ def tool_position(model, kind, syn0, out, window, word, negatives, alpha):
 
 
 def tool_summed(model, kind, syn0, out, windows, centers, negatives, alpha):
-  """Each example's update from the same parameters, summed: what the module docstring
-  says a batch is. -> (syn0, out) after it."""
-  return tool_pairs_summed(kind, syn0, out, examples_in_order(model, windows, centers,
-                                                              negatives), alpha)
+  """Each example's update from the same parameters, summed, but a skip-gram position's
+  examples on the tree taken in turn on its path: what the module docstring says a batch
+  is. -> (syn0, out) after it."""
+  return tool_groups_summed(kind, syn0, out, example_groups(model, kind, windows, centers,
+                                                            negatives), alpha)
 
 
 def examples_in_order(model, windows, centers, negatives) -> list:
@@ -110,6 +111,15 @@ def examples_in_order(model, windows, centers, negatives) -> list:
   return [(inputs, word, negatives[position, slot])
           for position, (window, word) in enumerate(zip(windows, centers))
           for slot, inputs in examples_of(model, window)]
+
+
+def example_groups(model, kind, windows, centers, negatives) -> list:
+  """The examples in groups whose updates are summed: a skip-gram position's examples on the
+  tree, which share its path; else each example alone."""
+  if model == 'skipgram' and kind == 'tree':
+    return [examples_in_order(model, windows[[p]], centers[[p]], negatives[[p]])
+            for p in range(len(windows))]
+  return [[example] for example in examples_in_order(model, windows, centers, negatives)]
 
 
 # --- the draws -------------------------------------------------------------------------
@@ -172,11 +182,11 @@ def chunks_of_examples(model, kind, windows, centers, negatives, chunk: int) -> 
   examples; skip-gram's sampled pairs chunk·(c + 1) at a time, in order of position then
   slot."""
   if model == 'skipgram' and kind == 'sampled':
-    pairs = examples_in_order(model, windows, centers, negatives)
+    pairs = [[pair] for pair in examples_in_order(model, windows, centers, negatives)]
     size = chunk * (windows.shape[1] // 2 + 1)
     return [pairs[start:start + size] for start in range(0, len(pairs), size)]
-  return [examples_in_order(model, windows[start:start + chunk], centers[start:start + chunk],
-                            negatives[start:start + chunk])
+  return [example_groups(model, kind, windows[start:start + chunk],
+                         centers[start:start + chunk], negatives[start:start + chunk])
           for start in range(0, len(windows), chunk)]
 
 
@@ -185,19 +195,23 @@ def tool_chunked(model, kind, tables, windows, centers, rng, chunk: int, alpha,
   """chunked_step's meaning: its chunks one after another, each its examples' summed
   update from the tables the previous chunks left. -> (syn0, out)."""
   negatives = negatives_for(model, kind, rng, windows, compiled)
-  for examples in chunks_of_examples(model, kind, windows, centers, negatives, chunk):
-    tables = tool_pairs_summed(kind, *tables, examples, alpha)
+  for groups in chunks_of_examples(model, kind, windows, centers, negatives, chunk):
+    tables = tool_groups_summed(kind, *tables, groups, alpha)
   return tables
 
 
-def tool_pairs_summed(kind, syn0, out, pairs, alpha):
-  """Each (input words, target, draws) example's update from the same parameters, summed."""
+def tool_groups_summed(kind, syn0, out, groups, alpha):
+  """Each group's update from the same parameters, summed. Within a group the examples
+  (input words, target, draws) take the output vectors in turn, as the tool does, each
+  reading C as the group found it."""
   new_syn0, new_out = syn0.copy(), out.copy()
-  for inputs, word, drawn in pairs:
-    one_syn0, one_out = syn0.copy(), out.copy()
-    tool_example(kind, one_syn0, one_out, inputs, word, drawn, alpha)
-    new_syn0 += one_syn0 - syn0
-    new_out += one_out - out
+  for group in groups:
+    group_out = out.copy()
+    for inputs, word, drawn in group:
+      one_syn0 = syn0.copy()
+      tool_example(kind, one_syn0, group_out, inputs, word, drawn, alpha)
+      new_syn0 += one_syn0 - syn0
+    new_out += group_out - out
   return new_syn0, new_out
 
 
@@ -313,8 +327,9 @@ def test_scores_beyond_max_exp_are_skipped_or_clamped_as_the_tool(kind):
 @pytest.mark.slow
 def test_a_batch_is_the_sum_of_its_examples_updates(model, kind):
   """Six positions sharing words, one with no context word: each example's update from the
-  tables as the batch found them, summed (the module's docstring); unlike the tool's
-  examples in turn, which the comparison tells apart."""
+  tables as the batch found them, summed (a skip-gram position's on the tree taking its path
+  in turn; the module's docstring); unlike the tool's positions in turn, which the
+  comparison tells apart."""
   windows, centers = random_windows(4, batch=6, window=1)
   rng = key_where(lambda rng: clean_draws(
       model, [(negatives_for(model, kind, rng, windows), windows, centers)]))
@@ -326,6 +341,26 @@ def test_a_batch_is_the_sum_of_its_examples_updates(model, kind):
   for window, word, drawn in zip(windows, centers, negatives):
     tool_position(model, kind, *in_turn, window, word, drawn, ALPHA)
   assert not np.allclose(in_turn[0], want[0], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize('threads', [0, 1])
+def test_a_skipgram_position_takes_its_path_in_turn_as_the_tool(threads):
+  """One position, six different context words: its pairs score the center's Huffman path
+  one after another, each from the rows the ones before it left (XLA's loop and the
+  compiled one alike), as the tool takes them; unlike their updates summed."""
+  windows, centers = np.array([[3, 7, 0, 9, 5, 11]]), np.array([8])
+  negatives = negatives_for('skipgram', 'tree', None, windows)
+  start = start_tables('tree', seed=3, scale=0.5)
+  want = start[0].copy(), start[1].copy()
+  tool_position('skipgram', 'tree', *want, windows[0], centers[0], negatives[0], ALPHA)
+  args = ('skipgram', output_of('tree'), *(jnp.asarray(t, jnp.float32) for t in start),
+          jnp.asarray(windows, jnp.int32), jnp.asarray(centers, jnp.int32),
+          jnp.ones(1, jnp.float32), jnp.float32(ALPHA), jax.random.key(0), 1, threads)
+  got = tuple(np.asarray(t, np.float64) for t in word2vec_update.chunked_step(*args)[:2])
+  assert_same_change(got, want, start)
+  summed = tool_groups_summed('tree', *start, [[example] for example in examples_in_order(
+      'skipgram', windows, centers, negatives)], ALPHA)
+  assert not np.allclose(summed[1], want[1], rtol=1e-3, atol=1e-3)
 
 
 @MODELS_AND_KINDS

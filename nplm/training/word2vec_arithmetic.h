@@ -57,6 +57,34 @@ inline void AddScaled(const float* a, const float* const* x, int64_t n, float* y
   for (; k < n; ++k) Axpy(a[k], x[k], y, m);
 }
 
+// y += Σ_k a_k x_k, then x_k += a_k z: an example's error and its step on rows that the
+// next example reads (a skip-gram position's path), each row read once for both.
+inline void AddScaledAndStep(const float* a, float* const* x, int64_t n, float* y,
+                             const float* z, int64_t m) {
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    float *x0 = x[k], *x1 = x[k + 1], *x2 = x[k + 2], *x3 = x[k + 3];
+    const float a0 = a[k], a1 = a[k + 1], a2 = a[k + 2], a3 = a[k + 3];
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) {
+      const float v0 = x0[i], v1 = x1[i], v2 = x2[i], v3 = x3[i];
+      y[i] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3;
+      x0[i] = v0 + a0 * z[i], x1[i] = v1 + a1 * z[i], x2[i] = v2 + a2 * z[i];
+      x3[i] = v3 + a3 * z[i];
+    }
+  }
+  for (; k < n; ++k) {
+    float* xk = x[k];
+    const float ak = a[k];
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = xk[i];
+      y[i] += ak * v;
+      xk[i] = v + ak * z[i];
+    }
+  }
+}
+
 // log(1 + t) for t in [0, 1], as 2 atanh(t / (2 + t)) by its series to within float32's
 // rounding (within 3 ulp; s² ≤ 1/9: the next term is 1e-8 of the sum).
 inline float Log1pUnit(float t) {

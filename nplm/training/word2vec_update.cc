@@ -6,7 +6,8 @@
 // updated where it lies, as the word2vec tool and gensim do.
 //
 // The arithmetic is `word2vec_update.apply`'s, chunk after chunk: within a chunk every
-// example reads the tables as the chunk found them, then the chunk's updates are added.
+// example reads the tables as the chunk found them (but a skip-gram position's examples take
+// its Huffman path in turn), then the chunk's updates are added.
 // With `threads` > 1, thread t takes the t-th contiguous share of the chunks and updates its
 // own copy of the tables (a row copied on its first change); at the end each row is
 // old + Σ_t (new_t - old), the threads' changes added in thread order: what N devices each
@@ -113,16 +114,18 @@ struct Totals {
 // A chunk's examples as the update reads them: each example's output rows that count
 // (word2vec_update.examples_of) packed from its first place, R apart, with their labels and
 // errors g: padding past a path's end and a negative equal to the target are left out, so no
-// work is spent on them. Then each example's hidden vector h and error e.
+// work is spent on them. Then each example's hidden vector h and error e; and where a
+// position's examples take its path in turn, the change of the path's rows.
 struct Chunk {
-  Chunk(int64_t positions, int64_t J, int64_t R, int64_t m)
+  Chunk(int64_t positions, int64_t J, int64_t R, int64_t m, bool in_turn)
       : J(J), R(R), rows(positions * J * R), labels(positions * J * R), g(positions * J * R),
-        live(positions * J), hidden(positions * J * m), errors(positions * J * m) {}
+        live(positions * J), hidden(positions * J * m), errors(positions * J * m),
+        paths(in_turn ? positions * R * m : 0) {}
   int64_t J, R;
   std::vector<int32_t> rows;
   std::vector<float> labels, g;
   std::vector<int64_t> live;  // How many rows count, per example.
-  std::vector<float> hidden, errors;
+  std::vector<float> hidden, errors, paths;
 };
 
 // The chunk's examples' rows that count: a path's nodes on it, or the target and its k
@@ -154,18 +157,30 @@ void PackExamples(const Examples& ex, const Sampler& q, int64_t first_position, 
   }
 }
 
-// Every example's h, scores, g and e, from the tables as the chunk found them.
+// Every example's h, scores, g and e, from the tables as the chunk found them; but a
+// position's examples that share its path (skip-gram's) take it in turn, each reading the
+// path's rows as the ones before it left them (`word2vec_update.path_in_turn`).
 void ScoreExamples(const Examples& ex, float alpha, int64_t first_position, const View& vectors,
                    const View& out, Chunk& chunk, Totals& totals) {
   const int64_t m = ex.m, J = ex.J, slots = ex.slots, R = chunk.R;
   const int64_t positions = chunk.live.size() / J;
+  const bool in_turn = !chunk.paths.empty();
   std::vector<const float*> read(R);
+  std::vector<float*> path_rows(R);
   std::vector<float> scores(R);
   for (int64_t e = 0; e < positions; ++e) {
     const int64_t b = first_position + e;
     for (int64_t s = 0; e + 1 < positions && s < slots; ++s)  // On their way to the cache.
       if (ex.present[(b + 1) * slots + s])
         PrefetchRow(vectors.Read(ex.context[(b + 1) * slots + s]), m);
+    const bool* counted = &ex.counted[b * J];
+    const int64_t lead = in_turn ? std::find(counted, counted + J, true) - counted : J;
+    const int64_t on_path = lead < J ? chunk.live[e * J + lead] : 0;
+    float* path = in_turn ? &chunk.paths[e * R * m] : nullptr;
+    for (int64_t k = 0; k < on_path; ++k) {  // The position's copy of its path's rows.
+      const float* row = out.Read(chunk.rows[(e * J + lead) * R + k]);
+      std::copy(row, row + m, path + k * m);
+    }
     for (int64_t j = 0; j < J; ++j) {
       float* h = &chunk.hidden[(e * J + j) * m];
       float* err = &chunk.errors[(e * J + j) * m];
@@ -187,12 +202,18 @@ void ScoreExamples(const Examples& ex, float alpha, int64_t first_position, cons
         std::copy(row, row + m, h);
       }
       const int64_t at = (e * J + j) * R, n = chunk.live[e * J + j];
-      for (int64_t k = 0; k < n; ++k) read[k] = out.Read(chunk.rows[at + k]);
+      for (int64_t k = 0; k < n; ++k)
+        read[k] = in_turn ? (path_rows[k] = path + k * m) : out.Read(chunk.rows[at + k]);
       Dots(h, read.data(), n, scores.data(), m);
       totals.loss += Logistic(scores.data(), &chunk.labels[at], &chunk.g[at], n, alpha,
                               ex.hierarchical);
-      AddScaled(&chunk.g[at], read.data(), n, err, m);  // e += g v
+      if (in_turn)  // e += g v; v += g h, for the position's next example
+        AddScaledAndStep(&chunk.g[at], path_rows.data(), n, err, h, m);
+      else
+        AddScaled(&chunk.g[at], read.data(), n, err, m);  // e += g v
     }
+    for (int64_t k = 0; k < on_path; ++k)  // The rows' change: the copy less the rows.
+      Axpy(-1.0f, out.Read(chunk.rows[(e * J + lead) * R + k]), path + k * m, m);
   }
 }
 
@@ -206,16 +227,20 @@ void AddUpdates(const Examples& ex, int64_t first_position, const Chunk& chunk, 
   for (int64_t e = 0; e < int64_t(chunk.live.size()) / J; ++e) {
     const int64_t b = first_position + e;
     const bool* counted = &ex.counted[b * J];
-    // A position's examples share its path (skip-gram's): each node's row written once for
-    // them all, the first counted example's packing the path's.
+    // A position's examples share its path: each node's row written once for them all, the
+    // first counted example's packing the path's; its change, where they took it in turn.
     const int64_t lead = ex.shared ? std::find(counted, counted + J, true) - counted : J;
     for (int64_t k = 0; lead < J && k < chunk.live[e * J + lead]; ++k) {
+      const int32_t node = chunk.rows[(e * J + lead) * R + k];
+      if (!chunk.paths.empty()) {
+        Axpy(1.0f, &chunk.paths[(e * R + k) * m], out.Write(node), m);
+        continue;
+      }
       int64_t n = 0;
       for (int64_t j = lead; j < J; ++j) {
         const float gain = counted[j] ? chunk.g[(e * J + j) * R + k] : 0.0f;
         if (gain != 0.0f) gains[n] = gain, hidden[n++] = &chunk.hidden[(e * J + j) * m];
       }
-      const int32_t node = chunk.rows[(e * J + lead) * R + k];
       if (n) AddScaled(gains.data(), hidden.data(), n, out.Write(node), m);
     }
     for (int64_t j = 0; j < J; ++j) {
@@ -239,7 +264,9 @@ void AddUpdates(const Examples& ex, int64_t first_position, const Chunk& chunk, 
 // `word2vec_update.apply` for chunks [first, last) of `positions` positions.
 void ApplyChunks(const Examples& ex, const Sampler& q, float alpha, int64_t positions,
                  int64_t first, int64_t last, View& vectors, View& out, Totals& totals) {
-  Chunk chunk(positions, ex.J, q.negatives > 0 ? 1 + q.negatives : ex.R, ex.m);
+  // A skip-gram position's examples take its path in turn (`word2vec_update.path_in_turn`).
+  const bool in_turn = ex.shared && ex.J > 1;
+  Chunk chunk(positions, ex.J, q.negatives > 0 ? 1 + q.negatives : ex.R, ex.m, in_turn);
   for (int64_t c = first; c < last; ++c) {
     PackExamples(ex, q, c * positions, chunk);
     ScoreExamples(ex, alpha, c * positions, vectors, out, chunk, totals);

@@ -20,11 +20,14 @@ a chunk at a time, so that only a chunk's updates are summed. word2vec's threads
 gensim's workers) make the same kind of approximation, each reading vectors the others are
 writing (Hogwild, Recht et al. 2011); at word2vec's small rates a chunk's updates barely
 interact: CBOW's scores are gensim's, skip-gram's the same at 1, 32 or 128 positions per
-chunk (experiments/results/word2vec/). Two differences
-remain even for one position: its skip-gram pairs, which the tool takes one after another,
-are summed; and a negative drawn twice for one example is read twice from the same vector,
-where the tool reads its first update the second time (an O(α²) difference in a few percent
-of the examples, not worth the draw-by-draw loop, which cost a third of the step).
+chunk (experiments/results/word2vec/). A skip-gram position's pairs under the hierarchical
+softmax all read its path's rows, and are taken in turn on them, as the tool takes them
+(`path_in_turn`; their C rows' updates are the chunk's, summed): summed, a position's ~2c
+updates of the same rows interacted, and its WordSim-353 trailed gensim's by 0.02. Under
+negative sampling a position's pairs are summed (they share only the target's row). And a
+negative drawn twice for one example is read twice from the same vector, where the tool reads
+its first update the second time (an O(α²) difference in a few percent of the examples, not
+worth the draw-by-draw loop, which cost a third of the step).
 
 The tables: C [|V|, m] (the model's), the output vectors [rows, m] (the head's: |V| rows
 for negative sampling, the |V| - 1 internal nodes for the tree). Their biases stay at zero:
@@ -110,6 +113,25 @@ def examples_of(model: str, output, windows, centers, mask, rng, draw: bool = Tr
   return Examples(jnp.where(present, windows, 0), present, counted, rows, labels, counts)
 
 
+def path_in_turn(hidden, path, labels, counts, alpha):
+  """Scores, g and errors [B, J, ...] of skip-gram's examples sharing their position's path
+  (hierarchical softmax), taken in turn as the tool takes a position's pairs: example j
+  scores the path's rows [B, R, m] as examples 0 … j-1 left them (v += g h after each);
+  and the rows' change [B, 1, R, m]. Summed from the rows as the position found them
+  instead, its ~2c examples' updates of the same rows interact (docs/decisions.md)."""
+  def example(rows, at):
+    h, example_labels, example_counts = at
+    scores = jnp.einsum('bm,brm->br', h, rows)
+    g = alpha * jnp.where(example_counts, logistic_errors(scores, example_labels, True), 0.0)
+    errors = jnp.einsum('br,brm->bm', g, rows)
+    return rows + g[..., None] * h[:, None, :], (scores, g, errors)
+
+  by_example = (jnp.swapaxes(hidden, 0, 1), jnp.swapaxes(labels, 0, 1),
+                jnp.swapaxes(counts, 0, 1))
+  taken_path, taken = jax.lax.scan(example, path, by_example)
+  return (*(jnp.swapaxes(each, 0, 1) for each in taken), (taken_path - path)[:, None])
+
+
 def apply(model: str, hierarchical: bool, vectors, out_table, examples: Examples, alpha):
   """word2vec's update for the examples, from the tables as they are: -> (C, output vectors,
   the summed loss, the examples counted: pairs or positions)."""
@@ -122,13 +144,12 @@ def apply(model: str, hierarchical: bool, vectors, out_table, examples: Examples
     hidden = read
   shared = rows.ndim == 2
   out = out_table[rows]  # [B, (J,) R, m]
-  scores = jnp.einsum('bjm,brm->bjr' if shared else 'bjm,bjrm->bjr', hidden, out)
-  g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
-  errors = jnp.einsum('bjr,brm->bjm' if shared else 'bjr,bjrm->bjm', g, out)
-  if shared:  # Each row's update summed over the position's examples: [B, R, m]. As a
-    # product summed: XLA's CPU dot for this contraction ran 2.7x slower (skip-gram's 10 × 17).
-    out_updates = jnp.sum(g[..., None] * hidden[:, :, None, :], axis=1)
+  if shared and hidden.shape[1] > 1:
+    scores, g, errors, out_updates = path_in_turn(hidden, out, labels, counts, alpha)
   else:
+    scores = jnp.einsum('bjm,brm->bjr' if shared else 'bjm,bjrm->bjr', hidden, out)
+    g = alpha * jnp.where(counts, logistic_errors(scores, labels, hierarchical), 0.0)
+    errors = jnp.einsum('bjr,brm->bjm' if shared else 'bjr,bjrm->bjm', g, out)
     out_updates = g[..., None] * hidden[:, :, None, :]
   out_table = out_table.at[rows.reshape(-1)].add(
       out_updates.reshape(-1, out_table.shape[1]).astype(out_table.dtype))
