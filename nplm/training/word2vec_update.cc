@@ -222,33 +222,21 @@ void ScoreExamples(const Examples& ex, float alpha, int64_t first_position, cons
 void AddUpdates(const Examples& ex, int64_t first_position, const Chunk& chunk, View& vectors,
                 View& out) {
   const int64_t m = ex.m, J = ex.J, slots = ex.slots, R = chunk.R;
-  std::vector<const float*> hidden(J);
-  std::vector<float> gains(J);
+  const bool in_turn = !chunk.paths.empty();
   for (int64_t e = 0; e < int64_t(chunk.live.size()) / J; ++e) {
     const int64_t b = first_position + e;
     const bool* counted = &ex.counted[b * J];
-    // A position's examples share its path: each node's row written once for them all, the
-    // first counted example's packing the path's; its change, where they took it in turn.
-    const int64_t lead = ex.shared ? std::find(counted, counted + J, true) - counted : J;
-    for (int64_t k = 0; lead < J && k < chunk.live[e * J + lead]; ++k) {
-      const int32_t node = chunk.rows[(e * J + lead) * R + k];
-      if (!chunk.paths.empty()) {
-        Axpy(1.0f, &chunk.paths[(e * R + k) * m], out.Write(node), m);
-        continue;
-      }
-      int64_t n = 0;
-      for (int64_t j = lead; j < J; ++j) {
-        const float gain = counted[j] ? chunk.g[(e * J + j) * R + k] : 0.0f;
-        if (gain != 0.0f) gains[n] = gain, hidden[n++] = &chunk.hidden[(e * J + j) * m];
-      }
-      if (n) AddScaled(gains.data(), hidden.data(), n, out.Write(node), m);
-    }
+    // A skip-gram position's examples took its path in turn: the path's change, once a node
+    // (the first counted example's packing the path's).
+    const int64_t lead = in_turn ? std::find(counted, counted + J, true) - counted : J;
+    for (int64_t k = 0; lead < J && k < chunk.live[e * J + lead]; ++k)
+      Axpy(1.0f, &chunk.paths[(e * R + k) * m], out.Write(chunk.rows[(e * J + lead) * R + k]), m);
     for (int64_t j = 0; j < J; ++j) {
       if (!counted[j]) continue;
       const int64_t at = (e * J + j) * R;
       const float* h = &chunk.hidden[(e * J + j) * m];
       const float* err = &chunk.errors[(e * J + j) * m];
-      for (int64_t k = 0; !ex.shared && k < chunk.live[e * J + j]; ++k)
+      for (int64_t k = 0; !in_turn && k < chunk.live[e * J + j]; ++k)
         if (chunk.g[at + k] != 0.0f) Axpy(chunk.g[at + k], h, out.Write(chunk.rows[at + k]), m);
       if (ex.cbow) {  // Every context word receives the whole error.
         for (int64_t s = 0; s < slots; ++s)
