@@ -1,6 +1,6 @@
 """word2vec's compiled update (nplm/training/word2vec_update.cc through
 nplm.training.word2vec_native) against the numpy transcription of the word2vec tool's loop
-(tests/test_word2vec_update.py) with the same draws, its draws (in numpy there) against Q,
+(tests/word2vec_tool.py) with the same draws, its draws (in numpy there) against Q,
 its threads against each share's changes summed, and how it is built: once, whole, and
 where it cannot be, a line saying why."""
 
@@ -20,11 +20,10 @@ from nplm.config import Config
 from nplm.lm import build_language_model
 from nplm.training import word2vec_native, word2vec_update
 from nplm.training.word2vec_feed import Word2VecFeed
-from tests.test_word2vec_update import (ALPHA, MODELS_AND_KINDS, PROPOSAL, VOCAB,
-                                        assert_same_change, chunks_of_examples, clean_draws,
-                                        chunk_pieces, key_where, negatives_for,
-                                        output_of, random_windows, start_tables, tool_chunked,
-                                        tool_groups_summed)
+from tests.word2vec_tool import (ALPHA, MODELS_AND_KINDS, PROPOSAL, VOCAB, assert_same_change,
+                                 chunks_of_examples, clean_draws, chunk_pieces, key_where,
+                                 negatives_for, output_of, random_windows, start_tables,
+                                 tool_chunked, tool_groups_summed)
 from tests.word2vec_draws import compiled_draws
 
 CHUNK = 2
