@@ -111,6 +111,11 @@ def test_the_plan_runs_every_row_of_gpu_md(tmp_path, dry_run):
     assert '--batch_size=8192' in runs[2].argv and '--models=1,16' in runs[6].argv
 
 
+def test_rows_run_in_the_order_given():
+  runs = gpu.plan(gpu.GPU, Path('/out'), '/data', False, row8_epochs=1)
+  assert [run.id for run in gpu.chosen(runs, ['6', '2', '1'])] == ['6', '2a', '2b', '1']
+
+
 @pytest.mark.slow
 def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
   """`gpu --dry_run` as a user types it: every row of GPU.md ok, each figure finite (or, for a
