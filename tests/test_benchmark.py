@@ -93,6 +93,14 @@ def test_run_benchmark_reports_every_measurement(tmp_path, monkeypatch):
   assert sorted(p.name for p in (tmp_path / 'bench').iterdir()) == ['out.json', 'out.md']
 
 
+def test_a_step_rate_counts_the_matmuls_at_least():
+  """XLA's count of the whole update where it covers the matmuls (the CPU); the count by hand
+  where XLA's falls short of it (its GPU cost analysis skips cuBLAS's products) or is missing."""
+  assert benchmark.counted_flops({'xla': 6.379e9, 'analytic': 6.272e9}) == (6.379e9, 'XLA')
+  assert benchmark.counted_flops({'xla': 5.577e9, 'analytic': 200.7e9}) == (200.7e9, 'by hand')
+  assert benchmark.counted_flops({'xla': None, 'analytic': 2e9}) == (2e9, 'by hand')
+
+
 def test_torch_comparison_runs_or_says_why_not():
   """Holds with and without PyTorch installed: a result, or the reason it was skipped."""
   config = harness.shape_config(TINY_SHAPE, 4)

@@ -185,6 +185,19 @@ def test_perplexity_overflows_to_infinity_and_counts_as_exploded():
   assert exploded(float('nan'), 10) and exploded(1e4, 10_000) and not exploded(9.3, 10_000)
 
 
+def test_a_validation_worse_than_a_uniform_guess_is_said(tiny_corpus, tmp_path, monkeypatch,
+                                                         caplog):
+  """Exact, finite and far from the divergence threshold, yet above |V|: the run goes on and
+  says so (a 2 x 650 LSTM under AdamW scored 7.7e10 on Brown's valid split at |V| = 14,039)."""
+  size = tiny_corpus.vocab.size
+  monkeypatch.setattr(WindowFeed, 'log_probs',  # Twice a uniform guess's NLL per token.
+                      lambda self, params, split, progress='': np.full(
+                          self.sizes[split], -2 * np.log(size)))
+  summary = run(tiny_config(tmp_path / 'run', epochs=1), tiny_corpus)
+  assert summary['valid_ppl_history'] == [pytest.approx(size ** 2)]
+  assert f'is above |V| = {size}, a uniform guess\'s' in caplog.text
+
+
 @pytest.mark.slow
 def test_an_exploded_final_evaluation_leaves_the_summary_alone(
     tiny_corpus, reference, tmp_path, monkeypatch):

@@ -186,6 +186,10 @@ class Runs:
       decays = schedules.plateau_decays(run.config, ppl, min(history) if history else None)
       run.record_validation(ppl, tokens, of, step, epoch, decays)
       run.writer.validation(step, epoch, ppl, tokens, of)
+      if ppl > self.corpus.vocab.size:  # Exact, yet a model no one should use.
+        log.warning('%svalid perplexity %.2f is above |V| = %d, a uniform guess\'s: this model '
+                    'predicts worse than chance (a learning rate or recipe too strong for its '
+                    'size?)', run.name, ppl, self.corpus.vocab.size)
 
   def finished_epoch(self, step: int) -> list[int]:
     """The runs that trained up to `step`, an epoch's end: those still training, and those
