@@ -81,6 +81,15 @@ def test_a_run_past_its_limit_is_stopped_with_its_children_and_the_next_runs(tmp
   assert 'Every command ran with JAX_PLATFORMS=cpu.' in page
 
 
+def test_a_runs_own_environment_is_set_over_the_checks(tmp_path):
+  shows = 'import os; print(os.environ["SHOWN"], os.environ["KEPT"])'
+  runs = [gpu.Run('e', 6, 'shows', python(shows), limit=30, env={'SHOWN': 'its own'})]
+  results = gpu.run_all(runs, tmp_path, {**os.environ, 'SHOWN': 'the check\'s', 'KEPT': 'kept'},
+                        MACHINE, '', deadline=time.monotonic() + 60)
+  assert results[0]['status'] == 'ok'
+  assert (tmp_path / 'rows' / 'e' / 'stdout.txt').read_text() == 'its own kept\n'
+
+
 def test_the_budget_stops_a_run_and_skips_the_rest(tmp_path, monkeypatch):
   monkeypatch.setattr(gpu, 'MIN_START_S', 0.5)
   runs = [gpu.Run('s', 1, 'stalls', python('import time; time.sleep(60)'), limit=60),
@@ -113,7 +122,8 @@ def test_the_plan_runs_every_row_of_gpu_md(tmp_path, dry_run):
 
 def test_rows_run_in_the_order_given():
   runs = gpu.plan(gpu.GPU, Path('/out'), '/data', False, row8_epochs=1)
-  assert [run.id for run in gpu.chosen(runs, ['6', '2', '1'])] == ['6', '2a', '2b', '1']
+  assert [run.id for run in gpu.chosen(runs, ['6', '2', '1'])] == ['6a', '6b', '2a', '2b', '1']
+  assert [run.env for run in runs if run.row == 6] == [{}, {'JAX_PLATFORMS': 'cpu'}]
 
 
 @pytest.mark.slow

@@ -35,6 +35,8 @@ row's full size would not fit, it is smaller:
   same corpus. Not the recipe lstm widened to 650: AdamW moves the tied rows of words not yet
   seen together, and its evaluation scores them all high (experiments/results/h200/).
 The PyTorch comparisons run under torch.compile(model) (inductor) beside eager on the GPU.
+Row 6 runs twice, gensim on every core each time: nplm on the device JAX picks (a GPU: XLA's
+update loop), then with JAX_PLATFORMS=cpu (the C++ update's threads on every core).
 
 --dry_run runs every row at toy sizes (DRY) on the CPU (JAX_PLATFORMS=cpu, no CUDA device for
 PyTorch, XLA's LLVM optimizations off as in the tests: compiling is most of a toy run): the
@@ -74,13 +76,13 @@ GPU = {'brown': [], 'nnlm_batches': (256, 8192), 'nnlm': ['--steps=20', '--repea
        'vocab': ['--vocab_sizes=10000,1000000,4000000', '--heads=softmax,class,is,nce,adaptive',
                  '--optimizers=sgd,lazy_adam', '--steps=10', '--repeats=3'],
        'vmapped_batches': (256, 32), 'vmapped': ['--models=1,16', '--steps=20', '--repeats=5'],
-       'word2vec': ['--seeds=0', '--epochs=1'],
+       'word2vec': ['--seeds=0', '--epochs=1'], 'word2vec_platforms': ('', 'cpu'),
        'scale': ['--tokens=10000000', '--types=300000', '--baseline_tokens=1000000',
                  '--baseline_types=10000', '--heads=nce', '--batch_size=1024'],
        'transformer': [], 'lstm650': [],
        # About 1.5 times each run's wall on an H200 (experiments/results/h200/), at least 45 s.
        'limits': {'1': 60, '2a': 75, '2b': 85, '3a': 45, '3b': 45, '4': 160, '5a': 70,
-                  '5b': 70, '6': 60, '7': 155, '8a': 45, '8b': 90, '8c': 175}}
+                  '5b': 70, '6a': 60, '6b': 60, '7': 155, '8a': 45, '8b': 90, '8c': 175}}
 # A dry run times each program once: its second batch (rows 2 and 5) would run the same
 # command with another number, and two of word2vec's four recipes cover both models and both
 # outputs; process start-up and compiling, not the toy sizes, are most of its time.
@@ -92,7 +94,7 @@ DRY = {'brown': ['--epochs=1'], 'nnlm_batches': (8,),
                  '--steps=2', '--repeats=1', '--tokens=2000', '--batch_size=16',
                  '--num_samples=8'],
        'vmapped_batches': (8,), 'vmapped': ['--models=1,2', '--steps=2', '--repeats=1'],
-       'word2vec': ['--seeds=0', '--epochs=1',
+       'word2vec_platforms': ('',), 'word2vec': ['--seeds=0', '--epochs=1',
                     '--configs=cbow_hs_toy,skipgram_ns_toy'],
        'scale': ['--tokens=20000', '--types=300', '--baseline_tokens=5000',
                  '--baseline_types=100', '--heads=nce', '--batch_size=64',
@@ -100,7 +102,7 @@ DRY = {'brown': ['--epochs=1'], 'nnlm_batches': (8,),
        'transformer': ['--order=9', '--feature_size=16', '--hidden_size=32', '--num_layers=1',
                        '--num_heads=2', '--batch_size=4', '--eval_batch_size=64'],
        'lstm650': ['--feature_size=16', '--hidden_size=16'],
-       'limits': dict.fromkeys(['1', '2a', '2b', '3a', '3b', '4', '5a', '5b', '6', '7', '8a',
+       'limits': dict.fromkeys(['1', '2a', '2b', '3a', '3b', '4', '5a', '5b', '6a', '6b', '7', '8a',
                                 '8b', '8c'], 120)}
 # The dry run's recipes (written into OUT/recipes): each a recipe with toy sizes. The word2vec
 # ones set --unk_max_count=1: on the tiny fixture '</text>' is seen 3 times in training, within
@@ -150,6 +152,7 @@ class Run:
   figures: Callable = lambda rows, run_id, seconds: []
   needs: tuple = ()  # 'brown', 'gensim': what the probe must have found.
   cwd: Path = ROOT
+  env: dict = dataclasses.field(default_factory=dict)  # Set over the check's environment.
 
 
 def plan(settings: dict, out: Path, data_dir: str, dry_run: bool, row8_epochs: int) -> list:
@@ -186,12 +189,17 @@ def plan(settings: dict, out: Path, data_dir: str, dry_run: bool, row8_epochs: i
                     brown + ['-m', 'experiments.benchmarks.vmapped', data, f'--batch_size={batch}',
                              *settings['vmapped'], f'--out={rows / run_id / "vmapped"}'],
                     limit[run_id], gpu_report.vmapped, ('brown',)))
-  runs.append(Run('6', 6, 'word2vec against gensim',
-                  brown + ['-m', 'experiments.benchmarks.word2vec', data, *settings['word2vec'],
-                           f'--out={rows / "6"}'],
-                  limit['6'], gpu_report.word2vec, ('brown', 'gensim'),
-                  # word2vec.py names a run's workdir by its recipe: toys by name, from here.
-                  out / 'recipes' if dry_run else ROOT))
+  # nplm on the device JAX chooses (XLA's update loop on a GPU), then on every CPU core (the
+  # C++ update's threads), against gensim's workers on the same cores.
+  for run_id, platform in zip(('6a', '6b'), settings['word2vec_platforms']):
+    runs.append(Run(run_id, 6, 'word2vec against gensim'
+                    + (f', nplm with JAX_PLATFORMS={platform}' if platform else ''),
+                    brown + ['-m', 'experiments.benchmarks.word2vec', data,
+                             *settings['word2vec'], f'--out={rows / run_id}'],
+                    limit[run_id], gpu_report.word2vec, ('brown', 'gensim'),
+                    # word2vec.py names a run's workdir by its recipe: toys by name, from here.
+                    out / 'recipes' if dry_run else ROOT,
+                    {'JAX_PLATFORMS': platform} if platform else {}))
   runs.append(Run('7', 7, 'an epoch of a generated corpus, sampled head',
                   python + ['-m', 'experiments.benchmarks.scale', *settings['scale'],
                             '--epochs=1', '--max_steps=0', f'--out={rows / "7"}'],
@@ -326,7 +334,8 @@ def run_all(runs: list, out: Path, env: dict, machine: dict, data_dir: str,
           f'{run.cwd}:\n  {command}', flush=True)
     directory = out / 'rows' / run.id
     shutil.rmtree(directory, ignore_errors=True)  # A run left there would be resumed.
-    result.update(run_child(run.argv, limit, directory, env, run.cwd), limit_s=limit)
+    result.update(run_child(run.argv, limit, directory, {**env, **run.env}, run.cwd),
+                  limit_s=limit)
     try:
       result['figures'] = run.figures(out / 'rows', run.id, result['seconds'])
     except (OSError, LookupError, TypeError, ValueError, ArithmeticError) as error:
