@@ -9,6 +9,7 @@ import pytest
 from experiments.benchmarks import lstm as rnn_benchmark
 from nplm.config import Config, ConfigError
 from nplm.data.vocab import TEXT_END
+from nplm.flagfiles import config_from_flagfile
 from nplm.lm import build_language_model
 from nplm.training.stream_feed import StreamFeed
 from tests.benchmark_clock import BenchmarkClock
@@ -126,3 +127,17 @@ def test_the_pytorch_lstm_computes_nplms_losses_and_state():
     np.testing.assert_allclose(torch_losses.numpy(), np.asarray(losses), atol=1e-4)
     h, c = (s.numpy()[0] for s in torch_state)
     np.testing.assert_allclose(np.stack([h, c]), np.asarray(carry)[0], atol=1e-4)
+
+
+@pytest.mark.parametrize('recipe, kind', [('lstm', 'AdamW'), ('zaremba_medium', 'SGD')])
+def test_the_pytorch_lstm_trains_with_the_recipes_optimizer(recipe, kind):
+  """The peer's step costs what nplm's does: AdamW where the recipe says adamw, plain SGD at
+  the recipe's rate where it says sgd (an AdamW at Zaremba's rate 35 diverges)."""
+  torch = pytest.importorskip('torch', reason='the PyTorch baseline needs PyTorch')
+  from experiments.benchmarks import torch_lstm
+  config = config_from_flagfile(recipe).replace(feature_size=8, hidden_size=8)
+  model = torch_lstm.TorchLSTMLM(12, 8, 8, config.num_layers, 0.0,
+                                 tie_embeddings=config.tie_embeddings)
+  optimizer, _ = torch_lstm.make_optimizer(model, config)
+  assert type(optimizer).__name__ == kind and isinstance(optimizer, torch.optim.Optimizer)
+  assert all(group['lr'] == config.learning_rate for group in optimizer.param_groups)

@@ -162,8 +162,8 @@ def format_report(report: dict, markdown: bool = False) -> str:
   lines.append('')
   if torch:
     lines += [f'nplm / PyTorch: {report["nplm_over_torch"]:.2f}× (medians).',
-              f'PyTorch: torch.set_num_threads({torch["threads"]}); nn.LSTM, its default '
-              '(for-loop) AdamW.']
+              f'PyTorch: torch.set_num_threads({torch["threads"]}); nn.LSTM, the recipe\'s '
+              'optimizer (its default, for-loop, implementation).']
   else:
     lines.append(f'PyTorch comparison skipped: {report["torch_skipped"]}.')
   if compiled:

@@ -1,10 +1,10 @@
 """nplm's recurrent LSTM language model written plainly in PyTorch: the RNN benchmark's baseline.
 
 Written the way one would without speed tricks (nn.Embedding, nn.LSTM, nn.Linear with its
-weight tied to the embedding, F.cross_entropy, torch.optim.AdamW, clip_grad_norm_), and
-trained as nplm trains it: B contiguous streams, one T-word segment per update, the state
-carried from segment to segment and detached between them (truncated BPTT). Dropout sits
-where nplm's does (embeddings, between layers, last layer's output).
+weight tied to the embedding, F.cross_entropy, the recipe's torch.optim.AdamW or SGD,
+clip_grad_norm_), and trained as nplm trains it: B contiguous streams, one T-word segment
+per update, the state carried from segment to segment and detached between them (truncated
+BPTT). Dropout sits where nplm's does (embeddings, between layers, last layer's output).
 
 Two differences leave the cost of a step as it is: initialization is PyTorch's (as in its
 word_language_model example; nplm has orthogonal recurrent weights and a forget bias of 1),
@@ -52,14 +52,22 @@ class TorchLSTMLM(nn.Module):
 
 
 def make_optimizer(model: nn.Module, config):
-  """(AdamW, its schedule) as nplm's: ε_t = ε0 / (1 + r·t), decay on weights and C only."""
+  """(the recipe's AdamW or SGD, its schedule) as nplm's: ε_t = ε0 / (1 + r·t), decay on
+  weights and C only (a recipe's step schedule, constant over a benchmark's steps, is
+  this one at r = 0)."""
   def is_bias(name: str) -> bool:
     return name.rsplit('.', 1)[-1].startswith('bias')  # nn.LSTM's are bias_ih_l0, bias_hh_l0.
   named = list(model.named_parameters())  # A tied weight is listed once.
-  optimizer = torch.optim.AdamW(
-      [{'params': [p for n, p in named if not is_bias(n)], 'weight_decay': config.weight_decay},
-       {'params': [p for n, p in named if is_bias(n)], 'weight_decay': 0.0}],
-      lr=config.learning_rate, betas=(0.9, 0.999), eps=1e-8)
+  groups = [{'params': [p for n, p in named if not is_bias(n)],
+             'weight_decay': config.weight_decay},
+            {'params': [p for n, p in named if is_bias(n)], 'weight_decay': 0.0}]
+  if config.optimizer == 'sgd':  # Zaremba et al.'s recipes.
+    optimizer = torch.optim.SGD(groups, lr=config.learning_rate)
+  elif config.optimizer == 'adamw':
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.999),
+                                  eps=1e-8)
+  else:
+    raise ValueError(f'the PyTorch LSTM has sgd and adamw, not --optimizer={config.optimizer}')
   schedule = torch.optim.lr_scheduler.LambdaLR(
       optimizer, lambda t: 1.0 / (1.0 + config.lr_decay * t))
   return optimizer, schedule
