@@ -23,10 +23,12 @@ from nplm.perplexity import exploded, perplexity
 from nplm.run_files.plots import read_metrics
 from nplm.use.trained import load_trained
 from nplm.trainer import TrainingDiverged, run
+from nplm.training.feed import Feed
 from nplm.training.window_feed import WindowFeed
 from nplm.run_files.lock import WorkdirBusyError, WorkdirLock
 from tests import cli
 from tests.test_train import ROOT, tiny_config
+from tests.test_word2vec import tiny_run_config
 
 REPORTED = ('train_ppl', 'valid_ppl', 'test_ppl', 'valid_ppl_history', 'steps', 'epochs',
             'best_epoch')
@@ -185,17 +187,21 @@ def test_perplexity_overflows_to_infinity_and_counts_as_exploded():
   assert exploded(float('nan'), 10) and exploded(1e4, 10_000) and not exploded(9.3, 10_000)
 
 
+@pytest.mark.parametrize('language_model', [True, False])
 def test_a_validation_worse_than_a_uniform_guess_is_said(tiny_corpus, tmp_path, monkeypatch,
-                                                         caplog):
-  """Exact, finite and far from the divergence threshold, yet above |V|: the run goes on and
-  says so (a 2 x 650 LSTM under AdamW scored 7.7e10 on Brown's valid split at |V| = 14,039)."""
+                                                         caplog, language_model):
+  """Exact, finite and far from the divergence threshold, yet above |V|: a language model's run
+  goes on and says so (a 2 x 650 LSTM under AdamW scored 7.7e10 on Brown's valid split at
+  |V| = 14,039); word vectors' scores are no language model's and draw no warning."""
   size = tiny_corpus.vocab.size
-  monkeypatch.setattr(WindowFeed, 'log_probs',  # Twice a uniform guess's NLL per token.
+  monkeypatch.setattr(Feed, 'log_probs',  # Twice a uniform guess's NLL per token.
                       lambda self, params, split, progress='': np.full(
                           self.sizes[split], -2 * np.log(size)))
-  summary = run(tiny_config(tmp_path / 'run', epochs=1), tiny_corpus)
+  config = (tiny_config(tmp_path / 'run', epochs=1) if language_model else
+            tiny_run_config(tmp_path / 'run', epochs=1, patience=1))
+  summary = run(config, tiny_corpus)
   assert summary['valid_ppl_history'] == [pytest.approx(size ** 2)]
-  assert f'is above |V| = {size}, a uniform guess\'s' in caplog.text
+  assert (f'is above |V| = {size}, a uniform guess\'s' in caplog.text) == language_model
 
 
 @pytest.mark.slow

@@ -74,7 +74,8 @@ class Loop:
                                        corpus.boundary_id, self.mesh, len(configs),
                                        {} if whole else {'valid': validation['tokens']})
     stop_requests.check()
-    self.runs = Runs(configs, corpus, parallel.is_main_process(), validation, started)
+    self.runs = Runs(configs, corpus, parallel.is_main_process(), validation, started,
+                     language_model)
     try:  # A refused checkpoint must not keep the workdirs locked in this process.
       self.states, self.run_rngs, self.step = self.runs.start_or_resume(self.feed.create_state)
       stop_requests.check()

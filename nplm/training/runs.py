@@ -50,12 +50,14 @@ class Runs:
   """The runs of one loop, in order; `all[k]` is model k's."""
 
   def __init__(self, configs: list[Config], corpus: Corpus, main: bool, validation: dict,
-               started: float):
+               started: float, language_model: bool = True):
     """Claims every workdir (process 0, `main`, alone writes the runs' files); a refused one
     leaves none of them locked. `validation`: what each epoch validates on
-    (periodic_validation); `started`: the invocation's start (the runs' wall clock)."""
+    (periodic_validation); `started`: the invocation's start (the runs' wall clock);
+    `language_model`: its validations are a language model's perplexities (word vectors'
+    are not: no warning above |V|)."""
     self.corpus, self.main, self.count, self.all = corpus, main, len(configs), []
-    self.validation = validation
+    self.validation, self.language_model = validation, language_model
     try:
       for k, config in enumerate(configs):
         name = f'[{k}] ' if self.count > 1 else ''
@@ -186,7 +188,7 @@ class Runs:
       decays = schedules.plateau_decays(run.config, ppl, min(history) if history else None)
       run.record_validation(ppl, tokens, of, step, epoch, decays)
       run.writer.validation(step, epoch, ppl, tokens, of)
-      if ppl > self.corpus.vocab.size:  # Exact, yet a model no one should use.
+      if self.language_model and ppl > self.corpus.vocab.size:  # Exact, yet unusable.
         log.warning('%svalid perplexity %.2f is above |V| = %d, a uniform guess\'s: this model '
                     'predicts worse than chance (a learning rate or recipe too strong for its '
                     'size?)', run.name, ppl, self.corpus.vocab.size)
