@@ -141,3 +141,11 @@ def test_the_pytorch_lstm_trains_with_the_recipes_optimizer(recipe, kind):
   optimizer, _ = torch_lstm.make_optimizer(model, config)
   assert type(optimizer).__name__ == kind and isinstance(optimizer, torch.optim.Optimizer)
   assert all(group['lr'] == config.learning_rate for group in optimizer.param_groups)
+
+
+def test_a_recipe_optimizer_the_peer_lacks_skips_the_comparison_with_the_reason():
+  pytest.importorskip('torch', reason='the PyTorch baseline needs PyTorch')
+  config = config_from_flagfile('lstm').replace(optimizer='lazy_adam')
+  run_steps, why = rnn_benchmark.torch_runner(config, 12, feed=None)
+  assert run_steps is None
+  assert why == 'the PyTorch LSTM has sgd and adamw, not --optimizer=lazy_adam'

@@ -82,6 +82,9 @@ def torch_runner(config: Config, vocab_size: int, feed: StreamFeed, compile_back
     from experiments.benchmarks import torch_lstm
   except ImportError as error:
     return None, f'PyTorch is not importable ({error}); `pip install torch==2.13.0` adds it'
+  if config.optimizer not in torch_lstm.OPTIMIZERS:
+    return None, (f'the PyTorch LSTM has {" and ".join(torch_lstm.OPTIMIZERS)}, not '
+                  f'--optimizer={config.optimizer}')
   threads = use_all_cores()
   # Writable copies: torch.from_numpy warns about the read-only views of device arrays.
   words, targets, mask = (np.array(a) for a in feed.train_arrays)

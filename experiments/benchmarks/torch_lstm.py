@@ -24,7 +24,7 @@ from torch import nn
 DEVICE = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
 
 
-__all__ = ['TorchLSTMLM', 'make_optimizer', 'make_runner']
+__all__ = ['OPTIMIZERS', 'TorchLSTMLM', 'make_optimizer', 'make_runner']
 
 
 class TorchLSTMLM(nn.Module):
@@ -51,6 +51,9 @@ class TorchLSTMLM(nn.Module):
     return self.output(self.drop(hidden)), state
 
 
+OPTIMIZERS = ('sgd', 'adamw')  # The recipes' optimizers that the peer has.
+
+
 def make_optimizer(model: nn.Module, config):
   """(the recipe's AdamW or SGD, its schedule) as nplm's: ε_t = ε0 / (1 + r·t), decay on
   weights and C only (a recipe's step schedule, constant over a benchmark's steps, is
@@ -67,7 +70,8 @@ def make_optimizer(model: nn.Module, config):
     optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.999),
                                   eps=1e-8)
   else:
-    raise ValueError(f'the PyTorch LSTM has sgd and adamw, not --optimizer={config.optimizer}')
+    raise ValueError(f'the PyTorch LSTM has {" and ".join(OPTIMIZERS)}, not '
+                     f'--optimizer={config.optimizer}')
   schedule = torch.optim.lr_scheduler.LambdaLR(
       optimizer, lambda t: 1.0 / (1.0 + config.lr_decay * t))
   return optimizer, schedule
