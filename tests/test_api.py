@@ -5,7 +5,6 @@ functions."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -7,14 +7,12 @@ import logging
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nplm import ngram
-from nplm.config import Config, ConfigError
-from nplm.flagfiles import config_from_flagfile
+from nplm.config import Config
 from nplm.lm import build_language_model
 from nplm.ngram import arpa, bounds
 from nplm.training import memory, run_checks

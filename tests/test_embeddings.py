@@ -15,7 +15,7 @@ from scipy.stats import spearmanr
 
 from nplm.cli.embeddings import report_lines
 from nplm.use import embeddings
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.data.vocab import Vocabulary

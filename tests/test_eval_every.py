@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.trainer import run
 from nplm.training import loop as loop_module
 from tests import cli

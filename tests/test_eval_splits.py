@@ -19,7 +19,8 @@ from nplm.config import Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.lm import build_language_model
 from nplm.run_files import checkpoint
-from nplm.run_files.checkpoint import IncompatibleCheckpointError, saved_params
+from nplm.run_files.checkpoint import IncompatibleCheckpointError
+from nplm.run_files.saved_params import saved_params
 from nplm.run_files.summary import finished_summary
 from nplm.trainer import run
 from nplm.training.families import feed_of

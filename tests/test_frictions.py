@@ -24,7 +24,7 @@ from nplm.config import Config
 from nplm.data import tokenizers
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
 from nplm.errors import ConfigError
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.trainer import run
 from nplm.use import generation
 from nplm.use.generation import Sampling, as_text, generate, generate_text

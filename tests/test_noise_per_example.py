@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.config import Config, ConfigError
 from nplm.heads import build_head
 from nplm.trainer import run

@@ -138,12 +138,14 @@ def check_checkpoints_move_between_device_counts():
 
 def check_a_hundred_steps_in_flight_do_not_deadlock():
   """jax 0.10.2's CPU collectives deadlock with about a hundred un-awaited calls in flight
-  (XLA aborts after 40 s); parallel.wait_on_cpu_devices waits on each. 200 evaluation batches in a row."""
-  vocab = 14000  # Steps slow enough that dispatch runs far ahead of them.
-  config = WINDOW.replace(eval_batch_size=2048)
+  (XLA aborts after 40 s); parallel.wait_on_cpu_devices waits on each (and stop_requests.pace
+  keeps few queued). 120 evaluation batches in a row: with both made no-ops, this deadlocks
+  (14,000 words at 2,048 a batch did too, in 31 s instead of 5 s with them)."""
+  vocab = 4000  # Steps slow enough that dispatch runs far ahead of them.
+  config = WINDOW.replace(eval_batch_size=1024)
   mesh = parallel.make_mesh('data:8')
   lm = build_language_model(config, np.ones(vocab), mesh)
-  splits = {'train': SPLITS['train'], 'valid': RNG.integers(0, vocab, 2048 * 120)}
+  splits = {'train': SPLITS['train'], 'valid': RNG.integers(0, vocab, 1024 * 120)}
   feed = WindowFeed(config, lm, splits, BOUNDARY, mesh)
   state = feed.create_state(jax.random.key(0))
   assert np.isfinite(valid_perplexity(feed, state.params))

@@ -23,7 +23,7 @@ import pytest
 
 from nplm import trainer
 from nplm.training import run_checks
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.cli import mix as mix_program
 from nplm.config import Config, ConfigError
 from nplm.use.evaluation import dataset_types, own_dataset_types, same_data

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from experiments.fault_harness import flip_bytes, newest, truncate
-from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError, saved_params
+from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
+from nplm.run_files.saved_params import saved_params
 from nplm.config import ConfigError
 from nplm.perplexity import exploded, perplexity
 from nplm.run_files.plots import read_metrics

@@ -10,7 +10,7 @@ import pytest
 from flax.training import train_state
 
 from nplm.training import stream_feed
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.config import Config, ConfigError
 from nplm.data import streams
 from nplm.data.vocab import TEXT_END

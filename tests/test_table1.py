@@ -13,7 +13,7 @@ import pytest
 from nplm.studies import table1
 from nplm.cli import mix
 from nplm import ngram
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.data.vocab import TEXT_END
 from nplm.use.trained import NoTrainedModelError, load_trained
 from tests import cli

@@ -17,7 +17,8 @@ import pytest
 from flax.training import train_state
 
 from nplm.run_files.checkpoint import (Checkpoints, IncompatibleCheckpointError,
-                                       read as read_checkpoint, saved_params)
+                                       read as read_checkpoint)
+from nplm.run_files.saved_params import saved_params
 from nplm.config import Config, ConfigError
 from nplm.data.brown_source import build_corpus
 from nplm.data.vocab import TEXT_END

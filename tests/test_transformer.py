@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.config import ConfigError
 from nplm.data import batching
 from nplm.data.vocab import TEXT_END

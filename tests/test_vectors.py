@@ -14,7 +14,7 @@ from nplm.config import Config
 from nplm.data.datasets import load_dataset
 from nplm.data.vocab import Vocabulary
 from nplm.errors import ConfigError
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.trainer import run
 from nplm.use import embeddings, neighbours
 from nplm.use.trained import load_trained

@@ -12,7 +12,7 @@ import pytest
 from experiments.benchmarks import harness
 from experiments.benchmarks import vmapped as vmapped_benchmark
 from nplm import parallel
-from nplm.run_files import checkpoint
+from nplm.run_files import saved_params as reading
 from nplm.config import ConfigError
 from nplm.training.run_checks import check_together
 from nplm.trainer import run
@@ -34,7 +34,7 @@ def configs(root, name, **changes):
 
 
 def saved_params(workdir, which):
-  return jax.tree.map(np.asarray, checkpoint.saved_params(workdir, latest=which == 'latest'))
+  return jax.tree.map(np.asarray, reading.saved_params(workdir, latest=which == 'latest'))
 
 
 def assert_params_close(workdir_a, workdir_b, which):

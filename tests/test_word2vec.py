@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flax.training import train_state
 
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from nplm.flagfiles import config_from_flagfile
 from nplm.cli.mix import mix_report
 from nplm.config import Config, ConfigError

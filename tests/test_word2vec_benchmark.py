@@ -13,7 +13,7 @@ from experiments.benchmarks import word2vec as benchmark
 from nplm.config import Config, ConfigError
 from nplm import recipes
 from nplm.data.datasets import load_dataset
-from nplm.run_files.checkpoint import saved_params
+from nplm.run_files.saved_params import saved_params
 from tests.benchmark_clock import BenchmarkClock
 from tests.conftest import TINY_SPLIT
 from nplm.training.config_checks import validated

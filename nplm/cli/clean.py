@@ -117,14 +117,14 @@ def needed(workdir: Path) -> dict[str, str]:
   checkpoints/ (resume), the best step in best/ and its copy (what the run reports), and
   the step its summary says it reported."""
   kept = {}
-  for step in checkpoint._steps(workdir / checkpoint.LATEST):  # Newest first.
+  for step in checkpoint.finished_steps(workdir / checkpoint.LATEST):  # Newest first.
     try:
       checkpoint.read(workdir / checkpoint.LATEST / str(step))
     except Exception:  # pylint: disable=broad-except  # Damaged: the run passes over it.
       continue
     kept[f'{checkpoint.LATEST}/{step}'] = 'newest good checkpoint: the run resumes from it'
     break
-  for step in checkpoint._steps(workdir / checkpoint.BEST)[:1]:
+  for step in checkpoint.finished_steps(workdir / checkpoint.BEST)[:1]:
     kept.setdefault(f'{checkpoint.BEST}/{step}', 'the best step: the run reports it')
     kept.setdefault(f'{checkpoint.LATEST}/{step}', 'the best step\'s second copy')
   try:  # A damaged one protects nothing more: the final checkpoint's record names the same.
@@ -140,7 +140,7 @@ def needed(workdir: Path) -> dict[str, str]:
 def checkpoints(workdir: Path) -> list[str]:
   """'checkpoints/N', 'best/N', 'damaged/X' of the workdir, in that order."""
   names = [f'{where}/{step}' for where in (checkpoint.LATEST, checkpoint.BEST)
-           for step in sorted(checkpoint._steps(workdir / where))]
+           for step in sorted(checkpoint.finished_steps(workdir / where))]
   if (workdir / DAMAGED).is_dir():
     names += [f'{DAMAGED}/{p.name}' for p in sorted((workdir / DAMAGED).iterdir())]
   return names

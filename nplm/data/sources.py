@@ -26,7 +26,7 @@ from nplm.data import tokenizers
 from nplm.data.corpus import SPLITS, Corpus
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.errors import ConfigError
-from nplm.knobs import LOCATION, SPLIT_CUT, Knob
+from nplm.knobs import SPLIT_CUT, Knob
 
 def split_knobs(train_help: str, valid_help: str) -> dict[str, Knob]:
   """--train_tokens and --valid_tokens, as a source that cuts its text by tokens reads them."""

@@ -34,7 +34,6 @@ from nplm import paths
 from nplm.files import write_json_atomically
 from nplm.ngram import saved
 from nplm.ngram.kneser_ney import KneserNey
-from nplm.ngram.table import stream_windows
 
 # Characters of context (with the word's start): on Brown's valid unknown words, 16.19 nats a
 # word at 5, 15.24 at 7, 15.18 at 8 (the spelling model trained on train's).

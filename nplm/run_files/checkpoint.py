@@ -6,8 +6,8 @@ verification is reported in one line and the next good one is used instead: for 
 the newest good one of either directory; for the best parameters, the same step's copy in
 the other directory. The trainer moves a damaged checkpoint it passed over to `damaged/`
 (out of the way of the steps it saves next); if no checkpoint is good, nothing is moved or
-deleted and the error says so. Readers (`saved_params`) only read: they never create,
-clean or move anything in a workdir that may be training.
+deleted and the error says so. Readers (nplm.run_files.saved_params) only read: they never
+create, clean or move anything in a workdir that may be training.
 
 The run's identity (its config, vocabulary, data and learned tokenizer) is written once to
 `run.json` in the workdir (nplm.run_files.model_run.claim_workdir), so that a rerun with the
@@ -40,7 +40,6 @@ import orbax.checkpoint as ocp
 
 from nplm.run_files import state_layouts
 from nplm.run_files.checksum import checkpoint_checksum
-from nplm.run_files.summary import SummaryDamaged, read_summary
 from nplm.paths import absolute, shown
 
 log = logging.getLogger(__name__)
@@ -82,7 +81,7 @@ def recorded_identity(workdir: Path) -> dict | None:
   for path in paths:
     try:
       identity = read(path)[1].get('run')
-    except _Unusable as why:
+    except UnusableCheckpoint as why:
       unreadable.append(f'{path.parent.name}/{path.name}: {why}')
       continue
     if identity is not None:
@@ -99,7 +98,7 @@ class CheckpointError(RuntimeError):
   """No checkpoint of a workdir can be used (each is damaged); nothing was deleted."""
 
 
-class _Unusable(Exception):
+class UnusableCheckpoint(Exception):
   """One checkpoint cannot be read or fails verification."""
 
 
@@ -125,8 +124,8 @@ class Checkpoints:
     self._save(LATEST, step, state, progress)
     if best:
       self._copy_to_best(self.workdir / LATEST / str(step))
-    best_steps = _steps(self.workdir / BEST)[:1]
-    self._delete(LATEST, _steps(self.workdir / LATEST)[self.keep:], keep=best_steps)
+    best_steps = finished_steps(self.workdir / BEST)[:1]
+    self._delete(LATEST, finished_steps(self.workdir / LATEST)[self.keep:], keep=best_steps)
 
   def _copy_to_best(self, source: Path) -> None:
     """best/ holds `source`'s copy (made under a temporary name, then renamed: a copy cut
@@ -139,7 +138,7 @@ class Checkpoints:
           shutil.rmtree(path)
       shutil.copytree(source, partial)
       os.replace(partial, target)
-      self._delete(BEST, _steps(self.workdir / BEST)[1:])
+      self._delete(BEST, finished_steps(self.workdir / BEST)[1:])
     if jax.process_count() > 1:  # Every process may read it next.
       multihost_utils.sync_global_devices('nplm: best copied')
 
@@ -153,7 +152,7 @@ class Checkpoints:
     step; by default best/'s): from best/, or the same step's copy in checkpoints/ if
     best/'s is damaged or gone (then copied to best/ again); None if there is no best."""
     if step is None:
-      best = _steps(self.workdir / BEST)[:1]
+      best = finished_steps(self.workdir / BEST)[:1]
       if not best:
         return None
       step = best[0]
@@ -172,7 +171,7 @@ class Checkpoints:
 
   @property
   def latest_step(self) -> int | None:
-    steps = _steps(self.workdir / LATEST)
+    steps = finished_steps(self.workdir / LATEST)
     return steps[0] if steps else None
 
   def _first_good(self, paths: list[Path], abstract_state):
@@ -182,7 +181,7 @@ class Checkpoints:
     for path in paths:
       try:
         state, progress = read(path, abstract_state)
-      except _Unusable as why:
+      except UnusableCheckpoint as why:
         log.warning('Checkpoint %s cannot be used: %s', path, why)
         rejected.append(path)
         reasons.append(f'{path.parent.name}/{path.name}: {why}')
@@ -250,7 +249,7 @@ def _newest_first(workdir: Path) -> list[Path]:
   """Every finished checkpoint of both directories, newest first, checkpoints/'s before
   best/'s copy of the same step."""
   candidates = sorted(((step, name) for name in (LATEST, BEST)
-                       for step in _steps(workdir / name)),
+                       for step in finished_steps(workdir / name)),
                       key=lambda c: (-c[0], c[1] != LATEST))
   return [workdir / name / str(step) for step, name in candidates]
 
@@ -260,7 +259,7 @@ def _without_identity(progress: dict) -> dict:
   return {key: value for key, value in progress.items() if key != 'run'}
 
 
-def _steps(directory: Path) -> list[int]:
+def finished_steps(directory: Path) -> list[int]:
   """The steps of the finished checkpoints in `directory`, newest first (unfinished ones
   are temporary directories with other names)."""
   try:
@@ -296,97 +295,14 @@ def read(path: Path, abstract_state=None):
     why = None
   if why is not None:
     _drop_abandoned_reads()
-    raise _Unusable(f'it cannot be read ({why})')
+    raise UnusableCheckpoint(f'it cannot be read ({why})')
   progress = dict(restored.progress)
   checksum = progress.pop('checksum', None)
   if checksum is None:
     log.warning('Checkpoint %s has no checksum (saved by an older nplm): not verified.', path)
   elif checkpoint_checksum(restored.state, progress) != checksum:
-    raise _Unusable('its contents do not match their checksum (the files were damaged)')
+    raise UnusableCheckpoint('its contents do not match their checksum (the files were damaged)')
   return as_today(restored.state), progress
-
-
-def saved_params(workdir: Path, latest: bool = False) -> dict | None:
-  """The parameters a run reports, read-only: those its final evaluation scored (its best
-  checkpoint's, from best/ or the same step's copy in checkpoints/, or its last update's), as
-  its summary.json says ('reported', checksummed) or, without one, its final checkpoint's
-  record; for a run still training (or resumed past its summary), its best so far, or the
-  newest good checkpoint's if none was validated (or if `latest`); None if there is no
-  checkpoint yet. A damaged summary.json is a CheckpointError: its choice cannot be trusted.
-
-  For reading a model outside its run, also while it trains: a checkpoint deleted under the
-  reader (the trainer keeps few) sends it to the next one, and a listing that changed
-  meanwhile is read again. `workdir` may be relative (to the current directory): Orbax reads
-  absolute paths only."""
-  workdir = Path(absolute(workdir))
-  try:
-    summary = None if latest else read_summary(workdir)
-  except SummaryDamaged as error:
-    raise CheckpointError(str(error)) from None
-  for attempt in range(3):
-    listing = _listing(workdir)
-    try:
-      return _reported_params(workdir, listing, summary, latest)
-    except CheckpointError:
-      if attempt == 2 or listing == _listing(workdir):
-        raise
-  return None  # Not reached.
-
-
-def _listing(workdir: Path) -> dict[str, list[int]]:
-  return {name: _steps(workdir / name) for name in (LATEST, BEST)}
-
-
-def _reported_params(workdir: Path, listing: dict, summary: dict | None, latest: bool):
-  """saved_params for one listing of the workdir's checkpoints."""
-  newest = [workdir / LATEST / str(step) for step in listing[LATEST]]
-  if latest:
-    found = _first_readable(workdir, newest)
-    return None if found is None else found[1]['params']
-  report = _summary_report(summary, listing)
-  if report is None and newest:  # The newest checkpoint's record, if it ended the run.
-    path, state, progress = _first_readable(workdir, newest)
-    report = progress.get('reported')
-    if (report is None and not listing[BEST]
-        or report and report['parameters'] == 'last' and report['step'] == int(path.name)):
-      return state['params']
-  if report:
-    step, which = report['step'], report['parameters']
-    names = (BEST, LATEST) if which == 'best' else (LATEST,)
-    paths = [workdir / name / str(step) for name in names if step in listing[name]]
-    if not paths:
-      raise CheckpointError(
-          f'{shown(workdir)}: no checkpoint holds the parameters its run reported (its '
-          f'{which}, step {step}); rerun its train command to train them again.')
-  else:  # A run still training: its best so far.
-    paths = [workdir / name / str(listing[BEST][0]) for name in (BEST, LATEST)
-             if listing[BEST]]
-  found = _first_readable(workdir, paths)
-  return None if found is None else found[1]['params']
-
-
-def _summary_report(summary: dict | None, listing: dict) -> dict | None:
-  """Which parameters a summary says its run reported, if it stands for the workdir's
-  checkpoints (the run has not been resumed and trained past it since)."""
-  report = (summary or {}).get('reported')  # Older summaries have none.
-  if not report or any(step > summary.get('steps', step) for step in listing[LATEST]):
-    return None
-  return report
-
-
-def _first_readable(workdir: Path, paths: list[Path]):
-  """(path, state, progress) of the first good checkpoint of `paths`, read-only; None if
-  `paths` is empty; CheckpointError if none is good."""
-  rejected = []
-  for path in paths:
-    try:
-      return (path, *read(path))
-    except _Unusable as why:
-      rejected.append(f'{path.parent.name}/{path.name}: {why}')
-  if rejected:
-    raise CheckpointError(f'{shown(workdir)}: no usable checkpoint of the parameters its '
-                          f'run reports ({"; ".join(rejected)}).')
-  return None
 
 
 def _drop_abandoned_reads() -> None:

@@ -20,7 +20,8 @@ from nplm.components import ComponentImportError
 from nplm.training import memory
 from nplm.training.families import feed_of
 from nplm.training.feed import Feed
-from nplm.run_files.checkpoint import read_identity, recorded_identity, saved_params
+from nplm.run_files.checkpoint import read_identity, recorded_identity
+from nplm.run_files.saved_params import saved_params
 from nplm.config import Config
 from nplm.data import datasets
 from nplm.data.sources import source_of
