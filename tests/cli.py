@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.prewarmed import environment
+
 ROOT = Path(__file__).resolve().parents[1]
 _server: dict = {}  # This process's server, once started: 'socket', 'process'.
 # The environment the server runs commands in: the session's, as tests/conftest.py's session
@@ -50,7 +52,8 @@ def _command(args, module: str, code: str | None, variables: dict,
              fresh: bool) -> tuple[list, dict]:
   env = {**os.environ, 'PYTHONPATH': str(ROOT), **variables}
   python = ['-c', code] if code is not None else ['-m', module]
-  if fresh or not BASE_ENVIRONMENT or env != {**BASE_ENVIRONMENT, 'PYTHONPATH': str(ROOT)}:
+  base = {**BASE_ENVIRONMENT, 'PYTHONPATH': str(ROOT)}
+  if fresh or not BASE_ENVIRONMENT or environment(env) != environment(base):
     return [sys.executable, *python, *args], env
   return [sys.executable, '-m', 'tests.prewarmed', _socket(env), '--plain', *python, *args], env
 
@@ -68,6 +71,11 @@ def _socket(env: dict) -> str:
     _server.update(socket=path, process=process)
     atexit.register(_stop_server)
   return _server['socket']
+
+
+def server_pid() -> int | None:
+  """The process id of this worker's server, if it has started."""
+  return _server['process'].pid if _server else None
 
 
 def _stop_server() -> None:

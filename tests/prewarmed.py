@@ -29,8 +29,9 @@ import socket
 import sys
 import threading
 
-# What bash sets for each command itself: not a difference of environment.
-SHELL_VARIABLES = {'PWD', 'OLDPWD', 'SHLVL', '_'}
+# What bash sets for each command itself, and pytest for each test (the test's name): not a
+# difference of environment.
+SHELL_VARIABLES = {'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTEST_CURRENT_TEST'}
 PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app',
              'tensorflow_datasets.core.download.downloader', 'matplotlib.pyplot',
              'tests.readme_substitutions', 'tests.conftest',

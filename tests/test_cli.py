@@ -33,6 +33,14 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *phrases: str) ->
     assert phrase in errors[0]
 
 
+def test_the_suites_commands_run_in_children_of_the_workers_server():
+  """tests/cli.py's commands are forked by its server, which paid the imports once: pytest's
+  per-test variable PYTEST_CURRENT_TEST once sent every one to a fresh Python (7 s each)."""
+  first, second = (cli.run(code='import os; print(os.getppid())') for _ in range(2))
+  assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+  assert int(first.stdout) == int(second.stdout) == cli.server_pid()
+
+
 def test_invalid_flags_give_one_clear_line(tmp_path):
   result = run_cli('--flagfile=mlp9', '--order=1', f'--workdir={tmp_path}/run')
   assert_one_line_error(result, '--order must be at least 2')

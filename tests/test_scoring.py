@@ -4,8 +4,6 @@ forward passes, on a text dataset, whose sentences end with a scored `<eos>`."""
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -19,6 +17,7 @@ from nplm.trainer import run
 from nplm.use.sentences import rank_sentences, score_sentences, scored
 from nplm.use.ngram_run import NgramRun
 from nplm.use.trained import load_trained
+from tests import cli
 from tests.conftest import write_text_corpus
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_split_log_probs as numpy_recurrent_log_probs
@@ -153,11 +152,9 @@ def test_sentences_without_tokens_or_without_known_words_are_refused(runs):
 
 # --- the programs --------------------------------------------------------------------------
 
-def nplm(command: str, *args: str, cwd: Path, stdin: str | bytes | None = None):
-  """`python -m nplm.cli <command> ...` in `cwd`, to its end."""
-  return subprocess.run([sys.executable, '-m', 'nplm.cli', command, *args], cwd=cwd,
-                        input=stdin.encode() if isinstance(stdin, str) else stdin,
-                        capture_output=True, timeout=300)
+def nplm(command: str, *args: str, cwd: Path, stdin: str = ''):
+  """`python -m nplm.cli <command> ...` in `cwd`, to its end (tests/cli.py)."""
+  return cli.run(command, *args, cwd=cwd, stdin=stdin)
 
 
 def test_score_reads_a_file_and_stdin_from_another_directory(runs, tmp_path):
@@ -171,9 +168,9 @@ def test_score_reads_a_file_and_stdin_from_another_directory(runs, tmp_path):
   piped = nplm('score', '--workdir=model', '--json', '--details', cwd=tmp_path,
                stdin='\n'.join(SENTENCES[:3]))
   for result in (from_file, from_stdin, piped):
-    assert result.returncode == 0, result.stderr.decode()
+    assert result.returncode == 0, result.stderr
   want = score_sentences(model, SENTENCES[:3])
-  lines = from_file.stdout.decode().splitlines()
+  lines = from_file.stdout.splitlines()
   assert from_stdin.stdout == from_file.stdout and len(lines) == 3
   for line, score in zip(lines, want):
     fields = line.split()
@@ -181,7 +178,7 @@ def test_score_reads_a_file_and_stdin_from_another_directory(runs, tmp_path):
     assert fields[8:10] == ['ppl', f'{score.perplexity:.1f}']
   # Aligned: every column starts at the same place on every line.
   assert len({line.index('tokens') for line in lines}) == 1
-  records = [json.loads(line) for line in piped.stdout.decode().splitlines()]
+  records = [json.loads(line) for line in piped.stdout.splitlines()]
   assert [r['text'] for r in records] == SENTENCES[:3]
   for record, score in zip(records, want):
     assert record['log_prob'] == pytest.approx(score.log_prob, abs=1e-5)
@@ -193,8 +190,8 @@ def test_rank_prints_the_most_probable_first_with_the_difference(runs, tmp_path)
   model = runs['nnlm']
   candidates = ['about 15 minutes from', 'the jury said', 'said the jury']
   result = nplm('rank', f'--workdir={model.config.workdir}', *candidates, cwd=tmp_path)
-  assert result.returncode == 0, result.stderr.decode()
-  lines = result.stdout.decode().splitlines()
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
   want = rank_sentences(model, candidates)
   assert [line.split(maxsplit=9)[-1] for line in lines] == [s.text for s in want]
   assert [float(line.split()[4]) for line in lines] == pytest.approx(
@@ -204,7 +201,7 @@ def test_rank_prints_the_most_probable_first_with_the_difference(runs, tmp_path)
       [s.closed_log_prob for s in want], abs=0.006)
   # Alternatives with unknown words: which figure is which is said.
   assert len({s.num_oovs for s in want}) == 2
-  assert 'ranked by ln, the open vocabulary' in result.stderr.decode()
+  assert 'ranked by ln, the open vocabulary' in result.stderr
 
 
 @pytest.mark.parametrize('content, args, phrase', [
@@ -214,15 +211,15 @@ def test_rank_prints_the_most_probable_first_with_the_difference(runs, tmp_path)
     (b'the\x00jury\n', ['--file=in.txt'], 'binary'),
     (None, ['--file=absent.txt'], 'no such file'),
     (b'zebra okapi\nquagga\n', ['--file=in.txt'], "none of the words"),
-    (b'', ['-'], 'stdin holds no sentence'),
+    ('', ['-'], 'stdin holds no sentence'),
 ])
 def test_score_refuses_bad_input_in_one_line(runs, tmp_path, content, args, phrase):
   if content is not None and args != ['-']:
     (tmp_path / 'in.txt').write_bytes(content)
   result = nplm('score', f'--workdir={runs["nnlm"].config.workdir}', *args, cwd=tmp_path,
-                stdin=content if args == ['-'] else None)
-  stderr = result.stderr.decode()
+                stdin=content if args == ['-'] else '')
+  stderr = result.stderr
   assert result.returncode == 2, stderr
   assert stderr.startswith('error: ') and phrase in stderr, stderr
   assert len(stderr.strip().splitlines()) == 1 and 'Traceback' not in stderr
-  assert result.stdout == b''
+  assert result.stdout == ''

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli
 from tests.conftest import write_text_corpus
 
 STARTUP_SECONDS = 120
@@ -72,8 +73,7 @@ def served(quick_runs, tmp_path_factory):
 
 def command_json(home: Path, *args: str):
   """The command's --json output, run as a user types it in the same directory."""
-  result = subprocess.run([sys.executable, '-m', 'nplm.cli', *args], cwd=home,
-                          capture_output=True, text=True, timeout=300)
+  result = cli.run(*args, cwd=home)
   assert result.returncode == 0, result.stderr
   return result.stdout
 
@@ -225,9 +225,8 @@ def test_too_many_waiting_are_refused_and_sigterm_finishes_those_in_flight(quick
 def test_any_family_is_served_a_recurrent_model_and_an_ngram_run(quick_runs, tmp_path):
   """The LSTM and a KN3 fitted by nplm ngram: each predicts and scores as its commands do."""
   text = write_text_corpus(tmp_path / 'text')
-  fit = subprocess.run([sys.executable, '-m', 'nplm.cli', 'ngram', f'--dataset=text:{text}',
-                        f'--data_dir={tmp_path / "tfds"}', '--out=kn3', '--order=3'],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+  fit = cli.run('ngram', f'--dataset=text:{text}', f'--data_dir={tmp_path / "tfds"}',
+                '--out=kn3', '--order=3', cwd=tmp_path, timeout=600)
   assert fit.returncode == 0, fit.stderr
   for workdir, name in [(quick_runs('lstm').config.workdir, 'lstm'), ('kn3', 'KN3')]:
     server = Server(tmp_path, workdir)
@@ -248,8 +247,7 @@ def test_any_family_is_served_a_recurrent_model_and_an_ngram_run(quick_runs, tmp
 def test_a_word2vec_run_or_a_missing_workdir_is_refused_at_start(quick_runs, tmp_path):
   for workdir, says in [(quick_runs('word2vec').config.workdir, 'is a word2vec model'),
                         (str(tmp_path / 'nothing'), 'nothing')]:
-    result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'serve', f'--workdir={workdir}',
-                             '--port=0'], capture_output=True, text=True, timeout=300)
+    result = cli.run('serve', f'--workdir={workdir}', '--port=0')
     assert result.returncode == 2 and result.stderr.startswith('error: ')
     assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
