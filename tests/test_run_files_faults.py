@@ -12,7 +12,8 @@ import pytest
 
 from nplm.run_files import checkpoint
 from nplm.run_files.checkpoint import (CheckpointError, Checkpoints,
-                                       IncompatibleCheckpointError, saved_params)
+                                       IncompatibleCheckpointError)
+from nplm.run_files.saved_params import saved_params
 from nplm.run_files.summary import finished_summary
 from nplm.trainer import run
 from nplm.training import loop as loop_module
