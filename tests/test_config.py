@@ -5,8 +5,6 @@ mistakes are one line with exit status 2."""
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -117,9 +115,7 @@ MISTAKES = {
 
 @pytest.mark.slow
 def test_every_commands_user_errors_are_one_line_with_status_2():
-  running = {name: subprocess.Popen([sys.executable, '-m', *command],
-                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True)
+  running = {name: cli.start(*command[1:], module=command[0])
              for name, command in MISTAKES.items()}
   for name, process in running.items():
     _, stderr = process.communicate(timeout=300)
