@@ -1,7 +1,7 @@
 """Errors that name a user's mistake; the command-line tools print them as one line. And a
-command stopped before its end: its status, and Ctrl-C while it imports its program (this
-module imports only the standard library: the `nplm` command's entry point, nplm.console,
-uses it before those imports)."""
+command stopped before its end: its status, Ctrl-C while it imports its program, and a reader
+of its output that stops reading (this module imports only the standard library: the `nplm`
+command's entry point, nplm.console, uses it before those imports)."""
 
 import contextlib
 import os
@@ -12,6 +12,8 @@ import sys
 # scheduler tells it from a finished run (0) and from a mistake (2).
 INTERRUPTED_EXIT_STATUS = 75
 STARTING_INTERRUPTED = 'Interrupted while starting; nothing was done.'
+# What a shell reports for a program killed by SIGPIPE (128 + 13).
+CLOSED_PIPE_EXIT_STATUS = 141
 
 
 @contextlib.contextmanager
@@ -30,6 +32,20 @@ def interrupt_ends_the_start():
     yield
   finally:
     signal.signal(signal.SIGINT, previous)
+
+
+def quiet_when_stdout_closes(run) -> None:
+  """run(), and if whoever reads stdout stops reading (`nplm export --help | head -1`),
+  exit quietly with CLOSED_PIPE_EXIT_STATUS as a Unix tool does, not with a traceback."""
+  try:
+    try:
+      run()
+    finally:
+      sys.stdout.flush()  # Inside the try: a closed pipe fails here, not at exit.
+  except BrokenPipeError:
+    # Python flushes stdout again at exit: point it at /dev/null so that cannot fail too.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(CLOSED_PIPE_EXIT_STATUS)
 
 
 class ConfigError(ValueError):

@@ -29,16 +29,18 @@ import socket
 import sys
 import threading
 
-# What bash sets for each command itself, and pytest for each test (the test's name): not a
-# difference of environment.
-SHELL_VARIABLES = {'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTEST_CURRENT_TEST'}
+# Not a difference of environment: what bash sets for each command itself, pytest for each
+# test (the test's name), and torch for itself once it compiles (the PyTorch peers' tests;
+# nothing preloaded reads it, and the child gets it all the same).
+SHELL_VARIABLES = {'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTEST_CURRENT_TEST',
+                   'TORCHINDUCTOR_CACHE_DIR'}
 PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app',
              'tensorflow_datasets.core.download.downloader', 'matplotlib.pyplot',
              'tests.readme_substitutions', 'tests.conftest',
              *(f'nplm.cli.{name}' for name in (
                  '__main__', 'train', 'evaluate', 'ngram', 'score', 'rank', 'predict',
                  'complete', 'generate', 'neighbours', 'mix', 'compare', 'export', 'sweep',
-                 'table1', 'clean')))
+                 'table1', 'clean', 'serve')))  # Not embeddings: it imports gensim.
 NOT_PRELOADED = ('gensim', 'tensorflow')  # They start threads.
 PLAIN = '--plain'  # A command's first argument: `python -m MODULE ARGS` as it is.
 

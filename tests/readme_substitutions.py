@@ -52,7 +52,7 @@ def _launch_local(args: list[str]) -> int:
 def main() -> None:
   install()
   if sys.argv[1] == 'nplm':
-    from nplm.cli.__main__ import main as nplm_main
+    from nplm.console import main as nplm_main
     sys.argv = sys.argv[1:]
     nplm_main()
   elif sys.argv[1:3] == ['-m', 'launch.local']:

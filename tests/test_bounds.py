@@ -17,6 +17,7 @@ from nplm.lm import build_language_model
 from nplm.ngram import arpa, bounds
 from nplm.training import memory, run_checks
 from nplm.training.word2vec_feed import bounded_chunk
+from tests import cli
 from tests.test_train import ROOT
 
 COUNTS = np.maximum(1, 3000 // np.arange(1, 301))  # |V| = 300
@@ -162,9 +163,8 @@ def test_nplm_ngram_refuses_an_order_that_cannot_fit_in_one_line(tmp_path):
           "ngram.host_available = lambda: (2 * 10 ** 6, 'this machine has'); "
           'sys.argv = ["nplm ngram", *sys.argv[1:]]; ngram.run_program(sys.argv)')
   out = tmp_path / 'kn20'
-  result = subprocess.run([sys.executable, '-c', code, f'--dataset=text:{corpus}',
-                           f'--data_dir={tmp_path / "tfds"}', '--order=20', f'--out={out}'],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+  result = cli.run(f'--dataset=text:{corpus}', f'--data_dir={tmp_path / "tfds"}',
+                   '--order=20', f'--out={out}', code=code, timeout=120)
   lines = result.stderr.strip().splitlines()
   assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr[-2000:]
   assert lines[-1].startswith('error: --order=20 needs at least '), lines[-1]

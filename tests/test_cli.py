@@ -33,12 +33,16 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *phrases: str) ->
     assert phrase in errors[0]
 
 
-def test_the_suites_commands_run_in_children_of_the_workers_server():
+def test_the_suites_commands_run_in_children_of_the_workers_server(monkeypatch):
   """tests/cli.py's commands are forked by its server, which paid the imports once: pytest's
-  per-test variable PYTEST_CURRENT_TEST once sent every one to a fresh Python (7 s each)."""
-  first, second = (cli.run(code='import os; print(os.getppid())') for _ in range(2))
+  per-test variable PYTEST_CURRENT_TEST once sent every one to a fresh Python (7 s each), and
+  so did the variable torch sets in the worker once a PyTorch peer's test compiles."""
+  first = cli.run(code='import os; print(os.getppid())')
+  monkeypatch.setenv('TORCHINDUCTOR_CACHE_DIR', '/tmp/torchinductor_tests')
+  second = cli.run(code='import os; print(os.getppid(), os.environ["TORCHINDUCTOR_CACHE_DIR"])')
   assert first.returncode == second.returncode == 0, first.stderr + second.stderr
-  assert int(first.stdout) == int(second.stdout) == cli.server_pid()
+  assert first.stdout.split() == [str(cli.server_pid())]
+  assert second.stdout.split() == [str(cli.server_pid()), '/tmp/torchinductor_tests']
 
 
 def test_invalid_flags_give_one_clear_line(tmp_path):
@@ -101,8 +105,7 @@ def test_a_typed_flag_wins_over_a_flagfiles_wherever_it_stands(tmp_path):
       ('--order=4', f'--flagfile={mine}'): ['runs/mlp9', 4, 7],
       (f'--flagfile={mine}', '--epochs=2', '--workdir=w'): ['w', 5, 2],
   }
-  result = subprocess.run([sys.executable, '-c', _PARSE, json.dumps(list(cases))],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  result = cli.run(json.dumps(list(cases)), code=_PARSE, cwd=tmp_path)
   assert result.returncode == 0, result.stderr
   parsed = [json.loads(line) for line in result.stdout.splitlines()]
   assert dict(zip(cases, parsed)) == cases
@@ -176,12 +179,14 @@ def test_every_flagfile_mistake_is_a_config_error_naming_it(tmp_path, monkeypatc
     config_from_flagfile(name)
 
 
-@pytest.mark.slow
-def test_help_into_a_closed_pipe_ends_without_a_traceback():
+@pytest.mark.parametrize('command', [
+    pytest.param(['-m', 'nplm.cli', 'export', '--help'], marks=pytest.mark.slow),
+    [str(Path(sys.executable).with_name('nplm')), '--help']])  # Without JAX: at once.
+def test_help_into_a_closed_pipe_ends_without_a_traceback(command):
   """`nplm export --help | head -1`: the reader is gone before the help is written (both
   ends of the pipe closed here at once, so the write fails every time, not by chance)."""
   read_end, write_end = os.pipe()
-  process = subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'export', '--help'],
+  process = subprocess.Popen([sys.executable, *command],
                              cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, text=True)
   os.close(read_end)
   os.close(write_end)

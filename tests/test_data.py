@@ -5,8 +5,6 @@ Every TFDS data dir is a temporary one: the fixture and the real corpus share a 
 
 import collections
 import os
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -19,6 +17,7 @@ from nplm.data import acquire, brown, brown_format, brown_source
 from nplm.data import CorpusNotFoundError, CorruptCorpusError, Vocabulary
 from nplm.data.vocab import PARAGRAPH_END, TEXT_END, UNK
 
+from tests import cli
 from tests.conftest import FIXTURE_DIR, FIXTURE_FILES, FIXTURE_WORDS
 
 FIXTURE = dict(expected_words=FIXTURE_WORDS, expected_files=FIXTURE_FILES)
@@ -328,10 +327,8 @@ def test_export_lines_break_after_paragraphs_and_texts():
 
 
 def test_export_cli_reports_a_missing_corpus_in_one_line(tmp_path):
-  result = subprocess.run(
-      [sys.executable, '-m', 'nplm.cli.export', f'--out={tmp_path / "out"}',
-       f'--data_dir={tmp_path / "tfds"}', f'--corpus_dir={tmp_path / "nowhere"}'],
-      capture_output=True, text=True, cwd=Path(__file__).parent.parent, check=False)
+  result = cli.run(f'--out={tmp_path / "out"}', f'--data_dir={tmp_path / "tfds"}',
+                   f'--corpus_dir={tmp_path / "nowhere"}', module='nplm.cli.export')
   assert result.returncode == 2
   assert 'Traceback' not in result.stderr
   last_line = result.stderr.strip().splitlines()[-1]

@@ -13,8 +13,9 @@ import pytest
 
 import nplm
 from nplm import recipes
-from nplm.cli import __main__ as cli_main
+from nplm import console
 from nplm.training import word2vec_native
+from tests import cli
 
 ROOT = Path(__file__).parent.parent
 
@@ -63,14 +64,33 @@ def test_the_wheel_holds_the_recipes_the_table_and_the_command(tmp_path):
 def test_version_names_the_installed_package(monkeypatch, capsys):
   version = importlib.metadata.version('nplm')
   assert nplm.__version__ == version
-  result = subprocess.run([sys.executable, '-m', 'nplm.cli', '--version'], capture_output=True,
-                          text=True, timeout=300)
+  result = cli.run('--version')
   assert (result.returncode, result.stdout, result.stderr) == (0, f'nplm {version}\n', '')
   monkeypatch.setattr(sys, 'argv', ['nplm', '-V'])
   with pytest.raises(SystemExit) as exit:
-    cli_main.main()
+    console.main()
   assert exit.value.code == 0 and capsys.readouterr().out == f'nplm {version}\n'
 
+
+HEAVY = {'jax', 'flax', 'optax', 'orbax', 'tensorflow_datasets', 'absl', 'torch'}
+
+
+@pytest.mark.parametrize('args,status,says', [
+    (['--version'], 0, 'nplm '), (['--help'], 0, 'usage: nplm <command>'),
+    (['trian'], 2, "error: unknown command 'trian'; did you mean 'train'?")])
+def test_the_installed_command_answers_at_once_without_jax(args, status, says, tmp_path):
+  """`nplm --version`, `--help` and a mistyped command took 7 s on a 2-core machine, the
+  import of JAX, Flax, Orbax and TFDS for nothing: Python's import log says what they load."""
+  script = Path(sys.executable).with_name('nplm')
+  assert script.exists(), f'{script}: nplm is not installed beside {sys.executable}'
+  result = subprocess.run([sys.executable, '-X', 'importtime', str(script), *args],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  logged = [line for line in result.stderr.splitlines() if line.startswith('import time:')]
+  imported = {line.split('|')[-1].strip().split('.')[0] for line in logged[1:]}
+  errors = ''.join(f'{line}\n' for line in result.stderr.splitlines() if line not in logged)
+  assert result.returncode == status and says in result.stdout + errors, result.stderr[-2000:]
+  assert 'nplm' in imported
+  assert not imported & HEAVY, f'{args} imported {sorted(imported & HEAVY)}'
 
 
 # The package's layers, lower first (docs/architecture.md's file map): a module imports only
@@ -89,8 +109,7 @@ LAYERS = (
     ('api',),
     ('studies',),
     ('serve',),
-    ('cli',),
-    ('console',),
+    ('cli', 'console'),  # The `nplm` command and `python -m nplm.cli`: one dispatcher.
 )
 # The config names the registries' entries in its help (nplm.models, nplm.heads: names and
 # import paths, no component imported) and asks the dataset's source for its defaults

@@ -321,9 +321,8 @@ def test_a_full_data_dir_is_what_the_command_names_not_the_workdir(tmp_path):
                'file_adapters.ArrayRecordFileAdapter.write_examples = classmethod(write_examples)\n'
                'from nplm.cli.train import run_program\n'
                'run_program(["nplm train", *sys.argv[1:]])\n')
-  result = subprocess.run([sys.executable, '-c', full_disk, '--dataset=text:corpus',
-                           '--data_dir=tfds', '--workdir=run'], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+  result = cli.run('--dataset=text:corpus', '--data_dir=tfds', '--workdir=run',
+                   code=full_disk, cwd=tmp_path)
   assert result.returncode == 2, result.stderr
   assert result.stderr.splitlines()[-1] == (
       'error: no space left on the disk of --data_dir=tfds while preparing text:corpus (words); '

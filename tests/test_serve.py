@@ -262,7 +262,7 @@ def test_a_port_in_use_is_one_line(quick_runs, tmp_path):
                              f'--workdir={quick_runs("nnlm").config.workdir}', f'--port={port}'],
                             capture_output=True, text=True, timeout=300,
                             env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
-  assert result.returncode == 2 and result.stderr.startswith(f'error: cannot listen on ')
+  assert result.returncode == 2 and result.stderr.startswith('error: cannot listen on ')
   assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -351,7 +351,5 @@ def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs,
     ('--max_k=0', '--max_k must be at least 1, not 0'),
     ('--port=70000', '--port must be from 0 (any free port) to 65535, not 70000')])
 def test_a_bad_flag_is_one_line_before_the_model_is_read(flag, says, tmp_path):
-  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'serve',
-                           f'--workdir={tmp_path / "never_read"}', flag],
-                          capture_output=True, text=True, timeout=300)
+  result = cli.run('serve', f'--workdir={tmp_path / "never_read"}', flag)
   assert (result.returncode, result.stderr) == (2, f'error: {says}\n')

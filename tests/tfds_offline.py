@@ -192,7 +192,7 @@ def main(argv: list[str]) -> None:
   if data_dir:
     seed_downloads(data_dir)
   forbid_downloads()  # Without a data dir (a reader of a workdir) it only guards.
-  from nplm.cli.__main__ import main as nplm_main
+  from nplm.console import main as nplm_main
   sys.argv = ['nplm', *argv]
   nplm_main()
 

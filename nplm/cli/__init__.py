@@ -4,7 +4,6 @@ checkout) and what they share: flags from Config, progress lines, one-line error
 import dataclasses
 import errno
 import functools
-import os
 import sys
 import textwrap
 
@@ -15,7 +14,7 @@ from nplm import display
 from nplm.flagfiles import CONFIG_FLAGS_MODULE, define_own_knob_flags, flagfiles_first
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.config import GROUP_HELP, GROUPS, Config, ConfigError, config_class
-from nplm.errors import INTERRUPTED_EXIT_STATUS
+from nplm.errors import INTERRUPTED_EXIT_STATUS, quiet_when_stdout_closes
 from nplm.data.acquire import CorpusError
 from nplm.data.corpus import SPLITS
 from nplm.use.trained import NoTrainedModelError
@@ -108,24 +107,6 @@ def stops_when_interrupted(main):
     except Interrupted as interrupted:
       stop_interrupted(str(interrupted))
   return run
-
-
-# What a shell reports for a program killed by SIGPIPE (128 + 13).
-CLOSED_PIPE_EXIT_STATUS = 141
-
-
-def quiet_when_stdout_closes(run) -> None:
-  """run(), and if whoever reads stdout stops reading (`nplm export --help | head -1`),
-  exit quietly with CLOSED_PIPE_EXIT_STATUS as a Unix tool does, not with a traceback."""
-  try:
-    try:
-      run()
-    finally:
-      sys.stdout.flush()  # Inside the try: a closed pipe fails here, not at exit.
-  except BrokenPipeError:
-    # Python flushes stdout again at exit: point it at /dev/null so that cannot fail too.
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.exit(CLOSED_PIPE_EXIT_STATUS)
 
 
 def grouped_help(doc: str, command: str, config=Config) -> str:
