@@ -30,10 +30,11 @@ import sys
 import threading
 
 # Not a difference of environment: what bash sets for each command itself, pytest for each
-# test (the test's name), and torch for itself once it compiles (the PyTorch peers' tests;
-# nothing preloaded reads it, and the child gets it all the same).
-SHELL_VARIABLES = {'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTEST_CURRENT_TEST',
-                   'TORCHINDUCTOR_CACHE_DIR'}
+# test (the test's name), and libraries in a test's process for themselves: torch once it
+# compiles (the PyTorch peers' tests), tensorboardX once a run writes its events. Nothing
+# preloaded reads those, and the child gets them all the same.
+NOT_A_DIFFERENCE = {'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTEST_CURRENT_TEST',
+                    'TORCHINDUCTOR_CACHE_DIR', 'CRC32C_SW_MODE'}
 PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app',
              'tensorflow_datasets.core.download.downloader', 'matplotlib.pyplot',
              'tests.readme_substitutions', 'tests.conftest',
@@ -46,7 +47,7 @@ PLAIN = '--plain'  # A command's first argument: `python -m MODULE ARGS` as it i
 
 
 def environment(env) -> dict:
-  return {name: value for name, value in env.items() if name not in SHELL_VARIABLES}
+  return {name: value for name, value in env.items() if name not in NOT_A_DIFFERENCE}
 
 
 # --- the server -------------------------------------------------------------------------

@@ -36,9 +36,12 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *phrases: str) ->
 def test_the_suites_commands_run_in_children_of_the_workers_server(monkeypatch):
   """tests/cli.py's commands are forked by its server, which paid the imports once: pytest's
   per-test variable PYTEST_CURRENT_TEST once sent every one to a fresh Python (7 s each), and
-  so did the variable torch sets in the worker once a PyTorch peer's test compiles."""
+  so did the variables torch and tensorboardX set in the worker, once a PyTorch peer's test
+  compiles and once a test's run writes its events."""
   first = cli.run(code='import os; print(os.getppid())')
+  # As they do, to values the session did not start with.
   monkeypatch.setenv('TORCHINDUCTOR_CACHE_DIR', '/tmp/torchinductor_tests')
+  monkeypatch.setenv('CRC32C_SW_MODE', 'none' if os.environ.get('CRC32C_SW_MODE') else 'auto')
   second = cli.run(code='import os; print(os.getppid(), os.environ["TORCHINDUCTOR_CACHE_DIR"])')
   assert first.returncode == second.returncode == 0, first.stderr + second.stderr
   assert first.stdout.split() == [str(cli.server_pid())]

@@ -31,9 +31,7 @@ class Server:
   """`nplm serve --workdir=WORKDIR --port=0` run from `cwd`; its URL from its first line."""
 
   def __init__(self, cwd: Path, workdir: str, *flags: str):
-    self.process = subprocess.Popen(
-        [sys.executable, '-m', 'nplm.cli', 'serve', f'--workdir={workdir}', '--port=0', *flags],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    self.process = cli.start('serve', f'--workdir={workdir}', '--port=0', *flags, cwd=cwd)
     lines = []
     reader = threading.Thread(target=lambda: lines.append(self.process.stdout.readline()))
     reader.start()
