@@ -189,12 +189,9 @@ def test_skipgram_ns_trains_on_a_text_of_one_repeated_line(tmp_path):
   perplexities (before the fix: 'Training diverged ... not finite at step 1')."""
   text = tmp_path / 'one.txt'
   text.write_text('alpha bravo charlie delta echo foxtrot golf hotel\n' * 5000)
-  result = subprocess.run(
-      [sys.executable, '-m', 'nplm.cli', 'train', '--flagfile=skipgram_ns',
-       f'--dataset=text:{text}', '--epochs=1', '--eval_splits=train,valid,test',
-       f'--workdir={tmp_path / "run"}',
-       f'--data_dir={tmp_path / "tfds"}'],
-      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  result = cli.run('train', '--flagfile=skipgram_ns', f'--dataset=text:{text}', '--epochs=1',
+                   '--eval_splits=train,valid,test', f'--workdir={tmp_path / "run"}',
+                   f'--data_dir={tmp_path / "tfds"}')
   assert result.returncode == 0, result.stderr[-1500:]
   summary = json.loads((tmp_path / 'run' / 'summary.json').read_text())
   assert all(math.isfinite(summary[f'{s}_ppl']) for s in ('train', 'valid', 'test'))

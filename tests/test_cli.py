@@ -153,11 +153,8 @@ def test_missing_and_binary_flagfiles_are_one_line_errors(tmp_path):
   cases = {'nope': f'error: --flagfile=nope: no such file (recipes: {known})',
            'binary.flags': 'error: --flagfile=binary.flags: not a text file of flags '
                            '(byte 0x89 at offset 0)'}
-  running = {name: subprocess.Popen([sys.executable, '-m', 'nplm.cli', 'train',
-                                     f'--flagfile={name}', f'--workdir={tmp_path}/run'],
-                                    cwd=tmp_path, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
-             for name in cases}
+  running = {name: cli.start('train', f'--flagfile={name}', f'--workdir={tmp_path}/run',
+                             cwd=tmp_path) for name in cases}
   for name, process in running.items():
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 2, (name, stderr)

@@ -273,9 +273,8 @@ def test_dataset_mistakes_are_one_line_errors(tmp_path):
                         ((f'--dataset=text:{corpus_dir}', '--max_vocab_size=1'), 'leaves no room'),
                         ((f'--dataset=text:{corpus_dir}', '--split_fractions=0.5,0.5,0.5'),
                          'summing to 1')]:
-    result = subprocess.run([sys.executable, '-m', 'experiments.ngram', '--order=2',
-                             f'--out={tmp_path / "out"}', f'--data_dir={tmp_path / "tfds"}',
-                             *flags], cwd=ROOT, capture_output=True, text=True, check=False)
+    result = cli.run('--order=2', f'--out={tmp_path / "out"}', f'--data_dir={tmp_path / "tfds"}',
+                     *flags, module='experiments.ngram')
     assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith('error: ') and phrase in (
         result.stderr), result.stderr
@@ -285,7 +284,6 @@ def test_dataset_mistakes_are_one_line_errors(tmp_path):
 def test_help_shows_each_programs_own_flags_and_usage():
   for name, flag in (('train', '--dataset'), ('evaluate', '--text_file'), ('ngram', '--order'),
                      ('score', '--json')):
-    result = subprocess.run([sys.executable, '-m', f'experiments.{name}', '--help'], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = cli.run('--help', module=f'experiments.{name}')
     assert flag in result.stdout, (name, result.stdout[:500])  # absl's --help exits 1.
     assert f'nplm {name}' in result.stdout

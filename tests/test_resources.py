@@ -31,6 +31,7 @@ from nplm.use.trained import load_trained
 from nplm.trainer import TrainingDiverged, run
 from nplm.training.families import feed_of
 from nplm.training.window_feed import WindowFeed
+from tests import cli
 from tests.test_train import ROOT, tiny_config
 
 STOP_BOUND = 5.0  # Seconds from a stop request to the process's end: generous (it is 3).
@@ -231,8 +232,8 @@ def test_runs_too_large_or_corpora_too_small_are_refused_in_one_line_before_allo
   cases = TOO_LARGE + TOO_SMALL
   argvs = [[f'--dataset={dataset}', f'--data_dir={data_dir}', f'--workdir={tmp_path}/{i}',
             *flags] for i, (flags, _) in enumerate(cases)]
-  child = subprocess.run([sys.executable, '-c', _RUNNER, json.dumps(argvs)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300, check=True)
+  child = cli.run(json.dumps(argvs), code=_RUNNER)
+  assert child.returncode == 0, child.stderr[-2000:]
   ran = json.loads(child.stdout.strip().splitlines()[-1])
   for (flags, named), result in zip(cases, ran['results']):
     lines = result['stderr'].strip().splitlines()

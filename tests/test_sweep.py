@@ -3,8 +3,6 @@ refusal of a bad point before any training, results files that read back, and th
 
 import csv
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from nplm.training import run_checks
 from nplm.config import ConfigError
 from nplm.studies.sweep import (grid, point_configs, point_name, random_search, run_sweep,
                         write_results, zipped)
+from tests import cli
 from tests.test_train import tiny_config
 
 
@@ -129,8 +128,7 @@ def test_an_invalid_point_fails_the_sweep_before_any_run(tiny_corpus, tmp_path):
 @pytest.mark.slow
 def test_cli_names_the_known_sweeps_for_an_unknown_one(tmp_path):
   """`nplm sweep`, run outside the checkout: it needs no `experiments` package."""
-  result = subprocess.run([sys.executable, '-m', 'nplm.cli', 'sweep', '--sweep=nonexistent'],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+  result = cli.run('sweep', '--sweep=nonexistent', cwd=tmp_path, timeout=120)
   assert result.returncode == 2, result.stderr
   assert 'Traceback' not in result.stderr
   assert result.stderr.startswith('error: ') and result.stderr.count('\n') == 1
