@@ -2,13 +2,10 @@
 (nplm.host_memory): counted by the kernel (getrusage's minor page faults) in child
 processes, one that asks for it and one that does not."""
 
-import subprocess
-import sys
-
 import pytest
 
 from nplm import host_memory
-from tests.test_train import ROOT
+from tests import cli
 
 # A program whose product [256, 50,000] float32 (51 MB, above glibc's largest dynamic mmap
 # threshold) is a temporary of every call; prints the page faults of one call, averaged.
@@ -30,8 +27,9 @@ TEMPORARY_PAGES = 256 * 50_000 * 4 // 4096
 
 
 def faults_per_call(how: str) -> tuple[bool, float]:
-  child = subprocess.run([sys.executable, '-c', _CHILD, how], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, check=False)
+  """In a child the worker's server forked: it imported JAX, which starts no thread before
+  its first computation, so malloc is told here as `nplm` tells it before JAX's threads."""
+  child = cli.run(how, code=_CHILD)
   assert child.returncode == 0, child.stderr
   kept, faults = child.stdout.split()
   return kept == 'True', float(faults)
