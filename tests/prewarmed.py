@@ -35,7 +35,7 @@ import threading
 # preloaded reads those, and the child gets them all the same.
 NOT_A_DIFFERENCE = {'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTEST_CURRENT_TEST',
                     'TORCHINDUCTOR_CACHE_DIR', 'CRC32C_SW_MODE'}
-PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app', 'tensorboardX',
+PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app',
              'tensorflow_datasets.core.download.downloader', 'matplotlib.pyplot',
              'tests.readme_substitutions', 'tests.conftest',
              *(f'nplm.cli.{name}' for name in (

@@ -93,18 +93,6 @@ def test_the_installed_command_answers_at_once_without_jax(args, status, says, t
   assert not imported & HEAVY, f'{args} imported {sorted(imported & HEAVY)}'
 
 
-@pytest.mark.slow
-def test_a_program_that_reads_runs_does_not_import_tensorboardx():
-  """tensorboardX's writer imports PyTorch where it is installed (2.3 s of `nplm score`'s
-  start on 2 cores): only a run that writes events imports it."""
-  result = subprocess.run([sys.executable, '-X', 'importtime', '-c', 'import nplm.cli.score'],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  imported = {line.split('|')[-1].strip().split('.')[0] for line in result.stderr.splitlines()
-              if line.startswith('import time:')}
-  assert 'jax' in imported and not imported & {'tensorboardX', 'torch'}
-
-
 # The package's layers, lower first (docs/architecture.md's file map): a module imports only
 # from its own layer or lower ones, so data flows one way and any layer can be read without
 # the ones above it.

@@ -6,12 +6,11 @@ import json
 import dataclasses
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from tensorboardX import SummaryWriter
+from tensorboardX.summary import hparams
 
 from nplm.config import HEAD, MODEL, OPTIMIZER, PER_MODEL, config_class
-
-if TYPE_CHECKING:
-  from tensorboardX import SummaryWriter
 
 
 class MetricsWriter:
@@ -25,9 +24,6 @@ class MetricsWriter:
     """workdir None: a writer that writes nothing (the processes of a run other than 0)."""
     self._enabled = workdir is not None
     if self._enabled:
-      # Imported here, by a run that writes events: tensorboardX's writer imports PyTorch
-      # where it is installed (2.3 s on 2 cores), which the programs that read runs need not.
-      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
       self._jsonl = open(workdir / 'metrics.jsonl', 'a', encoding='utf-8')
       self._directory = workdir / 'tensorboard'
       self._tensorboard, self._hparams = SummaryWriter(str(self._directory)), None
@@ -79,8 +75,6 @@ class MetricsWriter:
     """SummaryWriter.add_hparams(..., name='hparams') as tensorboardX writes it (a writer of
     its own in tensorboard/hparams), the writer kept to be closed with the others: one that
     tensorboardX closes itself, on a full disk, prints tracebacks at exit (_give_up)."""
-    from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
-    from tensorboardX.summary import hparams  # pylint: disable=import-outside-toplevel
     writer = SummaryWriter(str(self._directory / 'hparams'))
     self._hparams = writer
     for summary in hparams(hyperparameters, finals):
@@ -104,7 +98,7 @@ class MetricsWriter:
         raise
 
 
-def _give_up(writer: 'SummaryWriter') -> None:
+def _give_up(writer: SummaryWriter) -> None:
   """After a close that failed (a full disk): tensorboardX would try it again at exit (its
   atexit callback) and its worker thread would fail on a closed queue, each printing a
   traceback after the run's one-line error. Its event writers are marked closed (its own
