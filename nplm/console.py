@@ -1,9 +1,10 @@
-"""The `nplm` command (pyproject.toml's [project.scripts]; `python -m nplm.cli` in a checkout):
-every program by name. `--version`, `--help` and a mistyped command answer at once: this module
-imports only what `import nplm` does. A program's module is imported while Ctrl-C ends the
-start with one line (nplm.errors.interrupt_ends_the_start: its import is the command's first
-seconds, JAX, Flax and Orbax), after malloc is told to keep the compiled steps' temporaries
-(nplm.host_memory: before JAX starts its threads)."""
+"""The `nplm` command (pyproject.toml's [project.scripts]; `python -m nplm` where the script is
+not on PATH): every program by name; `nplm help COMMAND` is `nplm COMMAND --help`. `--version`,
+`--help` and a mistyped command answer at once: this module imports only what `import nplm`
+does. A program's module is imported while Ctrl-C ends the start with one line
+(nplm.errors.interrupt_ends_the_start: its import is the command's first seconds, JAX, Flax
+and Orbax), after malloc is told to keep the compiled steps' temporaries (nplm.host_memory:
+before JAX starts its threads)."""
 
 import difflib
 import importlib
@@ -59,6 +60,8 @@ def _main() -> None:
   if len(sys.argv) >= 2 and sys.argv[1] in _VERSION_FLAGS:
     print(f'nplm {nplm.__version__}')
     sys.exit(0)
+  if len(sys.argv) > 2 and sys.argv[1] == 'help':  # git's habit: `nplm help train`.
+    sys.argv[1:] = [sys.argv[2], '--help']
   if len(sys.argv) < 2 or sys.argv[1] in ('-h', '--help', 'help'):
     print(usage())
     sys.exit(0 if len(sys.argv) >= 2 else 2)

@@ -72,6 +72,19 @@ def test_version_names_the_installed_package(monkeypatch, capsys):
   assert exit.value.code == 0 and capsys.readouterr().out == f'nplm {version}\n'
 
 
+def test_python_dash_m_nplm_and_nplm_help_command_are_the_command_and_its_help():
+  """`python -m nplm` where the script is not on PATH; `nplm help train` as git's habit has it:
+  the same output as `nplm train --help`, and a mistyped command's one line either way."""
+  version = cli.run('--version', module='nplm')
+  assert (version.returncode, version.stdout) == (0, f'nplm {nplm.__version__}\n')
+  helped, asked = cli.run('help', 'train'), cli.run('train', '--help', module='nplm')
+  assert helped.returncode == asked.returncode == 0
+  assert helped.stdout == asked.stdout and '--flagfile' in helped.stdout
+  mistyped = cli.run('help', 'trian')
+  assert mistyped.returncode == 2 and mistyped.stderr.startswith(
+      "error: unknown command 'trian'; did you mean 'train'?")
+
+
 HEAVY = {'jax', 'flax', 'optax', 'orbax', 'tensorflow_datasets', 'absl', 'torch'}
 
 
@@ -109,7 +122,8 @@ LAYERS = (
     ('api',),
     ('studies',),
     ('serve',),
-    ('cli', 'console'),  # The `nplm` command and `python -m nplm.cli`: one dispatcher.
+    # The `nplm` command, `python -m nplm` and `python -m nplm.cli`: one dispatcher.
+    ('cli', 'console', '__main__'),
 )
 # The config names the registries' entries in its help (nplm.models, nplm.heads: names and
 # import paths, no component imported) and asks the dataset's source for its defaults
