@@ -14,7 +14,8 @@ import pytest
 import nplm
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
-from nplm.use.completion import MAX_WORDS, SENTENCE_END, complete
+from nplm.use import answers
+from nplm.use.completion import MAX_WORDS, SENTENCE_END, Completer, complete
 from nplm.use.prediction import read_prompt
 from nplm.use.trained import load_trained
 from tests import cli
@@ -47,10 +48,11 @@ def models(quick_runs, tmp_path_factory):
   return {**networks, **{name: load_trained(root / name) for name in NGRAMS}}
 
 
-def brute_force(model, prefix: str, max_words: int) -> dict[tuple[int, ...], float]:
+def brute_force(model, prefix: str, max_words: int,
+                first=lambda word: True) -> dict[tuple[int, ...], float]:
   """Every continuation of a word-level model, to max_words words or a sentence's end (an
-  end mark, '.', '!', '?'), <unk> never, an end mark never first: ln p by next_words, one
-  batch per length."""
+  end mark, '.', '!', '?'), <unk> never, an end mark never first, its first word one that
+  `first` takes: ln p by next_words, one batch per length."""
   vocab, reader = model.vocab, model.next_words()
   prompt = list(read_prompt(model, prefix).ids)
   ends = {vocab.id_of(w) for w in END_MARKS + SENTENCE_MARKS if w in vocab.words}
@@ -62,7 +64,8 @@ def brute_force(model, prefix: str, max_words: int) -> dict[tuple[int, ...], flo
     following = {}
     for sequence, row in zip(sequences, log_probs):
       for token in range(vocab.size):
-        if token == vocab.unk_id or (not sequence and vocab.words[token] in END_MARKS):
+        if token == vocab.unk_id or (not sequence and (vocab.words[token] in END_MARKS
+                                                       or not first(vocab.words[token]))):
           continue
         extended = (*sequence, token)
         ending = token in ends or length + 1 == max_words
@@ -94,6 +97,31 @@ def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones
     shown = [token for token in c.tokens if token not in END_MARKS]
     assert c.words == len(shown) <= max_words and c.text == ' '.join([*prefix.split(), *shown])
     assert c.probability == pytest.approx(math.exp(c.log_prob))
+
+
+@pytest.mark.parametrize('name', ['nnlm', 'kn3'])
+def test_a_word_being_typed_is_completed_by_the_words_it_begins(models, name):
+  """A prefix that ends inside a word the vocabulary lacks, as a search box's does while the
+  word is typed: the brute-force top k of the continuations of the prefix before it whose
+  first word begins with what was typed, and no note of <unk>; with a space after it, the
+  word is read as <unk>, as a whole word the vocabulary lacks is."""
+  model, k, max_words = models[name], 5, 2
+  words = model.vocab.words
+  typed = next(w[:2] for w in words if len(w) > 2 and w.isalpha() and w[:2] not in words)
+  typing = f'The jury {typed}'
+  every = brute_force(model, 'The jury', max_words, first=lambda word: word.startswith(typed))
+  found = complete(model, typing, k, max_words, beam_width=model.vocab.size ** 2)
+  want = best(every, k)
+  assert len(want) == k
+  assert [model.vocab.decode(ids) for ids, _ in want] == [c.tokens for c in found]
+  np.testing.assert_allclose([c.log_prob for c in found], [p for _, p in want], atol=1e-5)
+  assert all(c.text.startswith(f'The jury {c.tokens[0]}') for c in found)
+  assert 'warning' not in answers.complete(Completer(model), typing, k, max_words)
+  spaced = answers.complete(Completer(model), f'{typing} ', k, max_words)
+  assert spaced['warning'].endswith(f'read as {UNK} (not in the vocabulary): {typed}')
+  want = best(brute_force(model, f'{typing} ', max_words), k)
+  assert [model.vocab.decode(ids) for ids, _ in want] == [
+      c['tokens'] for c in spaced['completions']]
 
 
 @pytest.mark.slow

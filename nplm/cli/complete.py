@@ -10,7 +10,10 @@ ln p and how each ended: at a sentence end (the dataset's end mark, or '.', '!',
 tokenizations) or at --max_words words, its last word whole. The probabilities are the
 model's own, exact (nplm.use.completion): the product of each token's, found by beam search.
 The prefix is read as nplm predict reads it; tokens outside the vocabulary are read as
-<unk> (named on stderr), and <unk> is never proposed. --json prints one JSON object per
+<unk> (named on stderr), and <unk> is never proposed. A word being typed is completed: where
+each token is a word, a last word with no space after it that the vocabulary lacks but begins
+words of ("the old m") is left out of the prefix, and each continuation begins with one of
+those words ("the old man ..."); characters and subwords go on with it as with any text. --json prints one JSON object per
 prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
 """
 
@@ -27,7 +30,7 @@ from nplm.stop_requests import Interrupted, interrupting
 from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
                                  Completer, Completion, check_bounds)
 from nplm.use import answers
-from nplm.use.prediction import read_prompt, unknown_note
+from nplm.use.prediction import unknown_note
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -52,7 +55,7 @@ def main(argv):
     with interrupting(f'completing with {FLAGS.workdir}'):
       completer = Completer(load_trained(FLAGS.workdir))
       for number, prefix in enumerate(prefixes):
-        note = unknown_note(read_prompt(completer.model, prefix))
+        note = unknown_note(completer.read(prefix)[0])
         if note:
           print(f'warning: {printable(note)}', file=sys.stderr)
         completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)

@@ -53,7 +53,7 @@ def completions(prefix: str, found: Sequence[Completion]) -> dict:
 def complete(completer: Completer, prefix: str, k: int, max_words: int) -> dict:
   check_bounds(k, max_words)
   return with_note(completions(prefix, completer.complete(prefix, k, max_words)),
-                   read_prompt(completer.model, prefix))
+                   completer.read(prefix)[0])
 
 
 def samples(model, prompt: str, sampling: Sampling, seed: int) -> dict:

@@ -24,6 +24,13 @@ given the prefix and the tokens before it. It is finished:
 `<unk>` is never proposed: it stands for every rare word at once, none of which one types.
 Its text is the prefix and the continuation as nplm generate writes them.
 
+A prefix may end inside a word, as it does in a search box while the word is typed: for
+characters and subwords the word goes on as any text does. Where each token is a word, a
+last word with no space after it that is not in the vocabulary but begins words of it
+("the old m") is the word being typed (`Completer.read`): the prefix is read without it,
+the continuation's first word is one of the words it begins ("man", "men"), and its log p
+is that word's (what was typed of it included), as any continuation's is.
+
 The beam search keeps `beam_width` live continuations, all of the same length: each step
 reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
 beam_width most probable of all their extensions. The protocol cannot copy a state to
@@ -46,7 +53,7 @@ import numpy as np
 from nplm.data.tokenizers import Tokenization
 from nplm.errors import ConfigError
 from nplm.use.generation import SentenceEnds, as_text, end_ids
-from nplm.use.prediction import Prompt, read_prompt
+from nplm.use.prediction import Prompt, prompt_of, read_prompt
 
 # A search box suggests a few words: each word more lowers every continuation's probability,
 # so the best of longer ones differ mostly in their last words.
@@ -108,6 +115,9 @@ class Completer:
     self.each_token_a_word = tokenization.tokens == 'words' and not tokenization.learned
     self.end_marks = np.zeros(vocab.size, bool)
     self.end_marks[end_ids(model)] = True
+    # What a continuation may begin with: a word (no end mark) that one types (no <unk>).
+    self.first = ~self.end_marks & (np.arange(vocab.size) != vocab.unk_id)
+    self.words = np.asarray(vocab.words) if self.each_token_a_word else None
     if self.each_token_a_word:
       self.ends, self.continues_word = self.end_marks | _sentence_marks(model), None
     else:
@@ -119,26 +129,41 @@ class Completer:
                beam_width: int | None = None) -> list[Completion]:
     check_bounds(k, max_words)
     width = beam_width or default_beam_width(k)
-    prompt, reader = read_prompt(self.model, prefix), self.model.next_words()
+    (prompt, first), reader = self.read(prefix), self.model.next_words()
     live, finished = [_Continuation((), 0.0, 0)], []
     for _ in range(max_words * MAX_TOKENS_PER_WORD):
       log_probs = _next_log_probs(reader, prompt, live, width)
-      extended, newly_finished = self._step(live, log_probs, max_words, width, k)
+      extended, newly_finished = self._step(live, log_probs, max_words, width, k, first)
       finished = _best([*finished, *newly_finished], k)
       live = [c for c in extended if len(finished) < k or c.log_prob > finished[-1].log_prob]
       if not live:
         break
     return [self._completion(prompt, c) for c in finished]
 
+  def read(self, prefix: str) -> tuple[Prompt, np.ndarray]:
+    """(the prefix as the model reads it, which tokens the continuation may begin with):
+    without the word being typed, if it ends in one (the module's docstring), and the
+    words that word begins."""
+    prompt = read_prompt(self.model, prefix)
+    if not (self.each_token_a_word and prompt.unknown and prompt.tokens[-1] in prompt.unknown
+            and not prefix[-1].isspace()):
+      return prompt, self.first
+    typed = prompt.tokens[-1]
+    begun = self.first & np.char.startswith(self.words, typed)
+    if not begun.any():
+      return prompt, self.first
+    return prompt_of(self.model, prefix, prompt.tokens[:-1]), begun
+
   def _step(self, live: list[_Continuation], log_probs: np.ndarray, max_words: int,
-            width: int, k: int) -> tuple[list[_Continuation], list[_Continuation]]:
+            width: int, k: int,
+            first: np.ndarray) -> tuple[list[_Continuation], list[_Continuation]]:
     """(the `width` most probable extensions that go on, the finished ones: the `k` most
     probable extensions that end, and each continuation at max_words with its last word
     whole, for characters and subwords)."""
     scores = np.array([c.log_prob for c in live])[:, None] + log_probs
     scores[:, self.model.vocab.unk_id] = -np.inf
-    # One word at least: the prefix's own end is no completion.
-    scores[np.ix_([c.words == 0 for c in live], self.end_marks)] = -np.inf
+    # One word at least (the prefix's own end is no completion), the typed one's if any.
+    scores[np.ix_([c.words == 0 for c in live], ~first)] = -np.inf
     finished = []
     for row in np.flatnonzero([c.words == max_words for c in live]):
       # Characters and subwords: what goes on with its last word is all that may follow.

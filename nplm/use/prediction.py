@@ -29,7 +29,11 @@ class Prompt:
 
 
 def read_prompt(model, text: str) -> Prompt:
-  tokens = model.tokenizer.tokens(text)
+  return prompt_of(model, text, model.tokenizer.tokens(text))
+
+
+def prompt_of(model, text: str, tokens: list[str]) -> Prompt:
+  """The prompt of `text` read as `tokens` (read_prompt's, or some of them)."""
   ids = model.vocab.encode(tokens)
   unknown = [t for t, i in zip(tokens, ids) if i == model.vocab.unk_id and t != UNK]
   return Prompt(text, tokens, ids, list(dict.fromkeys(unknown)),
