@@ -96,7 +96,11 @@ every_score.defvjp(_every_score_forward, _every_score_backward)
 
 def chunked_log_partition(hidden, embedding, bias, units: int, chunk: int) -> jnp.ndarray:
   """log Z(h) = log Σ_{w < units} e^{y_w}, Eq. 1's normalizer (Bengio et al. 2003), [batch],
-  from `chunk` rows of y = b + U·h at a time: memory O(batch·chunk), never O(batch·units).
+  from `chunk` rows of y = b + U·h at a time: memory O(batch·chunk), never O(batch·units), in
+  evaluation. Differentiated (the full softmax's training step), the loop keeps each chunk's
+  e^{y - m} and mask for the backward pass, 5 bytes a score, O(batch·units) as the memory
+  estimate counts it: recomputing them instead (jax.checkpoint on the loop's body) took
+  14 times less memory and 10-22% more time on a CPU (docs/decisions.md).
 
   An online logsumexp (Milakov & Gimelshein 2018): a running max m and a running sum
   Σ e^{y - m}, rescaled by e^{m_old - m_new} when a chunk raises the max. The last chunk
