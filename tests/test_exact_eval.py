@@ -71,6 +71,29 @@ def test_chunks_keep_the_plain_path_where_the_scores_fit_and_stay_within_the_bud
   assert chunk_rows(10 ** 7, 300_000) == output_layer.MIN_CHUNK_ROWS  # Never thinner.
 
 
+class _Device:
+  def __init__(self, platform: str, stats: dict | None):
+    self.platform, self._stats = platform, stats
+
+  def memory_stats(self):
+    return self._stats
+
+
+@pytest.mark.parametrize('platform,stats,plain,rows', [
+    ('cpu', None, output_layer.PLAIN_BYTES, 1003),
+    ('gpu', {'bytes_limit': 143 * 10 ** 9}, 143 * 10 ** 9 // 16, 14039),
+    ('tpu', {'bytes_limit': 8 * 2 ** 30}, 2 ** 29, 14039),
+    ('gpu', {'bytes_limit': 2 ** 30}, output_layer.PLAIN_BYTES, 1003),  # Never below a CPU's.
+    ('gpu', None, output_layer.PLAIN_BYTES, 1003)])  # A device that reports no memory.
+def test_an_accelerator_holds_a_share_of_its_memory_in_one_piece(monkeypatch, platform, stats,
+                                                                 plain, rows):
+  """On an accelerator a wide batch's scores are one matmul, not a loop of thin ones: MLP9's
+  at batch 8,192 (460 MB) on an H200, where a CPU scores them in 14 chunks of 1,003 rows."""
+  monkeypatch.setattr(jax, 'local_devices', lambda: [_Device(platform, stats)])
+  assert output_layer.plain_bytes() == plain
+  assert chunk_rows(8192, 14039) == rows
+
+
 def test_the_chunked_log_softmax_at_equals_numpy_over_the_whole_vocabulary(monkeypatch):
   allow_rows(monkeypatch, B, 25)
   assert chunk_rows(B, V) == CHUNK and V % CHUNK

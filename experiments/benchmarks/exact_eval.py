@@ -10,7 +10,7 @@ tokens (Zipf's law over each |V| in --vocab_sizes) exactly: the feed's own jitte
 step over eval batches of --eval_batch_size positions, the pass that validation and
 evaluation run (nplm.training.feed). One untimed pass compiles; the median of --repeats
 timed passes gives tokens/s. Where [batch, |V|] scores would exceed the output layer's
-PLAIN_BYTES, the normalizer is summed over chunks of CHUNK_BYTES (nplm.heads.output_layer).
+plain_bytes(), the normalizer is summed over chunks of CHUNK_BYTES (nplm.heads.output_layer).
 
 The output layer costs 2·D·|V| FLOPs per token (s(w,h) = b_w + o_w·h for every word), the
 model 2·(n-1)·m·h more (tanh(d + Hx); 0 without hidden units); the achieved output-layer

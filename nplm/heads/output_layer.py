@@ -19,7 +19,7 @@ the shard count and split over 'model', the padding masked, and the full scores 
 gathered.
 
 On one shard, the exact log p of a target (`log_softmax_at`, what evaluation and the full
-softmax's loss read) never holds more than PLAIN_BYTES of scores: where [batch, units]
+softmax's loss read) never holds more than `plain_bytes()` of scores: where [batch, units]
 float32 would, the normalizer is summed over chunks of rows (`chunked_log_partition`) of
 CHUNK_BYTES each. At |V| = 300k and 2,048 examples the full scores would be 2.5 GB.
 """
@@ -44,9 +44,16 @@ def _zero_padded(init: Callable, units: int) -> Callable:
   return padded_init
 
 
-# The most scores log_softmax_at holds in one piece: at or below, the plain log-softmax
-# (Brown's 14,039 words at --eval_batch_size=2048 are 115 MB, and keep it to the digit).
+# The most scores log_softmax_at holds in one piece on a CPU: at or below, the plain
+# log-softmax (Brown's 14,039 words at --eval_batch_size=2048 are 115 MB, and keep it to the
+# digit).
 PLAIN_BYTES = 128 * 2 ** 20
+# On an accelerator, this share of a device's memory: its chunks are a loop of thin matmuls,
+# one after another, where the plain log-softmax is one wide matmul (MLP9 at batch 8,192,
+# 460 MB of scores, ran as 14 chunks on the H200; its bfloat16 step there at 0.22x the float32
+# one, against 1.14x at batch 256, one piece: experiments/results/h200/; this share is yet to
+# be timed on a GPU).
+ACCELERATOR_PLAIN_SHARE = 1 / 16
 # Above, one chunk's scores: small enough to stay in the cache between the max and the sum
 # over them (on the 2-core EPYC at |V| = 300k, 16 MiB chunks reach 66% of its square-matmul
 # rate, 128 MiB chunks 47%; experiments/results/cpu/exact_eval.md).
@@ -55,10 +62,20 @@ CHUNK_BYTES = 16 * 2 ** 20
 MIN_CHUNK_ROWS = 1024
 
 
+def plain_bytes() -> int:
+  """The most float32 scores held in one piece on the default backend's devices: PLAIN_BYTES
+  on a CPU, ACCELERATOR_PLAIN_SHARE of an accelerator's memory (never less)."""
+  device = jax.local_devices()[0]
+  stats = device.memory_stats() if device.platform != 'cpu' else None
+  if not stats or 'bytes_limit' not in stats:
+    return PLAIN_BYTES
+  return max(PLAIN_BYTES, int(stats['bytes_limit'] * ACCELERATOR_PLAIN_SHARE))
+
+
 def chunk_rows(batch: int, units: int) -> int:
   """Rows scored at once for `batch` examples: all `units` where their float32 scores fit in
-  PLAIN_BYTES, else the fewest equal chunks of at most CHUNK_BYTES (or MIN_CHUNK_ROWS)."""
-  if 4 * batch * units <= PLAIN_BYTES:
+  plain_bytes(), else the fewest equal chunks of at most CHUNK_BYTES (or MIN_CHUNK_ROWS)."""
+  if 4 * batch * units <= plain_bytes():
     return units
   most = max(MIN_CHUNK_ROWS, CHUNK_BYTES // (4 * max(batch, 1)))
   if units <= most:
@@ -197,7 +214,7 @@ class OutputLayer(nn.Module):
 
   def log_softmax_at(self, hidden: jnp.ndarray, units: jnp.ndarray) -> jnp.ndarray:
     """log softmax at units[i] for hidden[i], [batch]: s(units[i]) - log Z, Z summed in
-    chunks where every unit's scores would exceed PLAIN_BYTES."""
+    chunks where every unit's scores would exceed plain_bytes()."""
     if self.shards > 1:
       return vocab_parallel.log_softmax_at(hidden, self.embedding, self.bias, units,
                                            self.units, self.mesh)
