@@ -111,6 +111,13 @@ def test_every_endpoint_answers_as_its_command_does(served):
   # An unknown word: the commands' warning comes with the answer.
   status, got = server.ask('/predict', {'prefix': 'the zyzzyva', 'k': 1})
   assert status == 200 and 'zyzzyva' in got['warning']
+  # A word being typed, as the page sends it: completed, no warning, as the command does.
+  want = json.loads(command_json(home, 'complete', workdir, '--json', '--k=3',
+                                 '--max_words=2', 'the ju'))
+  assert server.ask('/complete', {'prefix': 'the ju', 'k': 3, 'max_words': 2}) == (200, want)
+  assert 'warning' not in want and len(want['completions']) == 3
+  assert all(c['tokens'][0].startswith('ju') and c['text'].startswith(f'the {c["tokens"][0]}')
+             for c in want['completions'])
 
 
 def serving_page_curls() -> list[str]:
