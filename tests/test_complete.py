@@ -100,6 +100,7 @@ def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones
 
 
 @pytest.mark.parametrize('name', ['nnlm', 'kn3'])
+@pytest.mark.slow
 def test_a_word_being_typed_is_completed_by_the_words_it_begins(models, name):
   """A prefix that ends inside a word the vocabulary lacks, as a search box's does while the
   word is typed: the brute-force top k of the continuations of the prefix before it whose
