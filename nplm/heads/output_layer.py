@@ -117,7 +117,7 @@ def chunked_log_partition(hidden, embedding, bias, units: int, chunk: int) -> jn
   evaluation. Differentiated (the full softmax's training step), the loop keeps each chunk's
   e^{y - m} and mask for the backward pass, 5 bytes a score, O(batch·units) as the memory
   estimate counts it: recomputing them instead (jax.checkpoint on the loop's body) took
-  14 times less memory and 10-22% more time on a CPU (docs/decisions.md).
+  14-17 times less memory and 7-23% more time on a CPU (docs/decisions.md).
 
   An online logsumexp (Milakov & Gimelshein 2018): a running max m and a running sum
   Σ e^{y - m}, rescaled by e^{m_old - m_new} when a chunk raises the max. The last chunk
