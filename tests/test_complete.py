@@ -3,6 +3,7 @@ a recurrent and an n-gram model; ends, whole last words of characters and subwor
 the Python call and the program."""
 
 import json
+import heapq
 import math
 import os
 import subprocess
@@ -140,33 +141,87 @@ def next_log_probs(model, prefix: str, tokens: list[str]) -> np.ndarray:
   return reader.next(reader.start(np.array([ids]).reshape(1, -1)))[0][0].astype(np.float64)
 
 
-@pytest.mark.parametrize('name,word_goes_on', [
-    ('kn3_chars', lambda token: token not in (' ', '<eos>')),
-    ('kn3_bpe', lambda token: not token.startswith('▁') and token not in ('<eos>', UNK))])
+def goes_on_with_a_subword(token: str) -> bool:
+  return not token.startswith('▁') and token not in ('<eos>', UNK)
+
+
+@pytest.mark.parametrize('name,read_as,typed,word_goes_on', [
+    ('kn3_chars', 'the j', '', lambda token: token not in (' ', '<eos>')),
+    ('kn3_bpe', 'the', 'j', goes_on_with_a_subword)])
 @pytest.mark.slow
-def test_characters_and_subwords_end_on_a_whole_word(models, name, word_goes_on):
+def test_characters_and_subwords_end_on_a_whole_word(models, name, read_as, typed,
+                                                      word_goes_on):
   """A continuation's ln p is its tokens' and, at max_words, the next token's not going on
-  with its last word; words are whitespace words; a wider beam finds no worse."""
+  with its last word; words are whitespace words, after the typed word of a prefix that
+  subwords read back; a wider beam finds no worse."""
   model, prefix, max_words = models[name], 'the j', 2
   completions = complete(model, prefix, k=8, max_words=max_words)
   assert completions and [c.log_prob for c in completions] == sorted(
       (c.log_prob for c in completions), reverse=True)
   for c in completions:
     shown = [token for token in c.tokens if token != '<eos>']
-    assert UNK not in c.tokens
-    assert len(model.tokenizer.detokenize(shown).split()) == c.words <= max_words
-    assert c.text == model.tokenizer.detokenize([*model.tokenizer.tokens(prefix), *shown])
+    text = model.tokenizer.detokenize(shown)
+    assert UNK not in c.tokens and text.startswith(typed)
+    assert len(text[len(typed):].split()) == c.words <= max_words
+    assert c.text == model.tokenizer.detokenize([*model.tokenizer.tokens(read_as), *shown])
+    assert c.text.startswith(prefix)
     assert c.ended == (SENTENCE_END if c.tokens[-1] == '<eos>' else MAX_WORDS)
-    want = sum(next_log_probs(model, prefix, c.tokens[:i])[model.vocab.id_of(token)]
+    want = sum(next_log_probs(model, read_as, c.tokens[:i])[model.vocab.id_of(token)]
                for i, token in enumerate(c.tokens))
     if c.ended == MAX_WORDS:
       assert c.words == max_words
-      after = next_log_probs(model, prefix, c.tokens)
+      after = next_log_probs(model, read_as, c.tokens)
       want += np.logaddexp.reduce([p for p, token in zip(after, model.vocab.words)
                                    if not word_goes_on(token)])
     assert c.log_prob == pytest.approx(want, abs=1e-5)
   wider = complete(model, prefix, k=8, max_words=max_words, beam_width=64)
   assert all(w.log_prob >= c.log_prob - 1e-9 for w, c in zip(wider, completions))
+
+
+def best_first(model, read_as: str, typed: str, max_words: int,
+               k: int) -> list[tuple[tuple[int, ...], float]]:
+  """The exact k most probable subword continuations of `read_as` whose text begins with
+  `typed`, to max_words words after it (the rest of the typed word counting as one), their
+  last word whole, or to <eos>, found by uniform-cost search: every extension goes on a heap
+  by ln p, and since a token added only lowers ln p, the first k finished ones popped are
+  the top k."""
+  vocab, detokenize = model.vocab, model.tokenizer.detokenize
+  goes_on = np.array([goes_on_with_a_subword(token) for token in vocab.words])
+  heap, found = [(0.0, (), False)], []
+  while len(found) < k:
+    cost, ids, finished = heapq.heappop(heap)
+    if finished:
+      found.append((ids, -cost))
+      continue
+    log_probs = next_log_probs(model, read_as, vocab.decode(ids))
+    text = detokenize(vocab.decode(ids))
+    words = len(text[len(typed):].split()) if text.startswith(typed) else None
+    if words == max_words:
+      heapq.heappush(heap, (cost - np.logaddexp.reduce(log_probs[~goes_on]), ids, True))
+    for token, piece in enumerate(vocab.words):
+      if piece == '<eos>' and words:
+        heapq.heappush(heap, (cost - log_probs[token], (*ids, token), True))
+      if piece in ('<eos>', UNK) or (words == max_words and not goes_on[token]):
+        continue
+      longer = detokenize(vocab.decode((*ids, token)))
+      if longer.startswith(typed) or typed.startswith(longer):
+        heapq.heappush(heap, (cost - log_probs[token], (*ids, token), False))
+  return found
+
+
+@pytest.mark.slow
+def test_a_word_being_typed_in_subwords_is_read_back_and_spelt_out(models):
+  """Token healing: the pieces of a last word typed without a space after it are read back,
+  and the continuations spell it out in any pieces: the exact top k of a uniform-cost
+  search; the typed pieces as such ('▁j' 'u') need not be among them."""
+  model, k, max_words = models['kn3_bpe'], 5, 1
+  typing = 'The jury sa'
+  assert model.tokenizer.tokens(typing)[-1] != '▁sa'  # Typed as more than one piece.
+  want = best_first(model, 'The jury', 'sa', max_words, k)
+  found = complete(model, typing, k, max_words, beam_width=256)
+  assert [model.vocab.decode(ids) for ids, _ in want] == [c.tokens for c in found]
+  np.testing.assert_allclose([c.log_prob for c in found], [p for _, p in want], atol=1e-5)
+  assert all(c.text.startswith(typing) for c in found)
 
 
 @pytest.mark.slow

@@ -13,8 +13,9 @@ The prefix is read as nplm predict reads it; tokens outside the vocabulary are r
 <unk> (named on stderr), and <unk> is never proposed. A word being typed is completed: where
 each token is a word, a last word with no space after it that the vocabulary lacks but begins
 words of ("the old m") is left out of the prefix, and each continuation begins with one of
-those words ("the old man ..."); characters and subwords go on with it as with any text. --json prints one JSON object per
-prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
+those words ("the old man ..."); for subwords its pieces are read back and the continuations
+spell it out, in the pieces the model saw it cut into (token healing); characters go on with
+it as with any text. --json prints one JSON object per prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
 """
 
 import json

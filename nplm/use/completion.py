@@ -24,12 +24,18 @@ given the prefix and the tokens before it. It is finished:
 `<unk>` is never proposed: it stands for every rare word at once, none of which one types.
 Its text is the prefix and the continuation as nplm generate writes them.
 
-A prefix may end inside a word, as it does in a search box while the word is typed: for
-characters and subwords the word goes on as any text does. Where each token is a word, a
-last word with no space after it that is not in the vocabulary but begins words of it
-("the old m") is the word being typed (`Completer.read`): the prefix is read without it,
-the continuation's first word is one of the words it begins ("man", "men"), and its log p
-is that word's (what was typed of it included), as any continuation's is.
+A prefix may end inside a word, as it does in a search box while the word is typed
+(`Completer.read`); its continuation's first word is then that word, and its log p is the
+word's, what was typed of it included, as any continuation's is:
+  where each token is a word, a last word with no space after it that is not in the
+    vocabulary but begins words of it ("the old m") is the word being typed: the prefix is
+    read without it and the first word is one of the words it begins ("man", "men");
+  for learned subwords, the last word with no space after it is read back (token healing,
+    Lundberg 2023): its pieces as typed ("▁chur" may be "▁ch" "ur") are seldom the ones
+    the model saw that word cut into ("▁church"), so the prefix is read without them and
+    the continuation's pieces spell out what was typed, then go on as any text does; its
+    words are counted after what was typed;
+  for characters the word goes on as any text does: typed characters are the model's tokens.
 
 The beam search keeps `beam_width` live continuations, all of the same length: each step
 reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
@@ -82,6 +88,8 @@ class _Continuation:
   log_prob: float
   words: int
   ended: str | None = None  # None while it is live.
+  spelling: str = ''  # What the word being typed still needs spelt out, in tokens' text.
+  typed: str = ''  # That word as typed, in text: the words counted follow it.
 
 
 def check_bounds(k: int, max_words: int) -> None:
@@ -117,7 +125,8 @@ class Completer:
     self.end_marks[end_ids(model)] = True
     # What a continuation may begin with: a word (no end mark) that one types (no <unk>).
     self.first = ~self.end_marks & (np.arange(vocab.size) != vocab.unk_id)
-    self.words = np.asarray(vocab.words) if self.each_token_a_word else None
+    self.heals_words = tokenization.learned
+    self.texts = np.asarray(vocab.words)
     if self.each_token_a_word:
       self.ends, self.continues_word = self.end_marks | _sentence_marks(model), None
     else:
@@ -129,43 +138,64 @@ class Completer:
                beam_width: int | None = None) -> list[Completion]:
     check_bounds(k, max_words)
     width = beam_width or default_beam_width(k)
-    (prompt, first), reader = self.read(prefix), self.model.next_words()
-    live, finished = [_Continuation((), 0.0, 0)], []
-    for _ in range(max_words * MAX_TOKENS_PER_WORD):
+    (prompt, typed), reader = self.read(prefix), self.model.next_words()
+    spelling = ''.join(typed)
+    live = [_Continuation((), 0.0, 0, spelling=spelling,
+                          typed=self.tokenizer.detokenize(typed))]
+    finished = []
+    for _ in range(max_words * MAX_TOKENS_PER_WORD + len(spelling)):
       log_probs = _next_log_probs(reader, prompt, live, width)
-      extended, newly_finished = self._step(live, log_probs, max_words, width, k, first)
+      extended, newly_finished = self._step(live, log_probs, max_words, width, k)
       finished = _best([*finished, *newly_finished], k)
       live = [c for c in extended if len(finished) < k or c.log_prob > finished[-1].log_prob]
       if not live:
         break
     return [self._completion(prompt, c) for c in finished]
 
-  def read(self, prefix: str) -> tuple[Prompt, np.ndarray]:
-    """(the prefix as the model reads it, which tokens the continuation may begin with):
-    without the word being typed, if it ends in one (the module's docstring), and the
-    words that word begins."""
+  def read(self, prefix: str) -> tuple[Prompt, list[str]]:
+    """(the prefix as the model reads it, the tokens the continuation spells out first):
+    without the word being typed, if it ends in one (the module's docstring), and that
+    word's tokens as typed; else the prefix and []."""
     prompt = read_prompt(self.model, prefix)
-    if not (self.each_token_a_word and prompt.unknown and prompt.tokens[-1] in prompt.unknown
-            and not prefix[-1].isspace()):
-      return prompt, self.first
-    typed = prompt.tokens[-1]
-    begun = self.first & np.char.startswith(self.words, typed)
-    if not begun.any():
-      return prompt, self.first
-    return prompt_of(self.model, prefix, prompt.tokens[:-1]), begun
+    if not prefix or prefix[-1].isspace():
+      return prompt, []
+    if self.each_token_a_word:
+      typed = prompt.tokens[-1]
+      if typed in prompt.unknown and np.char.startswith(self.texts[self.first], typed).any():
+        return prompt_of(self.model, prefix, prompt.tokens[:-1]), [typed]
+    elif self.heals_words and not np.isin(prompt.ids, [self.model.vocab.unk_id]).any():
+      starts = np.flatnonzero(~self.continues_word[prompt.ids])
+      cut = starts[-1] if len(starts) else 0  # The last word's first piece.
+      return prompt_of(self.model, prefix, prompt.tokens[:cut]), prompt.tokens[cut:]
+    return prompt, []
+
+  def _allowed(self, continuation: _Continuation) -> np.ndarray | None:
+    """Which tokens may extend a continuation (None: any): one that types a word (not an end
+    mark, not <unk>) first; while it spells out the word being typed, a token that takes
+    the rest of it ("▁church" or "rch" after "▁chu") or, for subwords, the next piece of it
+    ("▁" or "▁c" of "▁chu")."""
+    spelling = continuation.spelling
+    if not spelling:
+      return self.first if continuation.words == 0 else None
+    allowed = np.char.startswith(self.texts, spelling)
+    if not self.each_token_a_word:
+      pieces = self.model.vocab.encode([spelling[:i] for i in range(1, len(spelling))])
+      allowed[pieces] = True
+    return allowed & self.first
 
   def _step(self, live: list[_Continuation], log_probs: np.ndarray, max_words: int,
-            width: int, k: int,
-            first: np.ndarray) -> tuple[list[_Continuation], list[_Continuation]]:
+            width: int, k: int) -> tuple[list[_Continuation], list[_Continuation]]:
     """(the `width` most probable extensions that go on, the finished ones: the `k` most
     probable extensions that end, and each continuation at max_words with its last word
     whole, for characters and subwords)."""
     scores = np.array([c.log_prob for c in live])[:, None] + log_probs
     scores[:, self.model.vocab.unk_id] = -np.inf
-    # One word at least (the prefix's own end is no completion), the typed one's if any.
-    scores[np.ix_([c.words == 0 for c in live], ~first)] = -np.inf
+    for row, continuation in enumerate(live):
+      allowed = self._allowed(continuation)
+      if allowed is not None:
+        scores[row, ~allowed] = -np.inf
     finished = []
-    for row in np.flatnonzero([c.words == max_words for c in live]):
+    for row in np.flatnonzero([c.words == max_words and not c.spelling for c in live]):
       # Characters and subwords: what goes on with its last word is all that may follow.
       whole_word = np.logaddexp.reduce(log_probs[row, ~self.continues_word])
       finished.append(dataclasses.replace(
@@ -188,9 +218,12 @@ class Completer:
       words = parent.words
     elif self.each_token_a_word:
       words = parent.words + 1
-    else:
-      words = len(self.tokenizer.detokenize(self.model.vocab.decode(ids)).split())
-    return _Continuation(ids, float(log_prob), words, ended)
+    else:  # Words after the one being typed, if any; the rest of a word begun counts.
+      text = self.tokenizer.detokenize(self.model.vocab.decode(ids))
+      words = len(text[len(parent.typed):].split()) if text.startswith(parent.typed) else 0
+    text = self.texts[token]
+    spelling = '' if text.startswith(parent.spelling) else parent.spelling[len(text):]
+    return _Continuation(ids, float(log_prob), words, ended, spelling, parent.typed)
 
   def _completion(self, prompt: Prompt, continuation: _Continuation) -> Completion:
     tokens = self.model.vocab.decode(continuation.ids)
