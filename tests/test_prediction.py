@@ -101,6 +101,28 @@ def test_unknown_words_are_read_as_unk_and_named(runs):
   assert unknown_note(read_prompt(trained, 'the jury')) is None
 
 
+def test_a_word_being_typed_lists_the_words_it_begins(runs):
+  """A last word with no space after it that the vocabulary lacks but begins words of: the
+  words it begins, by their numpy probability after the prefix before it, fewer than k if
+  it begins fewer, no <unk> note; with a space after it, <unk> as any unknown word."""
+  trained = runs['nnlm']
+  words = trained.vocab.words
+  typed = next(w[:2] for w in words if len(w) > 2 and w.isalpha() and w[:2] not in words)
+  begun = [i for i, w in enumerate(words) if w.startswith(typed)]
+  want = numpy_next_log_probs(trained, trained.vocab.encode(['The', 'jury']).tolist())
+  order = sorted(begun, key=lambda i: -want[i])
+  best = predict(trained, f'The jury {typed}', k=len(begun) + 3)
+  assert [p.token for p in best] == trained.vocab.decode(order)
+  np.testing.assert_allclose([p.log_prob for p in best], want[order], atol=2e-5)
+  cwd = os.path.dirname(trained.config.workdir)
+  workdir = os.path.basename(trained.config.workdir)
+  typing, spaced = (program(f'--workdir={workdir}', '--k=1', '--json', text, cwd=cwd)
+                    for text in (f'The jury {typed}', f'The jury {typed} '))
+  assert typing.returncode == spaced.returncode == 0, typing.stderr + spaced.stderr
+  assert typing.stderr == '' and f'{UNK} (not in the vocabulary): {typed}' in spaced.stderr
+  assert json.loads(typing.stdout)[0]['predictions'][0]['token'] == words[order[0]]
+
+
 # --- the program -------------------------------------------------------------------------
 
 def program(*args: str, cwd, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -8,7 +8,10 @@ Per prefix (each argument, or each line of --file or stdin): the --k most probab
 per line, with p and ln p, from the model's exact distribution over its whole vocabulary
 (nplm.use.prediction). The prefix is tokenized as the model's dataset was and read after the
 start-of-split context; an empty one asks for the first token of a text. Tokens outside the
-vocabulary are read as <unk> (named on stderr). Control characters print escaped, as nplm
+vocabulary are read as <unk> (named on stderr), but for a word being typed: where each token
+is a word, a last word with no space after it that the vocabulary lacks but begins words of
+("the old m") lists the words it begins, each with its probability after the prefix before
+it ("man", "men"), as nplm complete's first words. Control characters print escaped, as nplm
 score prints them.
 """
 
@@ -24,7 +27,7 @@ from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.data.vocab import UNK
 from nplm.use import answers
-from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
+from nplm.use.prediction import Prediction, predictions, unknown_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -37,10 +40,10 @@ def _label(token: str) -> str:
   return '␣' if token == ' ' else printable(token)  # A character model's space, visible.
 
 
-def report(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]) -> str:
+def report(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]]) -> str:
   """One block per prefix: a line per token, p and ln p."""
   blocks = []
-  for prefix, best in zip(prefixes, predictions):
+  for prefix, best in zip(prefixes, found):
     width = max(12, *(len(_label(p.token)) for p in best))
     lines = [printable(prefix) if prefix else '(the start of a text)']
     lines += [f'  {_label(p.token):{width}} {p.probability:8.5f} {p.log_prob:9.4f}'
@@ -49,9 +52,9 @@ def report(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]])
   return '\n\n'.join(blocks)
 
 
-def as_json(prefixes: Sequence[str], predictions: Sequence[Sequence[Prediction]]) -> str:
+def as_json(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]]) -> str:
   return json.dumps([answers.prediction(prefix, best)
-                     for prefix, best in zip(prefixes, predictions)], indent=2)
+                     for prefix, best in zip(prefixes, found)], indent=2)
 
 
 def main(argv):
@@ -63,18 +66,18 @@ def main(argv):
     with interrupting(f'predicting with {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
-      predictions = []
+      found = []
       for prefix in prefixes:
-        prompt = read_prompt(model, prefix)
+        prompt, best = predictions(model, prefix, FLAGS.k)
         note = unknown_note(prompt)
         if note:
           print(f'warning: {printable(note)}', file=sys.stderr)
-        predictions.append(top_tokens(model, next_log_probs(model, prompt), FLAGS.k))
+        found.append(best)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  print(as_json(prefixes, predictions) if FLAGS.json else report(prefixes, predictions))
+  print(as_json(prefixes, found) if FLAGS.json else report(prefixes, found))
 
 
 def run_program(argv=None) -> None:

@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 from nplm.errors import ConfigError
 from nplm.use.completion import Completer, Completion, check_bounds
 from nplm.use.generation import Sampling, text_pieces
-from nplm.use.prediction import Prediction, next_log_probs, read_prompt, top_tokens, unknown_note
+from nplm.use.prediction import Prediction, predictions, read_prompt, unknown_note
 from nplm.use.sentences import SentenceScore, rank_sentences, scored
 
 
@@ -40,9 +40,8 @@ def predict(model, prefix: str, k: int) -> dict:
   if k < 1:
     raise ConfigError(f'k must be at least 1, not {k}')
   model.require_language_model()
-  prompt = read_prompt(model, prefix)
-  return with_note(prediction(prefix, top_tokens(model, next_log_probs(model, prompt), k)),
-                   prompt)
+  prompt, best = predictions(model, prefix, k)
+  return with_note(prediction(prefix, best), prompt)
 
 
 def completions(prefix: str, found: Sequence[Completion]) -> dict:

@@ -59,7 +59,7 @@ import numpy as np
 from nplm.data.tokenizers import Tokenization
 from nplm.errors import ConfigError
 from nplm.use.generation import SentenceEnds, as_text, end_ids
-from nplm.use.prediction import Prompt, prompt_of, read_prompt
+from nplm.use.prediction import Prompt, prompt_of, read_prompt, read_typing
 
 # A search box suggests a few words: each word more lowers every continuation's probability,
 # so the best of longer ones differ mostly in their last words.
@@ -156,14 +156,13 @@ class Completer:
     """(the prefix as the model reads it, the tokens the continuation spells out first):
     without the word being typed, if it ends in one (the module's docstring), and that
     word's tokens as typed; else the prefix and []."""
+    if self.each_token_a_word:
+      prompt, typed = read_typing(self.model, prefix)
+      return prompt, [typed] if typed else []
     prompt = read_prompt(self.model, prefix)
     if not prefix or prefix[-1].isspace():
       return prompt, []
-    if self.each_token_a_word:
-      typed = prompt.tokens[-1]
-      if typed in prompt.unknown and np.char.startswith(self.texts[self.first], typed).any():
-        return prompt_of(self.model, prefix, prompt.tokens[:-1]), [typed]
-    elif self.heals_words and not np.isin(prompt.ids, [self.model.vocab.unk_id]).any():
+    if self.heals_words and not np.isin(prompt.ids, [self.model.vocab.unk_id]).any():
       starts = np.flatnonzero(~self.continues_word[prompt.ids])
       cut = starts[-1] if len(starts) else 0  # The last word's first piece.
       return prompt_of(self.model, prefix, prompt.tokens[:cut]), prompt.tokens[cut:]
