@@ -17,7 +17,7 @@ from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
 from nplm.use import answers
 from nplm.use.completion import MAX_WORDS, SENTENCE_END, Completer, complete
-from nplm.use.prediction import read_prompt
+from nplm.use.prompts import read_prompt
 from nplm.use.trained import load_trained
 from tests import cli
 from tests.conftest import write_text_corpus

@@ -85,6 +85,30 @@ def test_top_p_draws_follow_the_nucleus_of_the_model(runs):
   assert 1 < (want > 0).sum() < trained.vocab.size
 
 
+@pytest.mark.slow
+def test_a_word_being_typed_is_drawn_from_the_words_it_begins(runs):
+  """A prompt ending in a word the vocabulary lacks but begins words of, no space after it:
+  the first word drawn is one of those, as often as the model's numpy p renormalized over
+  them says; the program prints what was typed completed, with no <unk> warning."""
+  trained, draws = runs['words'], 2000
+  words = trained.vocab.words
+  typed = next(start for start in sorted({w[:2] for w in words if len(w) > 2 and w.isalpha()})
+               if start not in words and sum(w.startswith(start) for w in words) >= 2)
+  log_p = numpy_next_log_probs(trained, trained.vocab.encode(['the', 'jury']).tolist())
+  want = np.where([w.startswith(typed) for w in words], np.exp(log_p), 0.0)
+  want /= want.sum()
+  texts = generate_text(trained, f'the jury {typed}', Sampling(1, samples=draws))
+  assert all(text.startswith(f'the jury {typed}') for text in texts)
+  drawn = [text.split()[2] for text in texts]
+  frequency = np.array([drawn.count(word) for word in words]) / draws
+  assert np.all(np.abs(frequency - want) <= 5 * np.sqrt(want * (1 - want) / draws) + 1e-3)
+  workdir = Path(trained.config.workdir)
+  done = cli.run('generate', f'--workdir={workdir.name}', f'--prompt=the jury {typed}',
+                 '--length=1', '--temperature=0', cwd=workdir.parent)
+  assert done.returncode == 0 and done.stderr == '', done.stderr
+  assert done.stdout == f'the jury {words[int(np.argmax(want))]}\n'
+
+
 # --- a model of known behaviour: a bigram table behind the reading protocol ----------------
 
 class BigramReader:
@@ -114,7 +138,8 @@ def bigram_model(successor: dict[str, str], sentence_end=None):
   boundary = vocab.id_of(END_OF_SENTENCE if sentence_end else TEXT_END)
   return types.SimpleNamespace(
       vocab=vocab, boundary_id=boundary, sentence_end=sentence_end,
-      tokenizer=tokenizers.Tokenizer(), next_words=lambda: BigramReader(np.log(table), boundary))
+      config=types.SimpleNamespace(tokens='words'), tokenizer=tokenizers.Tokenizer(),
+      next_words=lambda: BigramReader(np.log(table), boundary))
 
 
 BROWN_LIKE = {TEXT_END: 'the', 'the': 'jury', 'jury': PARAGRAPH_END, PARAGRAPH_END: TEXT_END}

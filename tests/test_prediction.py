@@ -12,7 +12,8 @@ import pytest
 
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
-from nplm.use.prediction import next_log_probs, predict, read_prompt, unknown_note
+from nplm.use.prediction import next_log_probs, predict
+from nplm.use.prompts import read_prompt, unknown_note
 from tests.test_heads import numpy_tree_log_probs
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model

@@ -31,7 +31,7 @@ from nplm.stop_requests import Interrupted, interrupting
 from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
                                  Completer, Completion, check_bounds)
 from nplm.use import answers
-from nplm.use.prediction import unknown_note
+from nplm.use.prompts import read_typing, unknown_note
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -56,7 +56,7 @@ def main(argv):
     with interrupting(f'completing with {FLAGS.workdir}'):
       completer = Completer(load_trained(FLAGS.workdir))
       for number, prefix in enumerate(prefixes):
-        note = unknown_note(completer.read(prefix)[0])
+        note = unknown_note(read_typing(completer.model, prefix).prompt)
         if note:
           print(f'warning: {printable(note)}', file=sys.stderr)
         completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)

@@ -23,7 +23,7 @@ from absl import flags
 from nplm import cli
 from nplm.display import printable
 from nplm.use.generation import Sampling, text_pieces
-from nplm.use.prediction import read_prompt, unknown_note
+from nplm.use.prompts import read_typing, unknown_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -63,7 +63,7 @@ def main(argv):
     with interrupting(f'sampling from {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
-      note = unknown_note(read_prompt(model, FLAGS.prompt))
+      note = unknown_note(read_typing(model, FLAGS.prompt).prompt)
       if note:
         print(f'warning: {printable(note)}', file=sys.stderr)
       write_samples(model, sampling)
@@ -93,7 +93,8 @@ def run_program(argv=None) -> None:
                      'probable tokens whose probability reaches p, in (0, 1]; 1 = all.')
   flags.DEFINE_integer('seed', 0, 'Random seed: the same seed gives the same samples.')
   flags.DEFINE_string('prompt', '', 'Text the samples continue, tokenized as the model\'s '
-                      'dataset was.')
+                      'dataset was; for a word-level model, an unknown last word with no '
+                      'space after it that begins vocabulary words is completed first.')
   flags.DEFINE_integer('samples', 1, 'How many samples to draw.')
   flags.DEFINE_bool('no_unk', False, 'Never draw <unk> (the class of all rare words).')
   flags.mark_flag_as_required('workdir')

@@ -27,7 +27,8 @@ from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.data.vocab import UNK
 from nplm.use import answers
-from nplm.use.prediction import Prediction, predictions, unknown_note
+from nplm.use.prediction import Prediction, predictions
+from nplm.use.prompts import unknown_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 

@@ -8,7 +8,8 @@ from typing import Iterable, Sequence
 from nplm.errors import ConfigError
 from nplm.use.completion import Completer, Completion, check_bounds
 from nplm.use.generation import Sampling, text_pieces
-from nplm.use.prediction import Prediction, predictions, read_prompt, unknown_note
+from nplm.use.prediction import Prediction, predictions
+from nplm.use.prompts import read_typing, unknown_note
 from nplm.use.sentences import SentenceScore, rank_sentences, scored
 
 
@@ -52,7 +53,7 @@ def completions(prefix: str, found: Sequence[Completion]) -> dict:
 def complete(completer: Completer, prefix: str, k: int, max_words: int) -> dict:
   check_bounds(k, max_words)
   return with_note(completions(prefix, completer.complete(prefix, k, max_words)),
-                   completer.read(prefix)[0])
+                   read_typing(completer.model, prefix).prompt)
 
 
 def samples(model, prompt: str, sampling: Sampling, seed: int) -> dict:
@@ -62,7 +63,7 @@ def samples(model, prompt: str, sampling: Sampling, seed: int) -> dict:
   sampling.validate()
   texts = [''.join(text_pieces(model, prompt, sampling, seed, sample))
            for sample in range(sampling.samples)]
-  return with_note({'prompt': prompt, 'samples': texts}, read_prompt(model, prompt))
+  return with_note({'prompt': prompt, 'samples': texts}, read_typing(model, prompt).prompt)
 
 
 def with_note(answer: dict, prompt) -> dict:

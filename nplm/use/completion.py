@@ -1,8 +1,8 @@
 """The k most probable continuations of a typed prefix, of a few words at most: completion as
 a search box offers it, by beam search over the model's exact probabilities.
 
-The prefix is read as `nplm predict` reads it (nplm.use.prediction.read_prompt: the model's
-tokenizer, after the start-of-split context), and continuations through the `next_words()`
+The prefix is read as `nplm predict` reads it (nplm.use.prompts: the model's tokenizer,
+after the start-of-split context), and continuations through the `next_words()`
 protocol alone (nplm.use.next_words; NgramNextWords for n-gram runs), so that every family
 of model completes alike.
 
@@ -24,18 +24,11 @@ given the prefix and the tokens before it. It is finished:
 `<unk>` is never proposed: it stands for every rare word at once, none of which one types.
 Its text is the prefix and the continuation as nplm generate writes them.
 
-A prefix may end inside a word, as it does in a search box while the word is typed
-(`Completer.read`); its continuation's first word is then that word, and its log p is the
-word's, what was typed of it included, as any continuation's is:
-  where each token is a word, a last word with no space after it that is not in the
-    vocabulary but begins words of it ("the old m") is the word being typed: the prefix is
-    read without it and the first word is one of the words it begins ("man", "men");
-  for learned subwords, the last word with no space after it is read back (token healing,
-    Lundberg 2023): its pieces as typed ("▁chur" may be "▁ch" "ur") are seldom the ones
-    the model saw that word cut into ("▁church"), so the prefix is read without them and
-    the continuation's pieces spell out what was typed, then go on as any text does; its
-    words are counted after what was typed;
-  for characters the word goes on as any text does: typed characters are the model's tokens.
+A prefix may end inside a word, as it does in a search box while the word is typed: the
+prefix is then read without it and the continuation spells it out first (nplm.use.prompts:
+for words, one of the words it begins; for subwords, in any pieces, token healing), its log
+p the word's, what was typed of it included, as any continuation's is; for subwords, its
+words are counted after what was typed. Characters go on with a word as any text does.
 
 The beam search keeps `beam_width` live continuations, all of the same length: each step
 reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
@@ -59,7 +52,7 @@ import numpy as np
 from nplm.data.tokenizers import Tokenization
 from nplm.errors import ConfigError
 from nplm.use.generation import SentenceEnds, as_text, end_ids
-from nplm.use.prediction import Prompt, prompt_of, read_prompt, read_typing
+from nplm.use.prompts import Prompt, Spelling, read_typing
 
 # A search box suggests a few words: each word more lowers every continuation's probability,
 # so the best of longer ones differ mostly in their last words.
@@ -88,7 +81,7 @@ class _Continuation:
   log_prob: float
   words: int
   ended: str | None = None  # None while it is live.
-  spelling: str = ''  # What the word being typed still needs spelt out, in tokens' text.
+  rest: str = ''  # What is left to spell of the word being typed, in tokens' text.
   typed: str = ''  # That word as typed, in text: the words counted follow it.
 
 
@@ -125,8 +118,7 @@ class Completer:
     self.end_marks[end_ids(model)] = True
     # What a continuation may begin with: a word (no end mark) that one types (no <unk>).
     self.first = ~self.end_marks & (np.arange(vocab.size) != vocab.unk_id)
-    self.heals_words = tokenization.learned
-    self.texts = np.asarray(vocab.words)
+    self.spelling = Spelling(model)
     if self.each_token_a_word:
       self.ends, self.continues_word = self.end_marks | _sentence_marks(model), None
     else:
@@ -138,12 +130,13 @@ class Completer:
                beam_width: int | None = None) -> list[Completion]:
     check_bounds(k, max_words)
     width = beam_width or default_beam_width(k)
-    (prompt, typed), reader = self.read(prefix), self.model.next_words()
-    spelling = ''.join(typed)
-    live = [_Continuation((), 0.0, 0, spelling=spelling,
-                          typed=self.tokenizer.detokenize(typed))]
+    typing = read_typing(self.model, prefix, subwords=True)
+    reader = self.model.next_words()
+    prompt = typing.prompt
+    live = [_Continuation((), 0.0, 0, rest=typing.spelling,
+                          typed=self.tokenizer.detokenize(typing.tokens))]
     finished = []
-    for _ in range(max_words * MAX_TOKENS_PER_WORD + len(spelling)):
+    for _ in range(max_words * MAX_TOKENS_PER_WORD + len(typing.spelling)):
       log_probs = _next_log_probs(reader, prompt, live, width)
       extended, newly_finished = self._step(live, log_probs, max_words, width, k)
       finished = _best([*finished, *newly_finished], k)
@@ -152,35 +145,12 @@ class Completer:
         break
     return [self._completion(prompt, c) for c in finished]
 
-  def read(self, prefix: str) -> tuple[Prompt, list[str]]:
-    """(the prefix as the model reads it, the tokens the continuation spells out first):
-    without the word being typed, if it ends in one (the module's docstring), and that
-    word's tokens as typed; else the prefix and []."""
-    if self.each_token_a_word:
-      prompt, typed = read_typing(self.model, prefix)
-      return prompt, [typed] if typed else []
-    prompt = read_prompt(self.model, prefix)
-    if not prefix or prefix[-1].isspace():
-      return prompt, []
-    if self.heals_words and not np.isin(prompt.ids, [self.model.vocab.unk_id]).any():
-      starts = np.flatnonzero(~self.continues_word[prompt.ids])
-      cut = starts[-1] if len(starts) else 0  # The last word's first piece.
-      return prompt_of(self.model, prefix, prompt.tokens[:cut]), prompt.tokens[cut:]
-    return prompt, []
-
   def _allowed(self, continuation: _Continuation) -> np.ndarray | None:
     """Which tokens may extend a continuation (None: any): one that types a word (not an end
-    mark, not <unk>) first; while it spells out the word being typed, a token that takes
-    the rest of it ("▁church" or "rch" after "▁chu") or, for subwords, the next piece of it
-    ("▁" or "▁c" of "▁chu")."""
-    spelling = continuation.spelling
-    if not spelling:
-      return self.first if continuation.words == 0 else None
-    allowed = np.char.startswith(self.texts, spelling)
-    if not self.each_token_a_word:
-      pieces = self.model.vocab.encode([spelling[:i] for i in range(1, len(spelling))])
-      allowed[pieces] = True
-    return allowed & self.first
+    mark, not <unk>) first; while the word being typed is spelt out, one that spells on."""
+    if continuation.rest:
+      return self.spelling.allowed(continuation.rest) & self.first
+    return self.first if continuation.words == 0 else None
 
   def _step(self, live: list[_Continuation], log_probs: np.ndarray, max_words: int,
             width: int, k: int) -> tuple[list[_Continuation], list[_Continuation]]:
@@ -194,7 +164,7 @@ class Completer:
       if allowed is not None:
         scores[row, ~allowed] = -np.inf
     finished = []
-    for row in np.flatnonzero([c.words == max_words and not c.spelling for c in live]):
+    for row in np.flatnonzero([c.words == max_words and not c.rest for c in live]):
       # Characters and subwords: what goes on with its last word is all that may follow.
       whole_word = np.logaddexp.reduce(log_probs[row, ~self.continues_word])
       finished.append(dataclasses.replace(
@@ -220,9 +190,8 @@ class Completer:
     else:  # Words after the one being typed, if any; the rest of a word begun counts.
       text = self.tokenizer.detokenize(self.model.vocab.decode(ids))
       words = len(text[len(parent.typed):].split()) if text.startswith(parent.typed) else 0
-    text = self.texts[token]
-    spelling = '' if text.startswith(parent.spelling) else parent.spelling[len(text):]
-    return _Continuation(ids, float(log_prob), words, ended, spelling, parent.typed)
+    rest = self.spelling.rest_after(parent.rest, token) if parent.rest else ''
+    return _Continuation(ids, float(log_prob), words, ended, rest, parent.typed)
 
   def _completion(self, prompt: Prompt, continuation: _Continuation) -> Completion:
     tokens = self.model.vocab.decode(continuation.ids)

@@ -1,0 +1,133 @@
+"""Typed text as a model reads it: its tokens and ids, the ones it reads as <unk>, and the word
+being typed at its end.
+
+Typed text is tokenized as the model's dataset was (`model.tokenizer`); a token outside the
+vocabulary is read as `<unk>`, the class of every rare word, and named to the user
+(`unknown_note`).
+
+A prefix may end inside a word, as a search box's does while the word is typed
+(`read_typing`). nplm predict, complete and generate (and nplm serve's answers) then read the
+prefix without that word, and what follows it spells the word out first (`Spelling`), so that
+its probability is the word's, what was typed of it included:
+  where each token is a word, a last word with no space after it that the vocabulary lacks
+    but begins words of ("the old m"): the next word is one of those ("man", "men");
+    nplm predict lists them, nplm generate draws one;
+  for learned subwords, the last word with no space after it (token healing, Lundberg
+    2023): its pieces as typed ("▁chur" may be "▁ch" "ur") are seldom the ones the model saw
+    that word cut into ("▁church"), so what follows spells out what was typed in any pieces
+    ("▁church", or "▁J" "ury" for "▁Ju"), then goes on as any text does. nplm complete
+    alone reads it so: its search weighs each spelling by its whole probability, where a
+    draw or a list of next tokens, one token at a time, would take the likeliest first
+    piece ("▁c") and go on from a cut the model never saw (`subwords`);
+  for characters nothing is read back: typed characters are the model's own tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from nplm.data.tokenizers import Tokenization
+from nplm.data.vocab import UNK
+
+SPELLINGS_KEPT = 64  # Spelling's masks kept: one per rest of a typed word, a few per prefix.
+
+
+@dataclasses.dataclass(frozen=True)
+class Prompt:
+  """Typed text as the model reads it."""
+  text: str
+  tokens: list[str]  # As typed, tokenized.
+  ids: np.ndarray  # int32: each token's id, <unk>'s for a token outside the vocabulary.
+  unknown: list[str]  # The typed tokens read as <unk>, each once, in order.
+  only_unknown: bool  # Every token was read as <unk> (and there is one at least).
+
+
+def read_prompt(model, text: str) -> Prompt:
+  return prompt_of(model, text, model.tokenizer.tokens(text))
+
+
+def prompt_of(model, text: str, tokens: list[str]) -> Prompt:
+  """The prompt of `text` read as `tokens` (read_prompt's, or some of them)."""
+  ids = model.vocab.encode(tokens)
+  unknown = [t for t, i in zip(tokens, ids) if i == model.vocab.unk_id and t != UNK]
+  return Prompt(text, tokens, ids, list(dict.fromkeys(unknown)),
+                bool(unknown) and bool(np.all(ids == model.vocab.unk_id)))
+
+
+def unknown_note(prompt: Prompt) -> str | None:
+  """The line telling the user which typed tokens fell to <unk>, or None."""
+  if not prompt.unknown:
+    return None
+  only = (' -- every token of it: the model sees no more than "rare words"'
+          if prompt.only_unknown else '')
+  return (f'{prompt.text!r}: read as {UNK} (not in the vocabulary): '
+          f'{" ".join(prompt.unknown)}{only}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Typing:
+  """A prefix read with the word being typed at its end apart."""
+  prompt: Prompt  # The prefix as the model reads it, without that word.
+  tokens: list[str]  # That word's tokens as typed; [] where the prefix ends in none.
+
+  @property
+  def spelling(self) -> str:
+    """What follows spells out first, in its tokens' text (a subword's '▁' included)."""
+    return ''.join(self.tokens)
+
+
+def read_typing(model, text: str, subwords: bool = False) -> Typing:
+  """`text` read with the word being typed at its end apart (the module docstring's rule),
+  for subwords where `subwords` says so."""
+  prompt = read_prompt(model, text)
+  tokenization = Tokenization.of(model.config)
+  if not prompt.tokens or text[-1].isspace():
+    return Typing(prompt, [])
+  if tokenization.learned and subwords:
+    cut = _last_word_start(model.tokenizer, prompt.tokens)
+    if (prompt.ids[cut:] == model.vocab.unk_id).any():  # No pieces spell it.
+      return Typing(prompt, [])
+  elif tokenization.tokens == 'words':
+    typed, cut = prompt.tokens[-1], len(prompt.tokens) - 1
+    if typed not in prompt.unknown or not Spelling(model).allowed(typed).any():
+      return Typing(prompt, [])
+  else:
+    return Typing(prompt, [])
+  return Typing(prompt_of(model, text, prompt.tokens[:cut]), prompt.tokens[cut:])
+
+
+def _last_word_start(tokenizer, tokens: list[str]) -> int:
+  """Where the last whitespace word of the tokens' text begins: the first of the last
+  tokens whose text is one word."""
+  cut = len(tokens) - 1
+  while cut and len(tokenizer.detokenize(tokens[cut - 1:]).split()) == 1:
+    cut -= 1
+  return cut
+
+
+class Spelling:
+  """What may follow a prefix while the word being typed is spelt out, token by token."""
+
+  def __init__(self, model):
+    tokenization = Tokenization.of(model.config)
+    self.whole_words = tokenization.tokens == 'words' and not tokenization.learned
+    self.vocab, self.texts = model.vocab, np.asarray(model.vocab.words)
+    self.allowed = functools.lru_cache(SPELLINGS_KEPT)(self._allowed)
+
+  def _allowed(self, rest: str) -> np.ndarray:
+    """Which tokens may come next while `rest` is left to spell, bool [|V|], not to be
+    written to: a token that takes all of it ("▁church", or "rch" after "▁chu") or, for
+    subwords, the next piece of it ("▁" or "▁c" of "▁chu"); <unk> never."""
+    allowed = np.char.startswith(self.texts, rest)
+    if not self.whole_words:
+      allowed[self.vocab.encode([rest[:i] for i in range(1, len(rest))])] = True
+    allowed[self.vocab.unk_id] = False
+    return allowed
+
+  def rest_after(self, rest: str, token: int) -> str:
+    """What is left to spell after `token`, one that `allowed(rest)` takes."""
+    text = self.texts[token]
+    return '' if text.startswith(rest) else rest[len(text):]
