@@ -3,6 +3,7 @@ and the `nplm` command (built here, not installed), and `nplm --version` names t
 version."""
 
 import importlib.metadata
+import re
 import shutil
 import subprocess
 import sys
@@ -51,8 +52,11 @@ def test_the_wheel_holds_the_recipes_the_table_and_the_command(tmp_path):
   assert sources <= names, sorted(sources - names)  # Every module (nplm.cli.sweep, ...).
   # word2vec's C++ update, built where it runs: its source and what that #includes.
   native = {path.relative_to(ROOT).as_posix() for path in (word2vec_native.SOURCE,
-                                                           word2vec_native.HEADER)}
+                                                           *word2vec_native.HEADERS)}
   assert native <= names, sorted(native - names)
+  included = {name for path in (word2vec_native.SOURCE, *word2vec_native.HEADERS)
+              for name in re.findall(r'#include "(word2vec_[^"]+)"', path.read_text())}
+  assert included == {path.name for path in word2vec_native.HEADERS}  # The build's key.
   assert not any(name.startswith(('experiments/', 'tests/')) for name in names)
   assert 'nplm = nplm.console:main' in entry_points.splitlines()
   assert f'Version: {nplm.__version__}' in metadata.splitlines()

@@ -17,7 +17,7 @@ ROOT = Path(__file__).parent.parent
 def test_two_builds_of_one_source_give_the_same_step(tmp_path):
   if word2vec_native.unavailable():
     pytest.fail(f'the compiled update is needed here: {word2vec_native.unavailable()}')
-  for path in (word2vec_native.SOURCE, word2vec_native.HEADER):  # Another directory.
+  for path in (word2vec_native.SOURCE, *word2vec_native.HEADERS):  # Another directory.
     (tmp_path / path.name).write_bytes(path.read_bytes())
   sources = [str(word2vec_native.SOURCE.relative_to(ROOT)),
              str(tmp_path / 'word2vec_update.cc')]

@@ -4,9 +4,10 @@ after repetition, so that the host's drift falls on all alike.
 
   git show REV:nplm/training/word2vec_update.cc > /tmp/before/word2vec_update.cc
   git show REV:nplm/training/word2vec_arithmetic.h > /tmp/before/word2vec_arithmetic.h
+  git show REV:nplm/training/word2vec_sampler.h > /tmp/before/word2vec_sampler.h
   python -m experiments.benchmarks.word2vec_kernel --sources=/tmp/before/word2vec_update.cc,nplm/training/word2vec_update.cc
 
-(a source older than word2vec_arithmetic.h needs none beside it). The step: `word2vec_update.
+(a source older than a header does not include it: copy those REV has). The step: `word2vec_update.
 chunked_step` on --batch_size positions of Zipf words (|V| = 11,856, Brown's; m = 100,
 window 5 with its radius drawn from 1 … 5), --model and --head as the recipes set them,
 --threads threads. Prints each source's median and least milliseconds a step, the largest

@@ -29,7 +29,8 @@ import jaxlib
 import numpy as np
 
 SOURCE = Path(__file__).with_name('word2vec_update.cc')
-HEADER = SOURCE.with_name('word2vec_arithmetic.h')  # #included by SOURCE
+HEADERS = tuple(SOURCE.with_name(name) for name in ('word2vec_arithmetic.h',
+                                                    'word2vec_sampler.h'))  # #included
 TARGET = 'nplm_word2vec_update'
 SYMBOL = 'NplmWord2vecUpdate'
 # -march=native: the library is built on the machine that runs it (its CPU is in the key).
@@ -66,8 +67,8 @@ def cpu_signature() -> str:
 
 def library_path(cxx: str) -> Path:
   version = subprocess.run([cxx, '--version'], capture_output=True, text=True).stdout
-  key = hashlib.sha256('\0'.join([SOURCE.read_text(), HEADER.read_text(), cxx, version,
-                                  jaxlib.__version__, ' '.join(FLAGS),
+  sources = [path.read_text() for path in (SOURCE, *HEADERS)]
+  key = hashlib.sha256('\0'.join([*sources, cxx, version, jaxlib.__version__, ' '.join(FLAGS),
                                   cpu_signature()]).encode()).hexdigest()
   return cache_dir() / f'word2vec_update-{key[:16]}.so'
 

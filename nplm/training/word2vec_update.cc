@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "word2vec_arithmetic.h"
+#include "word2vec_sampler.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -79,32 +80,6 @@ struct Examples {
   bool shared, cbow, hierarchical;
   int64_t m;
 };
-
-// Negative sampling's k draws from Q per example, made here (`negatives` > 0): Walker's alias
-// method (Walker 1977; Vose 1991), an O(1) draw from one 64-bit number: its high half picks
-// a word i uniformly (multiply-shift: off by at most |V|/2^32 of a word's share), its low half
-// keeps i where below i's threshold, else takes alias[i]. The numbers: SplitMix64 (Steele et
-// al. 2014) of the step's seed and the draw's place (example n, draw d), so a draw does not
-// depend on which thread makes it.
-struct Sampler {
-  const uint32_t* threshold;  // [|V|]
-  const int32_t* alias;       // [|V|]
-  uint64_t words, seed;
-  int64_t negatives;
-};
-
-uint64_t SplitMix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-int32_t Draw(const Sampler& q, uint64_t example, int64_t draw) {
-  const uint64_t x = SplitMix64(q.seed ^ SplitMix64(example * uint64_t(q.negatives) + draw));
-  const uint64_t word = ((x >> 32) * q.words) >> 32;
-  return uint32_t(x) < q.threshold[word] ? int32_t(word) : q.alias[word];
-}
 
 struct Totals {
   double loss = 0.0;
