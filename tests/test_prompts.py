@@ -52,22 +52,21 @@ def test_a_word_model_spells_a_typed_word_with_the_words_it_begins():
 
 def test_characters_read_nothing_back():
   model = model_of(Tokenization('chars'), (UNK, *sorted(set(''.join(LINES)))))
-  typing = read_typing(model, 'the chur', subwords=True)
+  typing = read_typing(model, 'the chur')
   assert typing.tokens == [] and typing.prompt.tokens == list('the chur')
 
 
-def test_subwords_read_the_last_word_back_only_where_asked_and_spell_it_in_any_pieces():
+def test_subwords_read_the_last_word_back_and_spell_it_in_any_pieces():
   model = model_of(Tokenization('words', 'bpe', subword_vocab_size=40))
   detokenize, pieces = model.tokenizer.detokenize, model.vocab.words
   for text, read_as, word in [('the chur', 'the', 'chur'), ('near the ch', 'near the', 'ch'),
                               ('church', '', 'church')]:
-    typing = read_typing(model, text, subwords=True)
+    typing = read_typing(model, text)
     assert detokenize(typing.tokens) == word and detokenize(typing.prompt.tokens) == read_as
     assert typing.prompt.tokens + typing.tokens == model.tokenizer.tokens(text)
-    assert read_typing(model, text).tokens == []  # Not asked: read as typed.
-    assert read_typing(model, text + ' ', subwords=True).tokens == []
+    assert read_typing(model, text + ' ').tokens == []
   spelling = Spelling(model)
-  rest = read_typing(model, 'the chur', subwords=True).spelling
+  rest = read_typing(model, 'the chur').spelling
   assert rest == '▁chur'
   want = [piece != UNK and (piece.startswith(rest) or (rest.startswith(piece) and piece != ''))
           for piece in pieces]

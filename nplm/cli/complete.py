@@ -15,7 +15,8 @@ each token is a word, a last word with no space after it that the vocabulary lac
 words of ("the old m") is left out of the prefix, and each continuation begins with one of
 those words ("the old man ..."); for subwords its pieces are read back and the continuations
 spell it out, in the pieces the model saw it cut into (token healing); characters go on with
-it as with any text. --json prints one JSON object per prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
+it as with any text. --json prints one JSON object per prefix (JSON Lines). Control
+characters print escaped, as nplm score prints them.
 """
 
 import json

@@ -93,8 +93,9 @@ def run_program(argv=None) -> None:
                      'probable tokens whose probability reaches p, in (0, 1]; 1 = all.')
   flags.DEFINE_integer('seed', 0, 'Random seed: the same seed gives the same samples.')
   flags.DEFINE_string('prompt', '', 'Text the samples continue, tokenized as the model\'s '
-                      'dataset was; for a word-level model, an unknown last word with no '
-                      'space after it that begins vocabulary words is completed first.')
+                      'dataset was; a word being typed at its end (no space after it; for '
+                      'words, one the vocabulary lacks) is spelt out first, as nplm complete '
+                      'reads it.')
   flags.DEFINE_integer('samples', 1, 'How many samples to draw.')
   flags.DEFINE_bool('no_unk', False, 'Never draw <unk> (the class of all rare words).')
   flags.mark_flag_as_required('workdir')

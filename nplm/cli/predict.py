@@ -8,11 +8,13 @@ Per prefix (each argument, or each line of --file or stdin): the --k most probab
 per line, with p and ln p, from the model's exact distribution over its whole vocabulary
 (nplm.use.prediction). The prefix is tokenized as the model's dataset was and read after the
 start-of-split context; an empty one asks for the first token of a text. Tokens outside the
-vocabulary are read as <unk> (named on stderr), but for a word being typed: where each token
-is a word, a last word with no space after it that the vocabulary lacks but begins words of
-("the old m") lists the words it begins, each with its probability after the prefix before
-it ("man", "men"), as nplm complete's first words. Control characters print escaped, as nplm
-score prints them.
+vocabulary are read as <unk> (named on stderr), but for a word being typed, read as nplm
+complete reads it: where each token is a word, a last word with no space after it that the
+vocabulary lacks but begins words of ("the old m") lists the words it begins, each with its
+probability after the prefix before it ("man", "men"); for subwords, the last word's pieces
+are read back and the list is of the pieces that spell it out, each with its probability of
+coming next and spelling the word out ("▁church" for "the chur"). Control characters print
+escaped, as nplm score prints them.
 """
 
 import json

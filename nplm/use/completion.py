@@ -130,7 +130,7 @@ class Completer:
                beam_width: int | None = None) -> list[Completion]:
     check_bounds(k, max_words)
     width = beam_width or default_beam_width(k)
-    typing = read_typing(self.model, prefix, subwords=True)
+    typing = read_typing(self.model, prefix)
     reader = self.model.next_words()
     prompt = typing.prompt
     live = [_Continuation((), 0.0, 0, rest=typing.spelling,

@@ -11,9 +11,11 @@ reshaped as Hugging Face's `generate` reshapes it, in this order:
   top-p (nucleus, [Holtzman et al. 2020]): only the smallest set of most probable tokens
     whose mass reaches p; 1 keeps all.
 Both cuts keep every token tied with the last one kept, and the survivors are renormalized.
-A prompt that ends in a word being typed (nplm.use.prompts: "The jury sa", where each token
-is a word) is read without it, and each sample's first token is one of the words it begins:
-the others are taken out of the draw as `<unk>` is.
+A prompt that ends in a word being typed (nplm.use.prompts: "The jury sa"; a subword model's
+last word) is read without it, and each sample spells it out first: while it does, the draw
+is from the model given that its text goes on with what was typed (each token weighed by
+nplm.use.spelling_weights: for words, the words it begins, renormalized). Those tokens count
+in `length`.
 
 A sample runs on across sentence and text ends for `length` tokens, or stops after its
 `sentences`-th sentence when that comes first. Sentences are counted as a reader counts
@@ -49,7 +51,7 @@ import numpy as np
 
 from nplm.data.vocab import PARAGRAPH_END
 from nplm.errors import ConfigError
-from nplm.use.prompts import Spelling, read_typing
+from nplm.use.spelling_weights import SpellingWeights, read_and_weigh
 
 MOST = 2 ** 31 - 1  # Steps and samples are folded into the draws' keys as 32-bit numbers.
 PIECE_TOKENS = 64  # A line is written at its end, or every this many tokens if longer,
@@ -90,11 +92,9 @@ class Sampling:
 
 
 def sampling_logits(log_probs: jnp.ndarray, temperature: float, top_k: int = 0,
-                    banned: int | None = None, top_p: float = 1.0,
-                    allowed: jnp.ndarray | None = None) -> jnp.ndarray:
-  """Unnormalized log p_T over the allowed tokens (not `banned`; `allowed`, bool [..., |V|],
-  where given), [..., |V|]: a categorical draw from them gives p(w)^(1/T) renormalized over
-  the top k, then over the top-p nucleus.
+                    banned: int | None = None, top_p: float = 1.0) -> jnp.ndarray:
+  """Unnormalized log p_T over the allowed tokens, [..., |V|]: a categorical draw from them
+  gives p(w)^(1/T) renormalized over the top k, then over the top-p nucleus.
 
   The ban comes first and the best allowed token is shifted to 0 before dividing by T: a
   tiny T then sends every other token to -inf (or a huge negative) while the best keeps 0,
@@ -102,8 +102,6 @@ def sampling_logits(log_probs: jnp.ndarray, temperature: float, top_k: int = 0,
   logits = jnp.asarray(log_probs, jnp.float32)
   if banned is not None:
     logits = logits.at[..., banned].set(-jnp.inf)
-  if allowed is not None:
-    logits = jnp.where(allowed, logits, -jnp.inf)
   shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
   # 0 / T stays 0 even where T underflows to 0 (a subnormal T flushed on the device).
   tempered = jnp.where(shifted < 0, shifted / temperature, 0.0)
@@ -125,11 +123,10 @@ def _cut_below(logits, lowest_kept):
 
 
 @functools.partial(jax.jit, static_argnames=('top_k', 'top_p', 'banned'))
-def _draw(log_probs, seed, first, t, temperature, top_k, top_p, banned, allowed):
-  """Token t of samples first, first + 1, ...; compiled once per settings and batch, and
-  whether some are spelling out a typed word (seed, first, t, the temperature and `allowed`
-  are traced)."""
-  logits = sampling_logits(log_probs, temperature, top_k, banned, top_p, allowed)
+def _draw(log_probs, seed, first, t, temperature, top_k, top_p, banned):
+  """Token t of samples first, first + 1, ...; compiled once per settings and batch (seed,
+  first, t and the temperature are traced)."""
+  logits = sampling_logits(log_probs, temperature, top_k, banned, top_p)
   sample_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))
   keys = jax.vmap(lambda key: jax.random.fold_in(key, t))(
       sample_keys(first + jnp.arange(len(logits))))
@@ -182,10 +179,11 @@ def _spaced(tokenizer, previous: str, token: str) -> bool:
 
 
 def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: int,
-           samples: int, spelling: str = '') -> Iterator[tuple[np.ndarray, np.ndarray]]:
+           samples: int, spelling: SpellingWeights | None = None
+           ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
   """(the tokens t of samples first … first + samples - 1 [samples], which of them belong to
-  their sample [samples]) for t = 0, 1, …: each spells out `spelling` first (the word being
-  typed, in its tokens' text); a sample is over at `sampling.length` tokens or after its
+  their sample [samples]) for t = 0, 1, …: each spells out a word being typed first, drawn by
+  `spelling`'s weights; a sample is over at `sampling.length` tokens or after its
   `sampling.sentences`-th sentence. Ends when every sample is over."""
   sampling.validate()
   reader = model.next_words()
@@ -195,17 +193,16 @@ def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: i
   previous = model.vocab.words[int(prompt[0, -1]) if prompt.size else model.boundary_id]
   counters = [SentenceEnds(model, previous) for _ in range(samples)]
   going = np.ones(samples, bool)
-  spelling_out, rests = Spelling(model) if spelling else None, [spelling] * samples
-  anything, no_end = np.ones(model.vocab.size, bool), np.ones(model.vocab.size, bool)
-  no_end[end_ids(model)] = False
+  nodes = [() if spelling else None] * samples  # Where each is in spelling's tree.
   for t in range(sampling.length):
     log_probs, state = reader.next(state)
-    allowed = (np.stack([spelling_out.allowed(rest) & no_end if rest else anything
-                         for rest in rests]) if any(rests) else None)
-    words = np.asarray(_draw(log_probs, seed, first, t, sampling.temperature, sampling.top_k,
-                             sampling.top_p, banned, allowed))
-    rests = [spelling_out.rest_after(rest, int(word)) if rest else ''
-             for rest, word in zip(rests, words)]
+    if any(node is not None for node in nodes):
+      log_probs = log_probs + np.stack([np.zeros(model.vocab.size) if node is None
+                                        else spelling.log_weights[node] for node in nodes])
+    words = np.asarray(_draw(log_probs.astype(np.float32), seed, first, t,
+                             sampling.temperature, sampling.top_k, sampling.top_p, banned))
+    nodes = [None if node is None else spelling.after(node, int(word))
+             for node, word in zip(nodes, words)]
     kept = going.copy()
     for i in np.flatnonzero(going) if sampling.sentences else ():
       ended = counters[i].read(model.vocab.words[int(words[i])])
@@ -219,10 +216,10 @@ def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: i
 
 
 def generate(model, prompt: Sequence[int] = (), sampling: Sampling = Sampling(),
-             seed: int = 0, spelling: str = '') -> list[np.ndarray]:
+             seed: int = 0, spelling: SpellingWeights | None = None) -> list[np.ndarray]:
   """`sampling.samples` continuations of the prompt's token ids, drawn side by side, each
   `sampling.length` ids in [0, |V|), or fewer, up to its `sampling.sentences`-th sentence's
-  end; each spelling out `spelling` first (a word being typed: prompts.Typing.spelling)."""
+  end; each spelling out a word being typed first, where `spelling` weighs one."""
   rows = [[] for _ in range(sampling.samples)]
   for words, kept in _steps(model, prompt, sampling, seed, 0, sampling.samples, spelling):
     for i in np.flatnonzero(kept):
@@ -236,8 +233,8 @@ def text_pieces(model, prompt: str = '', sampling: Sampling = Sampling(), seed: 
   written as it comes: the typed prompt, then the continuation, a piece at each line end, or
   every `piece_tokens` tokens of a longer line, or PIECE_SECONDS after the last piece;
   ''.join() of the pieces is the whole text. Holds a line's last few tokens, no more."""
-  typing = read_typing(model, prompt)
-  steps = _steps(model, typing.prompt.ids, sampling, seed, sample, 1, typing.spelling)
+  typing, spelling = read_and_weigh(model, prompt)
+  steps = _steps(model, typing.prompt.ids, sampling, seed, sample, 1, spelling)
   drawn = (model.vocab.words[int(words[0])] for words, kept in steps if kept[0])
   return written(model, itertools.chain(typing.prompt.tokens, drawn), piece_tokens)
 
@@ -283,9 +280,9 @@ def _rest(tokenizer, line: Sequence[str], done: int) -> str:
 def generate_text(model, prompt: str = '', sampling: Sampling = Sampling(),
                   seed: int = 0) -> list[str]:
   """The typed prompt and each sample's continuation as text, one line per sentence."""
-  typing = read_typing(model, prompt)
+  typing, spelling = read_and_weigh(model, prompt)
   return [as_text(model, [*typing.prompt.tokens, *model.vocab.decode(ids)])
-          for ids in generate(model, typing.prompt.ids, sampling, seed, typing.spelling)]
+          for ids in generate(model, typing.prompt.ids, sampling, seed, spelling)]
 
 
 def as_text(model, tokens: Sequence[str]) -> str:

@@ -3,8 +3,10 @@
 The prefix is read as typed text is (nplm.use.prompts: the model's tokenizer; a token
 outside the vocabulary as `<unk>`, the class of every rare word) after the start-of-split
 context (nplm.use.next_words); an empty prefix asks for the first token of a split. Where it
-ends in a word being typed (prompts.read_typing: where each token is a word), the prefix is
-read without it and the predictions are the words it begins ("the old m": "man", "men").
+ends in a word being typed (nplm.use.prompts), the prefix is read without it and the
+predictions are the tokens that spell it out, each weighed by its probability of coming next
+and spelling it out (nplm.use.spelling_weights): for words, the words it begins ("the old
+m": "man", "men"), each with its p; for subwords, the pieces ("▁church" for "chur").
 The probabilities are the model's own exact, normalized distribution over the vocabulary
 (every head's `log_probs`, n-gram models' too): they sum to 1 over all |V| tokens.
 """
@@ -17,7 +19,8 @@ import math
 import numpy as np
 
 from nplm.errors import ConfigError
-from nplm.use.prompts import Prompt, Spelling, read_typing
+from nplm.use.prompts import Prompt
+from nplm.use.spelling_weights import read_and_weigh
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +43,10 @@ def predictions(model, prefix: str, k: int) -> tuple[Prompt, list[Prediction]]:
   being typed, if any, fewer if there are fewer)."""
   if k < 1:
     raise ConfigError(f'--k must be at least 1, not {k}')
-  typing = read_typing(model, prefix)
+  typing, spelling = read_and_weigh(model, prefix)
   log_probs = next_log_probs(model, typing.prompt)
-  if typing.tokens:
-    log_probs = np.where(Spelling(model).allowed(typing.spelling), log_probs, -np.inf)
+  if spelling:
+    log_probs = log_probs + spelling.log_weights[()]
   return typing.prompt, top_tokens(model, log_probs, k)
 
 

@@ -15,10 +15,9 @@ its probability is the word's, what was typed of it included:
   for learned subwords, the last word with no space after it (token healing, Lundberg
     2023): its pieces as typed ("▁chur" may be "▁ch" "ur") are seldom the ones the model saw
     that word cut into ("▁church"), so what follows spells out what was typed in any pieces
-    ("▁church", or "▁J" "ury" for "▁Ju"), then goes on as any text does. nplm complete
-    alone reads it so: its search weighs each spelling by its whole probability, where a
-    draw or a list of next tokens, one token at a time, would take the likeliest first
-    piece ("▁c") and go on from a cut the model never saw (`subwords`);
+    ("▁church", or "▁J" "ury" for "▁Ju"), then goes on as any text does (nplm complete's
+    search weighs each spelling by its probability; what reads one token at a time weighs
+    each by nplm.use.spelling_weights);
   for characters nothing is read back: typed characters are the model's own tokens.
 """
 
@@ -79,14 +78,13 @@ class Typing:
     return ''.join(self.tokens)
 
 
-def read_typing(model, text: str, subwords: bool = False) -> Typing:
-  """`text` read with the word being typed at its end apart (the module docstring's rule),
-  for subwords where `subwords` says so."""
+def read_typing(model, text: str) -> Typing:
+  """`text` read with the word being typed at its end apart (the module docstring's rule)."""
   prompt = read_prompt(model, text)
   tokenization = Tokenization.of(model.config)
   if not prompt.tokens or text[-1].isspace():
     return Typing(prompt, [])
-  if tokenization.learned and subwords:
+  if tokenization.learned:
     cut = _last_word_start(model.tokenizer, prompt.tokens)
     if (prompt.ids[cut:] == model.vocab.unk_id).any():  # No pieces spell it.
       return Typing(prompt, [])
@@ -115,16 +113,29 @@ class Spelling:
     tokenization = Tokenization.of(model.config)
     self.whole_words = tokenization.tokens == 'words' and not tokenization.learned
     self.vocab, self.texts = model.vocab, np.asarray(model.vocab.words)
+    self.taking_all = functools.lru_cache(SPELLINGS_KEPT)(self._taking_all)
     self.allowed = functools.lru_cache(SPELLINGS_KEPT)(self._allowed)
+
+  def _taking_all(self, rest: str) -> np.ndarray:
+    """Which tokens take all of `rest` ("▁church", or "rch" after "▁chu"), bool [|V|], not
+    to be written to; <unk> never."""
+    taking = np.char.startswith(self.texts, rest)
+    taking[self.vocab.unk_id] = False
+    return taking
+
+  def pieces(self, rest: str) -> np.ndarray:
+    """The subword tokens that spell a proper beginning of `rest` ("▁" or "▁c" of "▁chu"),
+    ids; none for words."""
+    if self.whole_words:
+      return np.zeros(0, np.int32)
+    ids = self.vocab.encode([rest[:i] for i in range(1, len(rest))])
+    return ids[ids != self.vocab.unk_id]
 
   def _allowed(self, rest: str) -> np.ndarray:
     """Which tokens may come next while `rest` is left to spell, bool [|V|], not to be
-    written to: a token that takes all of it ("▁church", or "rch" after "▁chu") or, for
-    subwords, the next piece of it ("▁" or "▁c" of "▁chu"); <unk> never."""
-    allowed = np.char.startswith(self.texts, rest)
-    if not self.whole_words:
-      allowed[self.vocab.encode([rest[:i] for i in range(1, len(rest))])] = True
-    allowed[self.vocab.unk_id] = False
+    written to: one that takes all of it or spells a beginning of it."""
+    allowed = self.taking_all(rest).copy()
+    allowed[self.pieces(rest)] = True
     return allowed
 
   def rest_after(self, rest: str, token: int) -> str:
