@@ -8,7 +8,8 @@ import pytest
 
 from nplm.data.vocab import UNK
 from nplm.use.generation import Sampling, generate
-from nplm.use.prediction import predict
+from nplm.use import spelling_weights
+from nplm.use.prediction import next_log_probs, predict, top_tokens
 from nplm.use.prompts import read_prompt
 from nplm.use.spelling_weights import read_and_weigh
 from nplm.use.trained import load_trained
@@ -87,3 +88,14 @@ def test_generate_draws_a_typed_word_from_the_model_given_what_was_typed(subword
   texts = [model.tokenizer.detokenize([*typing.prompt.tokens, *model.vocab.decode(s)])
            for s in samples]
   assert all(text.startswith(TYPING) for text in texts)
+
+
+def test_a_tree_beyond_max_nodes_reads_the_prefix_as_typed(subwords, monkeypatch):
+  model = subwords
+  monkeypatch.setattr(spelling_weights, 'MAX_NODES', 1)
+  typing, weights = spelling_weights.read_and_weigh(model, TYPING)
+  assert weights is None and typing.tokens == []
+  assert typing.prompt.tokens == model.tokenizer.tokens(TYPING)
+  want = read_prompt(model, TYPING)
+  assert [p.token for p in predict(model, TYPING, k=3)] == [
+      p.token for p in top_tokens(model, next_log_probs(model, want), 3)]
