@@ -33,6 +33,8 @@ def model_of(tokenization: Tokenization, words=None):
     ('the jury', ['the', 'jury'], [], []),  # A word of the vocabulary.
     ('the zq', ['the', 'zq'], [], ['zq']),  # Begins no word.
     ('ju', [], ['ju'], []),
+    ('the <unk>', ['the', UNK], [], []),  # A literal <unk>: the class, no word typed.
+    ('   ', [], [], []),
     ('', [], [], [])])
 def test_a_word_model_reads_an_unknown_last_word_that_begins_words_as_being_typed(
     text, prompt, typed, unknown):
@@ -65,6 +67,7 @@ def test_subwords_read_the_last_word_back_and_spell_it_in_any_pieces():
     assert detokenize(typing.tokens) == word and detokenize(typing.prompt.tokens) == read_as
     assert typing.prompt.tokens + typing.tokens == model.tokenizer.tokens(text)
     assert read_typing(model, text + ' ').tokens == []
+    assert read_typing(model, f'{text} <unk>').tokens == []  # No pieces spell <unk>.
   spelling = Spelling(model)
   rest = read_typing(model, 'the chur').spelling
   assert rest == '▁chur'
