@@ -194,6 +194,22 @@ def test_help_into_a_closed_pipe_ends_without_a_traceback(command):
   assert stderr == '' and process.returncode == 141, stderr  # 141: as if killed by SIGPIPE.
 
 
+def test_no_command_imports_pytorch_or_tensorflow_to_start(tmp_path):
+  """Every command's module imported with a PyTorch and a TensorFlow that say when they are
+  imported (and then fail, as if absent): tensorboardX imports PyTorch where it is installed,
+  2 s at every command's start, `--help` included, unless nplm imports it when a run writes."""
+  for name in ('torch', 'tensorflow'):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / '__init__.py').write_text(
+        f'import sys\nprint("imported {name}", file=sys.stderr)\nraise ImportError\n')
+  code = ('import importlib\nfrom nplm.console import COMMANDS\n'
+          'for command in COMMANDS:\n  importlib.import_module(f"nplm.cli.{command}")\n')
+  done = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                        timeout=300, env={**os.environ, 'PYTHONPATH': f'{tmp_path}:{ROOT}'})
+  assert done.returncode == 0, done.stderr
+  assert 'imported' not in done.stderr, done.stderr
+
+
 @pytest.mark.slow
 def test_real_corpus_smoke_run(real_data_dir, tmp_path):
   """Prepares the real corpus (fetching it once if needed), trains a few steps and scores

@@ -6,11 +6,20 @@ import json
 import dataclasses
 import math
 from pathlib import Path
-
-from tensorboardX import SummaryWriter
-from tensorboardX.summary import hparams
+from typing import TYPE_CHECKING
 
 from nplm.config import HEAD, MODEL, OPTIMIZER, PER_MODEL, config_class
+
+
+if TYPE_CHECKING:
+  from tensorboardX import SummaryWriter
+
+
+def _summary_writer(directory: Path) -> 'SummaryWriter':
+  # Imported here, not at the top: tensorboardX imports PyTorch where it is installed (2 s),
+  # and every nplm command imports this module, `--help` included.
+  from tensorboardX import SummaryWriter
+  return SummaryWriter(str(directory))
 
 
 class MetricsWriter:
@@ -26,7 +35,7 @@ class MetricsWriter:
     if self._enabled:
       self._jsonl = open(workdir / 'metrics.jsonl', 'a', encoding='utf-8')
       self._directory = workdir / 'tensorboard'
-      self._tensorboard, self._hparams = SummaryWriter(str(self._directory)), None
+      self._tensorboard, self._hparams = _summary_writer(self._directory), None
 
   def write(self, kind: str, step: int, **values: float) -> None:
     if not self._enabled:
@@ -75,7 +84,8 @@ class MetricsWriter:
     """SummaryWriter.add_hparams(..., name='hparams') as tensorboardX writes it (a writer of
     its own in tensorboard/hparams), the writer kept to be closed with the others: one that
     tensorboardX closes itself, on a full disk, prints tracebacks at exit (_give_up)."""
-    writer = SummaryWriter(str(self._directory / 'hparams'))
+    from tensorboardX.summary import hparams
+    writer = _summary_writer(self._directory / 'hparams')
     self._hparams = writer
     for summary in hparams(hyperparameters, finals):
       writer.file_writer.add_summary(summary)
@@ -98,7 +108,7 @@ class MetricsWriter:
         raise
 
 
-def _give_up(writer: SummaryWriter) -> None:
+def _give_up(writer: 'SummaryWriter') -> None:
   """After a close that failed (a full disk): tensorboardX would try it again at exit (its
   atexit callback) and its worker thread would fail on a closed queue, each printing a
   traceback after the run's one-line error. Its event writers are marked closed (its own
