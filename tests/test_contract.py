@@ -135,7 +135,7 @@ def test_a_users_own_knob_is_a_flag_and_a_setting_only_where_its_model_is_named(
   helped = nplm(tmp_path, 'train', f'--dataset={TOY}:Rhymes', '--help')
   assert helped.returncode == 0 and '--line_words (default: 4)' in helped.stdout
   assert '--line_words' not in nplm(tmp_path, 'train', '--help').stdout
-  for dataset, said in [(f'{TOY}:Rhyme', f"tests.toy_components has no 'Rhyme'"),
+  for dataset, said in [(f'{TOY}:Rhyme', "tests.toy_components has no 'Rhyme'"),
                         ('tests.no_such_module:Rhymes', 'cannot import tests.no_such_module')]:
     mistyped = nplm(tmp_path, 'train', f'--dataset={dataset}', '--workdir=runs/typo')
     assert mistyped.returncode == 2 and said in mistyped.stderr, mistyped.stderr

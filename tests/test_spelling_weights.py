@@ -21,17 +21,23 @@ pytestmark = pytest.mark.slow
 TYPING, READ_AS = 'the jury sa', 'the jury'
 
 
-@pytest.fixture(scope='module')
-def subwords(tmp_path_factory):
-  """KN3 on the tiny corpus's text cut into 80 BPE pieces (`nplm ngram --out`), as the tools
-  read it."""
+@pytest.fixture(scope='module', params=['kn3', 'lstm'])
+def subwords(request, tmp_path_factory):
+  """The tiny corpus's text cut into 80 BPE pieces, as the tools read it: KN3 (`nplm ngram
+  --out`), or an LSTM (`nplm train`), whose reads carry a recurrent state along each path."""
   root = tmp_path_factory.mktemp('spelling')
-  text = write_text_corpus(root / 'text')
-  done = cli.run('ngram', f'--dataset=text:{text}', f'--data_dir={root / "tfds"}',
-                 f'--out={root / "kn3_bpe"}', '--order=3', '--tokenizer=bpe',
-                 '--subword_vocab_size=80', cwd=root)
+  text, data_dir = write_text_corpus(root / 'text'), root / 'tfds'
+  pieces = ['--tokenizer=bpe', '--subword_vocab_size=80']
+  if request.param == 'kn3':
+    done = cli.run('ngram', f'--dataset=text:{text}', f'--data_dir={data_dir}',
+                   f'--out={root / "model"}', '--order=3', *pieces, cwd=root)
+  else:
+    done = cli.run('train', f'--dataset=text:{text}', f'--data_dir={data_dir}',
+                   f'--workdir={root / "model"}', '--model=lstm', '--feature_size=8',
+                   '--hidden_size=16', '--bptt_length=8', '--batch_size=8', '--epochs=2',
+                   '--learning_rate=0.01', *pieces, cwd=root)
   assert done.returncode == 0, done.stderr
-  return load_trained(root / 'kn3_bpe')
+  return load_trained(root / 'model')
 
 
 def brute_force_weights(model) -> np.ndarray:
