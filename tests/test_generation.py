@@ -229,13 +229,16 @@ def program(*args: str, cwd) -> subprocess.Popen:
 def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_path):
   chars, words = (Path(runs[k].config.workdir) for k in ('chars', 'words'))
   cwd = chars.parent  # Workdirs typed relative to it.
-  good = [program(f'--workdir={chars.name}', '--prompt=the ju', '--length=40', '--seed=2',
-                  '--samples=2', '--top_p=0.9', cwd=cwd),
+  good = [program(f'--workdir={chars.name}', 'the ju', '--length=40', '--seed=2',  # predict's
+                  '--samples=2', '--top_p=0.9', cwd=cwd),  # habit: the prompt an argument.
           program(f'--workdir={words.name}', '--prompt=zebra quagga', '--length=5',
                   '--temperature=0', cwd=cwd)]
-  bad = {'--length=0': '--length must be at least 1', '--top_p=0': '--top_p must be in (0, 1]',
-         '--top_p=1.5': '--top_p must be in (0, 1]', '--temperature=-1': '--temperature must'}
-  refused = [program(f'--workdir={words.name}', flag, cwd=cwd) for flag in bad]
+  bad = {('--length=0',): '--length must be at least 1',
+         ('--top_p=0',): '--top_p must be in (0, 1]', ('--top_p=1.5',): '--top_p must be in (0, 1]',
+         ('--temperature=-1',): '--temperature must',
+         ('the', 'jury'): 'one prompt, quoted, not 2 arguments',
+         ('--prompt=the', 'jury'): 'the prompt twice'}
+  refused = [program(f'--workdir={words.name}', *args, cwd=cwd) for args in bad]
   (rc, out, err), (rc2, out2, err2) = map(cli.finish, good)
   assert rc == rc2 == 0, err + err2
   texts = generate_text(runs['chars'], 'the ju', Sampling(40, samples=2, top_p=0.9), seed=2)

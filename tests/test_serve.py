@@ -344,7 +344,8 @@ def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs,
   assert result.returncode == 0, result.stderr
   report = json.loads((tmp_path / 'serve.json').read_text())
   assert [(r['endpoint'], r['clients']) for r in report['rows']] == [
-      ('/score', 1), ('/score', 3), ('/complete', 1), ('/complete', 3)]
+      ('/score', 1), ('/score', 3), ('/complete', 1), ('/complete', 3),
+      ('/complete, typing', 1), ('/complete, typing', 3)]
   for row in report['rows']:
     assert row['requests'] >= 1 and 0 < row['p50_ms'] <= row['p99_ms']
     # No more answered than the clients could have sent one after another.

@@ -1,12 +1,13 @@
-r"""Requests per second and latency of `nplm serve`: /score and /complete at 1, 8 and 32
-concurrent clients, for each trained run named.
+r"""Requests per second and latency of `nplm serve`: /score, /complete, and /complete of a word
+being typed, at 1, 8 and 32 concurrent clients, for each trained run named.
 
   python -m experiments.benchmarks.serve --workdirs=runs/mlp9,runs/lstm --out=/tmp/serve
 
 For each workdir it starts `nplm serve --port=0` as a user does, warms every request up once
 (each new text length compiles), then for each endpoint and client count runs the clients
 for --seconds, each sending its next request as soon as the last is answered (closed loop),
-over texts taken in turn from TEXTS. Requests/s: answered requests over the wall time;
+over texts taken in turn from TEXTS (TYPING for a word being typed: what the page sends
+between keystrokes, read back and spelt out by a subword model, nplm.use.prompts). Requests/s: answered requests over the wall time;
 p50/p99: of each request's latency, client-side (the queue for the model included).
 """
 
@@ -28,6 +29,11 @@ FLAGS = flags.FLAGS
 # What a search box and a spelling checker send: short prefixes, one sentence at a time.
 TEXTS = ['The jury said', 'It was the first time that', 'He did not know what',
          'The city of Atlanta', 'In the morning the', 'She had never seen such a']
+TYPING = ['The jury sa', 'It was the fir', 'He did not kn', 'The city of Atl',
+          'In the morn', 'She had never seen su']
+# Each row: (its name in the report, the endpoint, the texts it sends).
+REQUESTS = [('/score', 'score', TEXTS), ('/complete', 'complete', TEXTS),
+            ('/complete, typing', 'complete', TYPING)]
 STARTUP_SECONDS = 300
 
 
@@ -61,7 +67,7 @@ def ask(url: str, payload: bytes) -> None:
     answer.read()
 
 
-def measure(url: str, endpoint: str, clients: int, seconds: float) -> dict:
+def measure(url: str, endpoint: str, texts: list[str], clients: int, seconds: float) -> dict:
   """Closed-loop clients for `seconds`: {'requests', 'requests_per_second', 'p50_ms',
   'p99_ms'}."""
   latencies, deadline = [], time.perf_counter() + seconds
@@ -70,7 +76,7 @@ def measure(url: str, endpoint: str, clients: int, seconds: float) -> dict:
     mine, turn = [], number
     while time.perf_counter() < deadline:
       started = time.perf_counter()
-      ask(url + endpoint, body(endpoint, TEXTS[turn % len(TEXTS)]))
+      ask(url + endpoint, body(endpoint, texts[turn % len(texts)]))
       mine.append(time.perf_counter() - started)
       turn += clients
     return mine
@@ -90,12 +96,12 @@ def benchmark(workdirs: list[str], client_counts: list[int], seconds: float) -> 
   for workdir in workdirs:
     process, url, served = start_server(workdir)
     try:
-      for endpoint in ('score', 'complete'):
-        for text in TEXTS:  # Each length compiled before the clock starts.
+      for name, endpoint, texts in REQUESTS:
+        for text in texts:  # Each length compiled before the clock starts.
           ask(url + endpoint, body(endpoint, text))
         for clients in client_counts:
-          rows.append({'workdir': workdir, 'model': served, 'endpoint': f'/{endpoint}',
-                       'clients': clients, **measure(url, endpoint, clients, seconds)})
+          rows.append({'workdir': workdir, 'model': served, 'endpoint': name,
+                       'clients': clients, **measure(url, endpoint, texts, clients, seconds)})
     finally:
       process.terminate()
       process.wait(60)

@@ -1,10 +1,11 @@
 r"""Text sampled from a trained model, token by token from its exact distribution.
 
   nplm generate --workdir=runs/mlp9 --length=50 --temperature=0.8 --top_p=0.9
-  nplm generate --workdir=runs/lstm --prompt="The jury said" --sentences=2 --samples=3
+  nplm generate --workdir=runs/lstm "The jury said" --sentences=2 --samples=3
   python -m experiments.generate --workdir=runs/kn5 --temperature=0   # greedy
 
-Each sample continues the prompt (read after the start-of-split context, as scoring reads a
+Each sample continues the prompt (the argument, as nplm predict and complete take theirs, or
+--prompt; read after the start-of-split context, as scoring reads a
 split) for --length tokens, across sentence and text ends, or until the end of its
 --sentences-th sentence when that comes first. The prompt and the sample print as text, as
 the model's tokenizer writes it, a line per line (or paragraph) of the dataset, as they are
@@ -42,19 +43,30 @@ def write(text: str) -> None:
   _line_open = not text.endswith('\n') if text else _line_open
 
 
-def write_samples(model, sampling: Sampling) -> None:
+def prompt_of(arguments: list[str]) -> str:
+  """The one prompt: the argument, or --prompt (a user typing predict's habit, or a script
+  the flag)."""
+  if len(arguments) > 1:
+    cli.fail(f'one prompt, quoted, not {len(arguments)} arguments: nplm generate '
+             f'--workdir=... "{" ".join(arguments)}"')
+  if arguments and FLAGS.prompt:
+    cli.fail('the prompt twice: give it as the argument or as --prompt, not both')
+  return arguments[0] if arguments else FLAGS.prompt
+
+
+def write_samples(model, prompt: str, sampling: Sampling) -> None:
   """Each sample as it is drawn, headed by its number when there are several, each ending
   its last line."""
   for sample in range(sampling.samples):
     if sampling.samples > 1:
       write(f'--- sample {sample + 1} ---\n')
-    for piece in text_pieces(model, FLAGS.prompt, sampling, FLAGS.seed, sample):
+    for piece in text_pieces(model, prompt, sampling, FLAGS.seed, sample):
       write(piece)
     write('\n')
 
 
 def main(argv):
-  cli.refuse_arguments(argv)
+  prompt = prompt_of(argv[1:])
   cli.show_progress_lines()
   try:
     sampling = Sampling(length=FLAGS.length, temperature=FLAGS.temperature, top_k=FLAGS.top_k,
@@ -63,10 +75,10 @@ def main(argv):
     with interrupting(f'sampling from {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
-      note = unknown_note(read_typing(model, FLAGS.prompt).prompt)
+      note = unknown_note(read_typing(model, prompt).prompt)
       if note:
         print(f'warning: {printable(note)}', file=sys.stderr)
-      write_samples(model, sampling)
+      write_samples(model, prompt, sampling)
   except Interrupted as stop:
     if _line_open:
       write('\n')  # The line cut short ends before the message.
@@ -92,8 +104,8 @@ def run_program(argv=None) -> None:
   flags.DEFINE_float('top_p', 1.0, 'Nucleus sampling: draw from the smallest set of most '
                      'probable tokens whose probability reaches p, in (0, 1]; 1 = all.')
   flags.DEFINE_integer('seed', 0, 'Random seed: the same seed gives the same samples.')
-  flags.DEFINE_string('prompt', '', 'Text the samples continue, tokenized as the model\'s '
-                      'dataset was; a word being typed at its end (no space after it; for '
+  flags.DEFINE_string('prompt', '', 'Text the samples continue (or give it as the argument), '
+                      'tokenized as the model\'s dataset was; a word being typed at its end (no space after it; for '
                       'words, one the vocabulary lacks) is spelt out first, as nplm complete '
                       'reads it.')
   flags.DEFINE_integer('samples', 1, 'How many samples to draw.')
