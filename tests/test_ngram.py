@@ -10,6 +10,7 @@ import pytest
 
 from nplm.data.vocab import TEXT_END
 from nplm.ngram import InterpolatedTrigram, KneserNey, NgramTable, frequency_bins, perplexity
+from nplm.ngram import kneser_ney
 from nplm.ngram.kneser_ney import FALLBACK_DISCOUNTS
 
 # A stream over {0 = boundary, 1, 2, 3, 4} built so that both orders of a bigram model have
@@ -133,6 +134,26 @@ def test_kneser_ney_sums_to_one_for_random_contexts(tiny_corpus, order):
   log_probs = model.log_probs(contexts)
   assert np.all(np.isfinite(log_probs))
   np.testing.assert_allclose(np.exp(log_probs).sum(axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize('order', [2, 4])
+def test_full_distributions_are_the_references_for_every_word(tiny_corpus, order, monkeypatch):
+  """log_probs puts each context's seen n-grams into a row of the vocabulary
+  (NgramTable.next_grams), blocks of 3 contexts at a time here."""
+  vocab = tiny_corpus.vocab
+  boundary = int(vocab.encode([TEXT_END])[0])
+  train = tiny_corpus.splits['train']
+  model = KneserNey.fit(train, order, vocab.size, boundary)
+  prob = reference_kneser_ney(train, vocab.size, order, boundary)
+  rng = np.random.default_rng(order)
+  seen = np.lib.stride_tricks.sliding_window_view(train, order - 1)
+  contexts = np.concatenate([rng.integers(0, vocab.size, (2, order - 1)),
+                             seen[rng.integers(0, len(seen), 5)]])
+  monkeypatch.setattr(kneser_ney, 'BLOCK_ROWS', 3 * vocab.size)
+  log_probs = model.log_probs(contexts)
+  expected = [[math.log(prob(list(context), word, order)) for word in range(vocab.size)]
+              for context in contexts]
+  np.testing.assert_allclose(log_probs, expected, rtol=1e-10)
 
 
 def test_table_refuses_ids_outside_the_vocabulary():

@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 
-from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, stream_windows
+from nplm.ngram.table import UNSEEN, NgramTable, stream_windows
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,24 @@ class KneserNey:
     return self.log_prob_windows(stream_windows(ids, self.order, self.boundary_id))
 
   def log_probs(self, contexts: np.ndarray) -> np.ndarray:
-    """The full distribution [B, |V|] after each context [B, order-1] (oldest word first)."""
-    windows = all_next_words(contexts, self.vocab_size)
-    return self.log_prob_windows(windows).reshape(len(contexts), self.vocab_size)
+    """The full distribution [B, |V|] after each context [B, order-1] (oldest word first):
+    log_prob_windows' recursion over a row of the vocabulary per context, each order's
+    seen k-grams put in place (NgramTable.next_grams), the rest zero counts."""
+    contexts = np.asarray(contexts, np.int64)
+    rows = max(1, BLOCK_ROWS // self.vocab_size)
+    if len(contexts) > rows:
+      return np.concatenate([self.log_probs(contexts[start:start + rows])
+                             for start in range(0, len(contexts), rows)])
+    prob = np.full((len(contexts), self.vocab_size), 1.0 / self.vocab_size)
+    for k in range(1, self.order + 1):
+      context = self.table.context_ids(contexts, k - 1)
+      row, word, gram = self.table.next_grams(k, context)
+      count = np.zeros(prob.shape, self.adjusted[k - 1].dtype)
+      count[row, word] = self.adjusted[k - 1][gram]
+      seen_context = context != UNSEEN
+      total = np.where(seen_context, self.totals[k - 1][np.maximum(context, 0)], 0)[:, None]
+      gamma = np.where(seen_context, self.gammas[k - 1][np.maximum(context, 0)], 0)[:, None]
+      d = np.asarray((0.0, *self.discounts[k - 1]))[np.minimum(count, 3)]
+      interpolated = (np.maximum(count - d, 0) + gamma * prob) / np.maximum(total, 1)
+      prob = np.where(total > 0, interpolated, prob)
+    return np.log(prob)

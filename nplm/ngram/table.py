@@ -100,6 +100,30 @@ class NgramTable:
     found = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
     return np.where(known & (keys[found] == codes), found, UNSEEN)
 
+  def context_ids(self, contexts: np.ndarray, length: int) -> np.ndarray:
+    """Ids of the last `length` words of each context [B, n] as (length)-grams (all 0, the
+    empty context, for length 0; UNSEEN where unseen)."""
+    contexts = np.asarray(contexts, np.int64)
+    ids = np.zeros(len(contexts), np.int64)
+    for k, column in enumerate(range(contexts.shape[1] - length, contexts.shape[1]), start=1):
+      ids = self.lookup(k, ids, contexts[:, column])
+    return ids
+
+  def next_grams(self, k: int, context_ids: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, word, k-gram id) of every k-gram seen after each context, given as (k-1)-gram
+    ids (0 for k = 1; UNSEEN: none). A context's k-grams are one run of the sorted codes
+    (context·|V| + word), found by two searches: a full distribution's counts without a
+    search per word."""
+    keys, seen = self.keys[k - 1], context_ids != UNSEEN
+    base = np.where(seen, context_ids, 0).astype(np.int64) * self.vocab_size
+    starts = np.searchsorted(keys, base)
+    lengths = np.where(seen, np.searchsorted(keys, base + self.vocab_size) - starts, 0)
+    rows = np.repeat(np.arange(len(context_ids)), lengths)
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ids = np.repeat(starts, lengths) + offsets
+    return rows, keys[ids] - base[rows], ids
+
   def span_ids(self, windows: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
     """Ids of every span windows[:, s:e] (s < e), keyed (s, e): the grams a model reads."""
     windows = np.asarray(windows, np.int64)

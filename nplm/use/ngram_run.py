@@ -11,6 +11,7 @@ ngram.json names a saved model has all of it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -60,8 +61,8 @@ class NgramRun:
   def context_length(self) -> int:
     return self.model.order - 1
 
-  @property
-  def tokenizer(self):
+  @functools.cached_property
+  def tokenizer(self):  # Read once: a completion asks for it a dozen times.
     return source_of(self.config.dataset).tokenizer(self.config, self.config.workdir)
 
   @property

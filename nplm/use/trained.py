@@ -9,6 +9,7 @@ normalized `log_prob` whatever head trained it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 
@@ -63,10 +64,11 @@ class TrainedModel:
     """The token before a split's first: its dataset's (</text> for Brown, else <eos>)."""
     return self.vocab.id_of(datasets.boundary_token(self.config.dataset))
 
-  @property
+  @functools.cached_property
   def tokenizer(self):
     """How typed text becomes this model's tokens (nplm.data.tokenizers), as its corpus's
-    text did; a learned one's saved model checked against the one its run recorded."""
+    text did; a learned one's saved model checked against the one its run recorded. Read
+    once: a completion asks for it a dozen times."""
     tokenizer = source_of(self.config.dataset).tokenizer(self.config, self.config.workdir)
     if Tokenization.of(self.config).learned and self.tokenizer_sha256 is not None:
       check_saved_model(self.config.workdir, self.tokenizer_sha256)
