@@ -44,9 +44,10 @@ def predictions(model, prefix: str, k: int) -> tuple[Prompt, list[Prediction]]:
   if k < 1:
     raise ConfigError(f'--k must be at least 1, not {k}')
   typing, spelling = read_and_weigh(model, prefix)
-  log_probs = next_log_probs(model, typing.prompt)
   if spelling:
-    log_probs = log_probs + spelling.log_weights[()]
+    log_probs = spelling.prompt_log_probs + spelling.log_weights[()]
+  else:
+    log_probs = next_log_probs(model, typing.prompt)
   return typing.prompt, top_tokens(model, log_probs, k)
 
 
