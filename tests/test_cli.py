@@ -194,6 +194,7 @@ def test_help_into_a_closed_pipe_ends_without_a_traceback(command):
   assert stderr == '' and process.returncode == 141, stderr  # 141: as if killed by SIGPIPE.
 
 
+@pytest.mark.slow  # A fresh Python importing every command: 7 s.
 def test_no_command_imports_pytorch_or_tensorflow_to_start(tmp_path):
   """Every command's module imported with a PyTorch and a TensorFlow that say when they are
   imported (and then fail, as if absent): tensorboardX imports PyTorch where it is installed,
