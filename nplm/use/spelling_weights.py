@@ -91,8 +91,8 @@ def _log_probs(model, prompt_ids: np.ndarray,
                paths: list[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
   """log p(· | prompt, path) of each path, float64 [|V|]: one next-words read per depth,
   every depth's rows (the root's too) padded to the power of two that holds the largest:
-  one shape to compile (a step compiles per row count), not one per depth (2.7 s of an
-  LSTM's 2.8 s nplm predict, 11 compiles, before)."""
+  one shape to compile (a step compiles per row count), not one per depth: compiling, not
+  reading, is most of a one-off nplm predict."""
   reader, log_p, levels = model.next_words(), {}, {}
   for path in paths:
     levels.setdefault(len(path), []).append(path)
