@@ -198,6 +198,18 @@ def test_trigram_components_are_relative_frequencies(tiny_corpus):
   assert bins.tolist() == expected
 
 
+def test_trigram_full_distributions_score_every_word_as_its_window(tiny_corpus):
+  """log_probs' rows of the vocabulary against log_prob_windows, window by window (whose
+  components the test above checks against counts)."""
+  model, _ = fit_trigram(tiny_corpus, num_bins=4)
+  rng, size = np.random.default_rng(1), tiny_corpus.vocab.size
+  seen = np.lib.stride_tricks.sliding_window_view(tiny_corpus.splits['train'], 2)
+  contexts = np.concatenate([rng.integers(0, size, (2, 2)), seen[rng.integers(0, len(seen), 5)]])
+  windows = np.array([[*context, word] for context in contexts for word in range(size)])
+  np.testing.assert_array_equal(model.log_probs(contexts),
+                                model.log_prob_windows(windows).reshape(len(contexts), size))
+
+
 def test_trigram_sums_to_one_and_em_never_lowers_validation_likelihood(tiny_corpus):
   model, _ = fit_trigram(tiny_corpus, num_bins=4)
   history = np.array(model.fitted.log_likelihoods)

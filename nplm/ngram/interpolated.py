@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from nplm.ngram import mixture
-from nplm.ngram.table import UNSEEN, NgramTable, all_next_words, stream_windows
+from nplm.ngram.table import UNSEEN, NgramTable, stream_windows
 
 DEFAULT_BINS = 16  # Contexts seen 2^14 times or more share the last bin.
 
@@ -93,9 +93,28 @@ class InterpolatedTrigram:
     return self.log_prob_windows(stream_windows(ids, 3, self.boundary_id))
 
   def log_probs(self, contexts: np.ndarray) -> np.ndarray:
-    """The full distribution [B, |V|] after each context [B, 2] (oldest word first)."""
-    windows = all_next_words(contexts, self.vocab_size)
-    return self.log_prob_windows(windows).reshape(len(contexts), self.vocab_size)
+    """The full distribution [B, |V|] after each context [B, 2] (oldest word first): the
+    components over a row of the vocabulary per context, each order's seen n-grams put in
+    place (NgramTable.next_grams), mixed with the context's bin's weights."""
+    contexts = np.asarray(contexts, np.int64)[:, -2:]
+    table, shape = self.table, (len(contexts), self.vocab_size)
+    probs = [np.full(shape, 1.0 / self.vocab_size)]
+    for k in (1, 2, 3):
+      context = table.context_ids(contexts, k - 1)
+      row, word, gram = table.next_grams(k, context)
+      count = np.zeros(shape, table.counts[k - 1].dtype)
+      count[row, word] = table.counts[k - 1][gram]
+      if k == 1:
+        total = np.full(len(contexts), table.counts[0].sum())
+      else:
+        total = np.where(context != UNSEEN, table.context_totals(k)[np.maximum(context, 0)], 0)
+      probs.append(np.where(total[:, None] > 0, count / np.maximum(total, 1)[:, None],
+                            probs[-1]))
+    with np.errstate(divide='ignore'):
+      components = np.log(np.stack(probs, axis=-1)).reshape(-1, 4)
+    bins = self.bins(np.concatenate([contexts, np.zeros((len(contexts), 1), np.int64)], 1))
+    return mixture.mix(components, np.repeat(bins, self.vocab_size),
+                       self.weights).reshape(shape)
 
   def mix_with(self, model_log_probs: dict[str, np.ndarray],
                splits: dict[str, np.ndarray]) -> dict[str, dict]:

@@ -156,14 +156,6 @@ class NgramTable:
     return np.where(context_ids != UNSEEN, by_context[np.maximum(context_ids, 0)], 0)
 
 
-def all_next_words(contexts: np.ndarray, vocab_size: int) -> np.ndarray:
-  """[B·|V|, n] windows: each context [B, n-1] followed by every word, for full distributions."""
-  contexts = np.asarray(contexts, np.int64)
-  repeated = np.repeat(contexts, vocab_size, axis=0)
-  words = np.tile(np.arange(vocab_size, dtype=np.int64), len(contexts))
-  return np.concatenate([repeated, words[:, None]], axis=1)
-
-
 def perplexity(log_probs: np.ndarray) -> float:
   """exp of the mean negative log-probability: token-weighted over the whole split."""
   return float(np.exp(-np.mean(np.asarray(log_probs, np.float64))))
