@@ -81,7 +81,7 @@ class InterpolatedTrigram:
         context = spans[3 - k, 2]
         by_context = table.context_totals(k)
         total = np.where(context != UNSEEN, by_context[np.maximum(context, 0)], 0)
-      probs.append(np.where(total > 0, count / np.maximum(total, 1), probs[-1]))
+      probs.append(_relative_frequency(count, total, probs[-1]))
     with np.errstate(divide='ignore'):
       return np.log(np.stack(probs, axis=1))
 
@@ -108,8 +108,7 @@ class InterpolatedTrigram:
         total = np.full(len(contexts), table.counts[0].sum())
       else:
         total = np.where(context != UNSEEN, table.context_totals(k)[np.maximum(context, 0)], 0)
-      probs.append(np.where(total[:, None] > 0, count / np.maximum(total, 1)[:, None],
-                            probs[-1]))
+      probs.append(_relative_frequency(count, total[:, None], probs[-1]))
     with np.errstate(divide='ignore'):
       components = np.log(np.stack(probs, axis=-1)).reshape(-1, 4)
     bins = self.bins(np.concatenate([contexts, np.zeros((len(contexts), 1), np.int64)], 1))
@@ -130,6 +129,11 @@ class InterpolatedTrigram:
       components[split] = np.stack([log_probs, self.log_prob_windows(windows)], axis=1)
       bins[split] = self.bins(windows)
     return mixture.mix_ways(components, bins, self.num_bins)
+
+
+def _relative_frequency(count: np.ndarray, total: np.ndarray, lower: np.ndarray) -> np.ndarray:
+  """count / total, or the next lower order's `lower` where the context was never followed."""
+  return np.where(total > 0, count / np.maximum(total, 1), lower)
 
 
 def context_bins(train_ids: np.ndarray, splits: dict[str, np.ndarray], vocab_size: int,

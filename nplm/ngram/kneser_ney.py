@@ -138,13 +138,21 @@ class KneserNey:
     for k in range(1, n + 1):
       context, gram = self.table.span_ends(windows, n - k)
       count = np.where(gram != UNSEEN, self.adjusted[k - 1][np.maximum(gram, 0)], 0)
-      seen_context = context != UNSEEN
-      total = np.where(seen_context, self.totals[k - 1][np.maximum(context, 0)], 0)
-      gamma = np.where(seen_context, self.gammas[k - 1][np.maximum(context, 0)], 0)
-      d = np.asarray((0.0, *self.discounts[k - 1]))[np.minimum(count, 3)]
-      interpolated = (np.maximum(count - d, 0) + gamma * prob) / np.maximum(total, 1)
-      prob = np.where(total > 0, interpolated, prob)
+      prob = self._interpolated(k, context, count, prob)
     return np.log(prob)
+
+  def _interpolated(self, k: int, context: np.ndarray, count: np.ndarray,
+                    lower: np.ndarray) -> np.ndarray:
+    """p_k from the module docstring's equation: a_k(hw) `count` after the (k-1)-gram ids
+    `context` (UNSEEN: never followed in training, p_k = p_{k-1}), p_{k-1} `lower`; a
+    context per row, its words along the rows' last axis where `count` has one."""
+    seen_context = context != UNSEEN
+    total = np.where(seen_context, self.totals[k - 1][np.maximum(context, 0)], 0)
+    gamma = np.where(seen_context, self.gammas[k - 1][np.maximum(context, 0)], 0)
+    total, gamma = (total[:, None], gamma[:, None]) if count.ndim == 2 else (total, gamma)
+    d = np.asarray((0.0, *self.discounts[k - 1]))[np.minimum(count, 3)]
+    interpolated = (np.maximum(count - d, 0) + gamma * lower) / np.maximum(total, 1)
+    return np.where(total > 0, interpolated, lower)
 
   def log_prob_split(self, ids: np.ndarray) -> np.ndarray:
     """Per-token log-probabilities of a split, each token once, in order."""
@@ -165,10 +173,5 @@ class KneserNey:
       row, word, gram = self.table.next_grams(k, context)
       count = np.zeros(prob.shape, self.adjusted[k - 1].dtype)
       count[row, word] = self.adjusted[k - 1][gram]
-      seen_context = context != UNSEEN
-      total = np.where(seen_context, self.totals[k - 1][np.maximum(context, 0)], 0)[:, None]
-      gamma = np.where(seen_context, self.gammas[k - 1][np.maximum(context, 0)], 0)[:, None]
-      d = np.asarray((0.0, *self.discounts[k - 1]))[np.minimum(count, 3)]
-      interpolated = (np.maximum(count - d, 0) + gamma * prob) / np.maximum(total, 1)
-      prob = np.where(total > 0, interpolated, prob)
+      prob = self._interpolated(k, context, count, prob)
     return np.log(prob)
