@@ -60,11 +60,19 @@ class NextWords:
     self.lm, self.boundary_id = lm, boundary_id
     self.variables = lm.variables_of(params)
     self.recurrent = lm.model.recurrent
+    # The step leaves each carry where the parameters are when they all lie in one place,
+    # whole: the first carry is put there too, so the step is compiled once, not twice.
+    shardings = {leaf.sharding for leaf in jax.tree.leaves(self.variables)}
+    self._carry_sharding = (shardings.pop() if len(shardings) == 1
+                            and next(iter(shardings)).is_fully_replicated else None)
 
   def start(self, prompts) -> np.ndarray | RecurrentState:
     prompts = np.asarray(prompts, np.int32).reshape(len(prompts), -1)
     if self.recurrent:
-      state = RecurrentState(self.lm.model.initial_state(len(prompts)), None)
+      carry = self.lm.model.initial_state(len(prompts))
+      if self._carry_sharding is not None:
+        carry = jax.device_put(carry, self._carry_sharding)
+      state = RecurrentState(carry, None)
       for words in [np.full(len(prompts), self.boundary_id, np.int32), *prompts.T]:
         state = self.push(state, words)
       return state
