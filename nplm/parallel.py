@@ -169,6 +169,15 @@ def fetch(array: jax.Array) -> np.ndarray:
   return np.asarray(array.addressable_data(0))
 
 
+def read_on_this_host(leaf) -> bool:
+  """Whether numpy can read the whole array where it lies, without a device program: one of
+  this process's arrays on CPU devices, or numpy's own."""
+  if isinstance(leaf, jax.Array):
+    return leaf.is_fully_addressable and all(
+        device.platform == 'cpu' for device in leaf.sharding.device_set)
+  return isinstance(leaf, (np.ndarray, np.generic))
+
+
 def is_output_row(path) -> bool:
   """True for the output rows of a head (params or optimizer moments): the path runs
   through 'head' then 'output', the OutputLayer that vocab-parallel heads shard."""

@@ -4,6 +4,7 @@ unusable --workdir, a damaged run.json, a stop during the final evaluation, a fu
 
 import errno
 import json
+import math
 import os
 import shutil
 import signal
@@ -13,10 +14,12 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from experiments.fault_harness import flip_bytes, newest, truncate
+from nplm.run_files import model_run
 from nplm.run_files.checkpoint import CheckpointError, IncompatibleCheckpointError
 from nplm.run_files.saved_params import saved_params
 from nplm.config import ConfigError
@@ -180,6 +183,21 @@ def test_a_huge_finite_loss_stops_as_diverged(tiny_corpus, tmp_path, optimizer, 
                        log_every=1)
   with pytest.raises(TrainingDiverged, match='Lower --learning_rate'):
     run(config, tiny_corpus)
+
+
+@pytest.mark.parametrize('bad', [None, np.nan, np.inf, -np.inf])
+def test_parameters_are_finite_unless_one_value_is_not_on_the_host_and_the_devices(bad):
+  """all_finite, read by numpy (CPU arrays) and by its device program, against Python's
+  math.isfinite value by value; one bad value in any leaf, of any width, is found."""
+  tree = {'C': jnp.ones((5, 3), jnp.bfloat16), 'H': {'kernel': jnp.zeros((4, 6))},
+          'step': jnp.int32(7)}
+  if bad is not None:
+    tree['H']['kernel'] = tree['H']['kernel'].at[2, 5].set(bad)
+  expected = all(math.isfinite(float(value)) for leaf in jax.tree.leaves(tree)
+                 for value in np.asarray(leaf, np.float64).reshape(-1))
+  assert expected == (bad is None)
+  assert model_run.all_finite(tree) == expected
+  assert bool(model_run._all_finite(tree)) == expected  # pylint: disable=protected-access
 
 
 def test_perplexity_overflows_to_infinity_and_counts_as_exploded():

@@ -62,12 +62,8 @@ def _summed_on_the_host(leaf) -> bool:
   """Whether numpy sums the leaf to the same words as _summed_leaves: an array of this
   process on CPU devices (or numpy's), of at most 32 bits (a Python number, or a 64-bit
   numpy array, would be another width on the devices)."""
-  if not isinstance(getattr(leaf, 'dtype', None), np.dtype) or leaf.dtype.itemsize > 4:
-    return False
-  if isinstance(leaf, jax.Array):
-    return leaf.is_fully_addressable and all(
-        device.platform == 'cpu' for device in leaf.sharding.device_set)
-  return isinstance(leaf, (np.ndarray, np.generic))
+  return (isinstance(getattr(leaf, 'dtype', None), np.dtype) and leaf.dtype.itemsize <= 4
+          and parallel.read_on_this_host(leaf))
 
 
 def _host_sums(leaf) -> np.ndarray:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from nplm import paths
+from nplm import parallel, paths
 from nplm.display import counted
 from nplm.run_files.checkpoint import (Checkpoints, IncompatibleCheckpointError,
                                        read_identity, recorded_identity)
@@ -151,6 +152,12 @@ def _all_finite(tree) -> jax.Array:
 
 
 def all_finite(tree) -> bool:
+  """Whether every value of `tree` is finite: read by numpy where it can be (on a CPU,
+  compiling _all_finite for a state took 0.15-0.4 s, testing one takes milliseconds), else
+  by a device program."""
+  leaves = jax.tree.leaves(tree)
+  if all(parallel.read_on_this_host(leaf) for leaf in leaves):
+    return all(bool(np.isfinite(np.asarray(leaf)).all()) for leaf in leaves)
   return bool(_all_finite(tree))
 
 
