@@ -23,6 +23,7 @@ from nplm.config import Config, ConfigError
 from nplm.data.brown_source import build_corpus
 from nplm.data.vocab import TEXT_END
 from nplm.training import actions
+from nplm.training.feed import Feed
 from nplm.training.optimizer import apply_gradients, make_optimizer
 from nplm.trainer import TrainingDiverged, run
 from tests.conftest import TINY_SPLIT
@@ -177,10 +178,15 @@ def test_logged_steps_record_the_learning_rate_of_their_update(tiny_corpus, tmp_
 
 @pytest.mark.slow
 def test_max_steps_then_rerun_resumes_to_the_uninterrupted_result(tiny_corpus, tmp_path,
-                                                                  default_run):
+                                                                  default_run, monkeypatch):
+  """Also: a rerun restores its checkpoint without making a new state beside it."""
   _, uninterrupted = default_run
   stopped = run(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
   assert stopped['status'] == 'max_steps' and stopped['steps'] == 33
+
+  def no_new_state(*_):
+    raise AssertionError('a resumed run made a new state')
+  monkeypatch.setattr(Feed, 'create_state', no_new_state)
   again = run(tiny_config(tmp_path / 'b', max_steps=33), tiny_corpus)
   assert again['steps'] == 33 and again['test_ppl'] == stopped['test_ppl']  # No step more.
   resumed = run(tiny_config(tmp_path / 'b'), tiny_corpus)

@@ -162,6 +162,14 @@ class Feed:
     """One model's initial state, laid out over the mesh."""
     return self.make_state(rng)
 
+  def restore_target(self, rng):
+    """The shapes, dtypes and layout of create_state(rng), traced only: no program compiled
+    or run, no state held; the target a checkpoint is restored into, as abstract_of of the
+    state itself gives it (no weak types)."""
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype,
+                                                          sharding=leaf.sharding),
+                        self.make_state.trace(rng).out_info)
+
   @functools.cached_property
   def make_state(self):
     """key -> one model's initial state laid out over the mesh: one program for every state

@@ -77,7 +77,7 @@ class Loop:
     self.runs = Runs(configs, corpus, parallel.is_main_process(), validation, started,
                      language_model)
     try:  # A refused checkpoint must not keep the workdirs locked in this process.
-      self.states, self.run_rngs, self.step = self.runs.start_or_resume(self.feed.create_state)
+      self.states, self.run_rngs, self.step = self.runs.start_or_resume(self.feed)
       stop_requests.check()
     except BaseException:
       self.runs.close()

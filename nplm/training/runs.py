@@ -96,20 +96,22 @@ class Runs:
 
   # --- the start --------------------------------------------------------------------
 
-  def start_or_resume(self, create_state) -> tuple:
+  def start_or_resume(self, feed) -> tuple:
     """(states, step keys, step): each run's newest good checkpoint's state or a new one
-    (`create_state(key)`), joined, and the step they are all at. Keeps one run's state as
-    `template` (shapes to restore into)."""
+    (the feed's `create_state(key)`), joined, and the step they are all at. Keeps one run's
+    state as `template` (shapes to restore into). A resumed run restores into the new
+    state's shapes and layout without making it: no second state in memory beside it."""
     states, run_rngs = [], []
     for run in self.all:
       init_rng, run_rng = jax.random.split(jax.random.key(run.config.seed))
-      state = create_state(init_rng)
-      stop_requests.check()
-      restored = run.checkpoints.restore_latest(abstract_of(state))
+      restored = run.checkpoints.restore_latest(feed.restore_target(init_rng))
       run.resume(restored)
       if restored is not None:
         state = restored[0]
         log.info('%sResumed from %s at step %d.', run.name, run.workdir, int(state.step))
+      else:
+        state = feed.create_state(init_rng)
+      stop_requests.check()
       states.append(state)
       run_rngs.append(run_rng)
     self.template = states[0]

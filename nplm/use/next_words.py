@@ -63,8 +63,8 @@ class NextWords:
     # The step leaves each carry where the parameters are when they all lie in one place,
     # whole: the first carry is put there too, so the step is compiled once, not twice.
     shardings = {leaf.sharding for leaf in jax.tree.leaves(self.variables)}
-    self._carry_sharding = (shardings.pop() if len(shardings) == 1
-                            and next(iter(shardings)).is_fully_replicated else None)
+    whole = [sharding for sharding in shardings if sharding.is_fully_replicated]
+    self._carry_sharding = whole[0] if len(shardings) == len(whole) == 1 else None
 
   def start(self, prompts) -> np.ndarray | RecurrentState:
     prompts = np.asarray(prompts, np.int32).reshape(len(prompts), -1)
