@@ -186,7 +186,7 @@ def test_a_huge_finite_loss_stops_as_diverged(tiny_corpus, tmp_path, optimizer, 
 
 
 @pytest.mark.parametrize('bad', [None, np.nan, np.inf, -np.inf])
-def test_parameters_are_finite_unless_one_value_is_not_on_the_host_and_the_devices(bad):
+def test_all_finite_finds_one_bad_value_on_the_host_and_on_the_devices(bad):
   """all_finite, read by numpy (CPU arrays) and by its device program, against Python's
   math.isfinite value by value; one bad value in any leaf, of any width, is found."""
   tree = {'C': jnp.ones((5, 3), jnp.bfloat16), 'H': {'kernel': jnp.zeros((4, 6))},
