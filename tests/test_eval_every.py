@@ -2,15 +2,19 @@
 a final evaluation that never drops an update (a run ending between validations validates its
 last parameters and reports them when they are the better)."""
 
+import gc
 import json
+import weakref
 
 import jax
 import numpy as np
 import pytest
 
+from nplm.run_files.checkpoint import Checkpoints
 from nplm.run_files.saved_params import saved_params
 from nplm.trainer import run
 from nplm.training import loop as loop_module
+from nplm.training.runs import Runs
 from tests import cli
 from tests.conftest import write_text_corpus
 from tests.test_schedules import planted_validation
@@ -59,6 +63,32 @@ def test_the_last_parameters_are_reported_when_better_and_the_best_otherwise(
                               patience=5), tiny_corpus)
     assert (summary['reported']['parameters'], summary['reported']['step']) == want
     assert summary['valid_ppl_history'] == pytest.approx([80.0, best_ppl, 75.0])
+
+
+def test_a_best_is_restored_only_once_the_training_state_is_gone(tiny_corpus, tmp_path,
+                                                                 monkeypatch):
+  """The final phase holds one state at a time, as the memory check counts: the training
+  state's arrays are all freed before the best checkpoint is read into new ones."""
+  monkeypatch.setattr(loop_module.Loop, 'split_nll', planted_validation(
+      {5: 80.0, 10: 70.0, 15: 75.0, 17: 90.0}))
+  training, alive_at_restore = [], []
+  report_choices, restore_best = Runs.report_choices, Checkpoints.restore_best
+
+  def noting_the_states(runs, states, *args):
+    training.extend(weakref.ref(leaf) for leaf in jax.tree.leaves(states))
+    return report_choices(runs, states, *args)
+
+  def noting_what_is_alive(checkpoints, *args):
+    gc.collect()
+    alive_at_restore.append(sum(ref() is not None for ref in training))
+    return restore_best(checkpoints, *args)
+
+  monkeypatch.setattr(Runs, 'report_choices', noting_the_states)
+  monkeypatch.setattr(Checkpoints, 'restore_best', noting_what_is_alive)
+  summary = run(tiny_config(tmp_path / 'run', eval_every=5, max_steps=17, epochs=5,
+                            patience=5), tiny_corpus)
+  assert summary['reported']['parameters'] == 'best'
+  assert len(training) > 3 and alive_at_restore == [0]
 
 
 def test_patience_counts_validations(tiny_corpus, tmp_path, monkeypatch):

@@ -4,9 +4,11 @@ import jax
 import numpy as np
 import pytest
 
+from nplm import parallel
 from nplm.config import Config
 from nplm.data import batching
 from nplm.lm import build_language_model
+from nplm.run_files.summary import parameter_count
 
 
 def numpy_eq1(params, context, hidden_size, direct):
@@ -109,3 +111,24 @@ def test_nnlm_dropout_is_inverted_dropout_in_training_and_off_in_evaluation():
   np.testing.assert_allclose(tanh_dropped[kept_h], tanh_units[kept_h] / (1 - rate), atol=1e-5)
   dropped_share = 1 - np.concatenate([kept_x.ravel(), kept_h.ravel()]).mean()
   assert abs(dropped_share - rate) < 0.05
+
+
+@pytest.mark.parametrize('direct', [False, True])
+def test_the_parameter_count_is_the_papers_from_arrays_or_shapes_padding_aside(direct):
+  """Bengio et al. (2003), section 4: |V|(1 + nm + h) + h(1 + (n - 1)m) free parameters with
+  the direct connections W, |V|(n - 1)m fewer without; vocabulary-parallel padding rows
+  (nplm.parallel) are not parameters."""
+  vocab_size, n, m, h = 23, 4, 5, 6
+  config = Config(workdir='unused', order=n, feature_size=m, hidden_size=h, direct=direct)
+  lm = build_language_model(config, np.ones(vocab_size))
+  context = np.zeros((2, n - 1), np.int32)
+  params = lm.init(jax.random.key(1), context, method=lm.log_probs)['params']
+  want = vocab_size * (1 + n * m + h) + h * (1 + (n - 1) * m)
+  if not direct:
+    want -= vocab_size * (n - 1) * m
+  shapes = jax.eval_shape(lambda: params)
+  padded = jax.tree_util.tree_map_with_path(
+      lambda path, p: np.pad(p, [(0, 9)] + [(0, 0)] * (p.ndim - 1))
+      if parallel.is_output_row(path) else p, params)
+  for tree in (params, shapes, padded):
+    assert parameter_count(tree, vocab_size) == want

@@ -127,6 +127,12 @@ class Checkpoints:
     best_steps = finished_steps(self.workdir / BEST)[:1]
     self._delete(LATEST, finished_steps(self.workdir / LATEST)[self.keep:], keep=best_steps)
 
+  def save_again(self, step: int, state, progress: dict) -> None:
+    """checkpoints/STEP, the newest, saved again with a newer progress record; nothing else
+    is deleted: the best step's copy in checkpoints/ stays even where best/ was lost, for
+    restore_best to fall back on."""
+    self._save(LATEST, step, state, progress)
+
   def _copy_to_best(self, source: Path) -> None:
     """best/ holds `source`'s copy (made under a temporary name, then renamed: a copy cut
     short is cleaned away, never read), and no other step."""

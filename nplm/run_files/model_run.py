@@ -222,8 +222,8 @@ class ModelRun:
     if self.reported == self.recorded_report or step != self.saved_step or self.diverged:
       return
     self.progress.wall_seconds = self.wall_seconds()
-    self.checkpoints.save_latest(step, state, {**self.progress.to_json(),
-                                               'reported': self.reported})
+    self.checkpoints.save_again(step, state, {**self.progress.to_json(),
+                                              'reported': self.reported})
     self.recorded_report = self.reported
 
   def diverge(self, what: str) -> None:

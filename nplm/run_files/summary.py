@@ -121,9 +121,14 @@ def run_summary(status: RunStatus, config: Config, corpus: Corpus, mesh, progres
 
 
 def parameter_count(params, vocab_size: int) -> int:
-  """The model's parameters (the padding rows of vocabulary-parallel outputs are not)."""
-  return sum(x.size for x in jax.tree.leaves(parallel.unpadded_output_rows(params,
-                                                                           vocab_size)))
+  """The model's parameters (the padding rows of vocabulary-parallel outputs are not), from
+  their shapes: arrays or shapes alike (jax.ShapeDtypeStruct)."""
+  def count(path, leaf) -> int:
+    rows = leaf.shape[:1]
+    if rows and parallel.is_output_row(path):
+      rows = (min(rows[0], vocab_size),)
+    return math.prod(rows + leaf.shape[1:])
+  return sum(jax.tree.leaves(jax.tree_util.tree_map_with_path(count, params)))
 
 
 SUMMARY_FILE = 'summary.json'

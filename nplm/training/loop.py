@@ -348,7 +348,11 @@ class Loop:
     try:
       last = self.validate_last()
       self.stop.phase = 'running the final evaluation'
-      params = self.runs.final_params(self.states, self.evaluated, last, self.step)
+      choices = self.runs.report_choices(self.states, self.evaluated, last, self.step)
+      # Released before any best is restored (every state is saved): one state in memory at
+      # a time, as memory.require_fit counts.
+      self.states = None
+      params = self.runs.final_params(choices)
       stop_requests.check()
       nll = self.final_nll(params)
     except RunInterrupted:

@@ -99,8 +99,9 @@ class Runs:
   def start_or_resume(self, feed) -> tuple:
     """(states, step keys, step): each run's newest good checkpoint's state or a new one
     (the feed's `create_state(key)`), joined, and the step they are all at. Keeps one run's
-    state as `template` (shapes to restore into). A resumed run restores into the new
-    state's shapes and layout without making it: no second state in memory beside it."""
+    state's shapes as `template` (to restore into, and to count). A resumed run restores
+    into the new state's shapes and layout without making it: no second state in memory
+    beside it."""
     states, run_rngs = [], []
     for run in self.all:
       init_rng, run_rng = jax.random.split(jax.random.key(run.config.seed))
@@ -114,7 +115,7 @@ class Runs:
       stop_requests.check()
       states.append(state)
       run_rngs.append(run_rng)
-    self.template = states[0]
+    self.template = abstract_of(states[0])  # Shapes: no state kept beside the joined.
     return self.join(states), self.join(run_rngs), self.common_step(states)
 
   def common_step(self, states) -> int:
@@ -218,40 +219,49 @@ class Runs:
 
   # --- the end --------------------------------------------------------------------------
 
-  def final_params(self, states, splits: list[str], last_ppl: dict[int, float],
-                   step: int) -> list:
-    """Each run's parameters to report: its last where they are the best on validation
-    (`last_ppl`: the runs whose last update, `step`, no recorded validation scored) or
-    where --patience=0 keeps the last, else its best; a diverged run's are whatever it holds (not
-    reported). Each run's choice is kept as `reported`, also in its newest checkpoint
+  def report_choices(self, states, splits: list[str], last_ppl: dict[int, float],
+                     step: int) -> list:
+    """Which parameters each run reports: its last where they are the best on validation
+    (`last_ppl`: the runs whose last update, `step`, no recorded validation scored) or where
+    --patience=0 keeps the last, else its best; a diverged run's are whatever it holds (not
+    reported). Returns each run's last parameters, or None where its best are to be restored
+    (final_params). Each run's choice is kept as `reported`, also in its newest checkpoint
     (ModelRun.keep_report); `splits`: those the final evaluation scores (logged)."""
-    abstract, params = abstract_of(self.template), []
+    choices = []
     for k, run in enumerate(self.all):
-      progress = run.progress
-      # Its record's best step: from checkpoints/ where best/ is damaged or gone.
-      best = None if run.diverged else run.checkpoints.restore_best(abstract,
-                                                                    progress.best_step)
-      if best is None and progress.best_valid_ppl is not None and not run.diverged:
-        raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though step '
-                              f'{progress.best_step} was the best: its parameters '
-                              'are lost; train again in a new --workdir.')
-      last, keep_last = self.member(states, k), run.config.patience == 0
-      take_last = best is None or keep_last or (
-          k in last_ppl and last_ppl[k] < progress.best_valid_ppl)
-      chosen = last if take_last else best[0]
+      progress, last = run.progress, self.member(states, k)
+      take_last = (run.diverged or progress.best_valid_ppl is None
+                   or run.config.patience == 0
+                   or (k in last_ppl and last_ppl[k] < progress.best_valid_ppl))
       validated = progress.best_valid_ppl if run.last_validated_step == step else None
-      run.reported = {'parameters': 'last' if take_last else 'best',
-                      'step': int(chosen.step),
-                      'valid_ppl': last_ppl.get(k, validated) if take_last
-                      else progress.best_valid_ppl}
-      params.append(chosen.params)
+      run.reported = ({'parameters': 'last', 'step': int(last.step),
+                       'valid_ppl': last_ppl.get(k, validated)} if take_last else
+                      {'parameters': 'best', 'step': progress.best_step,
+                       'valid_ppl': progress.best_valid_ppl})
+      choices.append(last.params if take_last else None)
       run.keep_report(last)
       if self.count == 1 and not run.diverged and splits:
         log.info('final evaluation: %s with the %s parameters (step %d%s)', ', '.join(splits),
                  run.reported['parameters'], run.reported['step'],
                  '' if run.reported['valid_ppl'] is None
                  else f', validation perplexity {run.reported["valid_ppl"]:.2f}')
-    return params
+    return choices
+
+  def final_params(self, choices: list) -> list:
+    """Each run's parameters to report (report_choices's), its best restored where it
+    reports them: from best/, or the same step's copy in checkpoints/ where best/ is damaged
+    or gone. Called once the training states are released, so that a best's state is never
+    held beside them: memory.require_fit counts one state."""
+    return [params if params is not None else self._best_params(run)
+            for run, params in zip(self.all, choices)]
+
+  def _best_params(self, run: ModelRun):
+    best = run.checkpoints.restore_best(self.template, run.progress.best_step)
+    if best is None:
+      raise CheckpointError(f'{run.workdir}/best holds no checkpoint, though step '
+                            f'{run.progress.best_step} was the best: its parameters are '
+                            'lost; train again in a new --workdir.')
+    return best[0].params
 
   def summary(self, k: int, status: RunStatus, nll: dict, params, mesh, step: int,
               phases: dict) -> dict:
