@@ -214,3 +214,50 @@ def test_compare_refuses_an_edited_summary_in_one_line_and_shows_the_intact_one(
   (workdir / 'summary.json').write_text(json.dumps(summary))
   with pytest.raises(ConfigError, match=r'summary.json is damaged .*leave that run out'):
     read_run(str(workdir))
+
+
+@pytest.mark.parametrize('cut', ['in the save', 'before the renames', 'between the renames',
+                                 'before the old copy is deleted'])
+def test_a_step_saved_again_and_cut_short_leaves_one_copy_and_the_next_trainer_tidies(
+    tmp_path, monkeypatch, cut):
+  """A step saved a second time (keep_report's `reported`, a resumed run) is written beside
+  the first and renamed into its place: a second Ctrl-C (KeyboardInterrupt) at any moment
+  leaves a readable copy of the step, old or new, and the next trainer leaves only it."""
+  workdir = tmp_path / 'run'
+  workdir.mkdir()
+  state = {'step': np.int32(3), 'params': {'w': np.arange(4, dtype=np.float32)}}
+  Checkpoints(workdir).save_latest(3, state, {'epochs_done': 0})
+  calls = {'os.replace': 0}
+  moves = checkpoint.os.replace
+
+  def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+
+  def second_rename_interrupted(source, target):
+    calls['os.replace'] += 1
+    if calls['os.replace'] == 2:
+      raise KeyboardInterrupt
+    moves(source, target)
+
+  if cut == 'in the save':
+    monkeypatch.setattr(checkpoint, 'checkpoint_checksum', interrupted)
+  elif cut == 'before the renames':  # The new copy saved whole, under its temporary name.
+    monkeypatch.setattr(checkpoint.os, 'replace', interrupted)
+  elif cut == 'between the renames':
+    monkeypatch.setattr(checkpoint.os, 'replace', second_rename_interrupted)
+  else:
+    monkeypatch.setattr(checkpoint.shutil, 'rmtree', interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    Checkpoints(workdir).save_again(3, state, {'epochs_done': 0, 'reported': 'new'})
+  monkeypatch.undo()
+  left = sorted(os.listdir(workdir / 'checkpoints'))
+  assert left == ['3'] if cut == 'in the save' else len(left) == 2
+  Checkpoints(workdir)  # The next trainer.
+  assert os.listdir(workdir / 'checkpoints') == ['3']
+  restored, progress = checkpoint.read(workdir / 'checkpoints' / '3')
+  np.testing.assert_array_equal(restored['params']['w'], state['params']['w'])
+  assert progress.get('reported') == (None if cut != 'before the old copy is deleted'
+                                      else 'new')
+  Checkpoints(workdir).save_again(3, state, {'epochs_done': 0, 'reported': 'newer'})
+  assert os.listdir(workdir / 'checkpoints') == ['3']
+  assert checkpoint.read(workdir / 'checkpoints' / '3')[1]['reported'] == 'newer'

@@ -21,6 +21,7 @@ import pytest
 
 from nplm.config import Config
 from nplm.data.datasets import load_dataset
+from nplm.run_files import checkpoint
 from tests import cli
 from tests.conftest import write_text_corpus
 from tests.test_train import ROOT
@@ -184,6 +185,35 @@ def test_a_stop_during_the_first_save_of_a_new_run_lets_it_finish(
   assert sorted(os.listdir(workdir / 'checkpoints')) == ['3', '4'], output
   resumed = finished(argv)
   assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def saving_again(workdir: Path, step: int):
+  """The moment checkpoints/STEP, once finished, is being written again (the final phase
+  keeps the run's `reported` in it): a temporary directory of that step (polled)."""
+  def moment(lines):
+    deadline = time.monotonic() + 120
+    for ready in (lambda: (workdir / 'checkpoints' / str(step)).is_dir(),
+                  lambda: any((workdir / 'checkpoints').glob(f'{step}.*tmp*'))):
+      while not ready():
+        assert time.monotonic() < deadline, ''.join(lines)
+        time.sleep(0.005)
+    return True
+  return moment
+
+
+def test_a_stop_while_the_final_phase_saves_the_newest_checkpoint_again_keeps_it(
+    corpus, tmp_path, uninterrupted):
+  """SIGTERM while the run's last checkpoint is saved again with its `reported`, a slow
+  save: the final phase has nothing to save, so the process ends 3 s later, the save cut
+  short; the newest checkpoint stays, and the rerun ends as the uninterrupted run."""
+  workdir, last = tmp_path / 'run', uninterrupted['steps']
+  argv = train_argv(corpus, workdir)
+  status, output, _ = signalled(argv, saving_again(workdir, last), [signal.SIGTERM])
+  assert status == 75, output
+  assert checkpoint.finished_steps(workdir / 'checkpoints')[0] == last, output
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+  assert os.listdir(workdir / 'checkpoints').count(str(last)) == 1
 
 
 def test_a_second_ctrl_c_stops_at_once_and_says_what_is_kept(corpus, tmp_path, uninterrupted):

@@ -9,6 +9,10 @@ the other directory. The trainer moves a damaged checkpoint it passed over to `d
 deleted and the error says so. Readers (nplm.run_files.saved_params) only read: they never
 create, clean or move anything in a workdir that may be training.
 
+A save cut short (a kill, a second Ctrl-C) never costs a finished checkpoint: a step is
+written under a temporary name and renamed; a step saved again is written beside its first
+copy and renamed into its place; the next trainer removes or undoes what a kill left.
+
 The run's identity (its config, vocabulary, data and learned tokenizer) is written once to
 `run.json` in the workdir (nplm.run_files.model_run.claim_workdir), so that a rerun with the
 same workdir resumes and one with an incompatible config is refused before anything is
@@ -113,10 +117,9 @@ class Checkpoints:
                keep: int = 2):
     self.workdir, self.main = workdir.absolute(), main  # Orbax wants absolute paths.
     self.identity, self.keep = identity, keep
-    if main:  # A save cut short by a kill stays a temporary directory: never restored.
+    if main:
       for name in (LATEST, BEST):
-        for path in (self.workdir / name).glob('*.orbax-checkpoint-tmp*'):
-          shutil.rmtree(path)
+        _finish_or_undo_saves(self.workdir / name)
 
   def save_latest(self, step: int, state, progress: dict, best: bool = False) -> None:
     """checkpoints/STEP; with `best`, best/STEP too, as a copy of its files: the same bytes,
@@ -216,18 +219,37 @@ class Checkpoints:
       log.warning('Moved the damaged checkpoint %s to %s.', path, target)
 
   def _save(self, name: str, step: int, state, progress: dict) -> None:
+    """NAME/STEP; a step saved already (with newer progress: a resumed run, keep_report)
+    is written beside it as STEP.again, then put in its place (_replace): a kill or a
+    second Ctrl-C at any moment leaves the one copy or the other, never neither."""
     self._check_space(state)
     path = self.workdir / name / str(step)
-    if path.exists() and self.main:  # Saved again after a resume, with newer progress.
-      shutil.rmtree(path)
+    again = path.exists()
+    target = path.with_name(f'{step}{_AGAIN}') if again else path
+    if target.exists() and self.main:  # Left by a kill in a save again: cleaned at start.
+      shutil.rmtree(target)
     if jax.process_count() > 1:
       multihost_utils.sync_global_devices('nplm: checkpoint step free')
     if self.identity is not None:
       progress = {**progress, 'run': self.identity}
     progress = {**progress, 'checksum': checkpoint_checksum(state, progress)}
     with _checkpointer() as checkpointer:  # Written in a temporary directory, then renamed.
-      checkpointer.save(path, args=ocp.args.Composite(
+      checkpointer.save(target, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), progress=ocp.args.JsonSave(progress)))
+    if again:
+      self._replace(path, target)
+
+  def _replace(self, path: Path, again: Path) -> None:
+    """`again` in `path`'s place: the old copy renamed STEP.replaced, the new one renamed
+    STEP, the old one deleted. Between the two renames a kill leaves no STEP: the next
+    trainer renames STEP.replaced back (_finish_or_undo_saves)."""
+    if self.main:
+      replaced = path.with_name(f'{path.name}{_REPLACED}')
+      os.replace(path, replaced)
+      os.replace(again, path)
+      shutil.rmtree(replaced)
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices('nplm: checkpoint saved again')
 
   def _check_space(self, state) -> None:
     """A full disk is found before Orbax writes: its threads, failing mid-write, print
@@ -243,6 +265,23 @@ class Checkpoints:
       for step in steps:
         if step not in keep:
           shutil.rmtree(self.workdir / name / str(step))
+
+
+_AGAIN, _REPLACED = '.again', '.replaced'  # A step saved again, and the copy it replaces.
+
+
+def _finish_or_undo_saves(directory: Path) -> None:
+  """What saves cut short by a kill left in `directory`, cleaned: a temporary directory
+  (Orbax's, a copy's, a step saved again) is never restored and is deleted; a step's old
+  copy renamed STEP.replaced goes back to STEP where nothing took its place (_replace)."""
+  for replaced in directory.glob(f'*{_REPLACED}'):
+    step = replaced.with_name(replaced.name.removesuffix(_REPLACED))
+    if step.exists():
+      shutil.rmtree(replaced)
+    else:
+      os.replace(replaced, step)
+  for path in [*directory.glob('*.orbax-checkpoint-tmp*'), *directory.glob(f'*{_AGAIN}')]:
+    shutil.rmtree(path)
 
 
 def _checkpointer() -> ocp.Checkpointer:
