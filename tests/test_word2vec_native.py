@@ -79,6 +79,21 @@ def test_threads_add_the_changes_of_their_shares_of_the_chunks(model, kind, thre
   assert not np.allclose(one_thread[0], want[0], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize('kind', ['tree', 'sampled'])
+def test_a_word_filling_a_window_receives_the_error_once_per_slot(kind):
+  """The update adds to rows four at a time: a word in four slots or more of a window is one
+  row four times over in one pass, and each slot still adds the whole error, as the tool's
+  loop over the window does (a pass that read the four before writing them would add one)."""
+  windows, centers = random_windows(6, batch=8, window=3)
+  windows[0] = 3  # One word in all six slots,
+  windows[2, :5] = 5  # one in five of them.
+  rng = clean_key('cbow', kind, windows, centers)
+  start = start_tables(kind, seed=7)
+  want = tool_chunked('cbow', kind, start, windows, centers, rng, CHUNK, ALPHA, compiled=True)
+  assert_same_change(compiled_update('cbow', kind, start, windows, centers, rng, 1), want,
+                     start)
+
+
 def test_its_draws_follow_q():
   """The alias table holds Q to float64's rounding, and 400,000 draws (the update's, in
   numpy: the tests above show they are the compiled ones) land on each word within 4.5

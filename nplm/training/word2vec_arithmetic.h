@@ -57,6 +57,23 @@ inline void AddScaled(const float* a, const float* const* x, int64_t n, float* y
   for (; k < n; ++k) Axpy(a[k], x[k], y, m);
 }
 
+// x_k += a_k y for n rows x_k, four at a time: y is read once for four rows. The rows may
+// be one row more than once (a word in two slots of a window): each addition is stored
+// before the next one reads the row.
+inline void AddToEach(const float* a, float* const* x, int64_t n, const float* y, int64_t m) {
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    float *x0 = x[k], *x1 = x[k + 1], *x2 = x[k + 2], *x3 = x[k + 3];
+    const float a0 = a[k], a1 = a[k + 1], a2 = a[k + 2], a3 = a[k + 3];
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = y[i];
+      x0[i] += a0 * v, x1[i] += a1 * v, x2[i] += a2 * v, x3[i] += a3 * v;
+    }
+  }
+  for (; k < n; ++k) Axpy(a[k], y, x[k], m);
+}
+
 // y += Σ_k a_k x_k, then x_k += a_k z: an example's error and its step on rows that the
 // next example reads (a skip-gram position's path), each row read once for both.
 inline void AddScaledAndStep(const float* a, float* const* x, int64_t n, float* y,

@@ -143,6 +143,8 @@ void ScoreExamples(const Examples& ex, float alpha, int64_t first_position, cons
   std::vector<const float*> read(R);
   std::vector<float*> path_rows(R);
   std::vector<float> scores(R);
+  std::vector<const float*> context_rows(slots);
+  const std::vector<float> ones(slots, 1.0f);
   for (int64_t e = 0; e < positions; ++e) {
     const int64_t b = first_position + e;
     for (int64_t s = 0; e + 1 < positions && s < slots; ++s)  // On their way to the cache.
@@ -160,17 +162,21 @@ void ScoreExamples(const Examples& ex, float alpha, int64_t first_position, cons
       float* h = &chunk.hidden[(e * J + j) * m];
       float* err = &chunk.errors[(e * J + j) * m];
       std::fill(err, err + m, 0.0f);
+      // The next example's output rows on their way to the cache: a step's time had gone
+      // mostly in waiting for rows, the negatives' above all (drawn over the whole table).
+      const int64_t next = e * J + j + 1;
+      for (int64_t k = 0; !in_turn && next < positions * J && k < chunk.live[next]; ++k)
+        PrefetchRow(out.Read(chunk.rows[next * R + k]), m);
       if (!ex.counted[b * J + j]) continue;
       ++totals.examples;
       if (ex.cbow) {  // The mean of the context words' vectors.
         std::fill(h, h + m, 0.0f);
-        int present = 0;
+        int64_t present = 0;
         for (int64_t s = 0; s < slots; ++s)
-          if (ex.present[b * slots + s]) {
-            Axpy(1.0f, vectors.Read(ex.context[b * slots + s]), h, m);
-            ++present;
-          }
-        const float inverse = 1.0f / std::max(present, 1);
+          if (ex.present[b * slots + s])
+            context_rows[present++] = vectors.Read(ex.context[b * slots + s]);
+        AddScaled(ones.data(), context_rows.data(), present, h, m);  // Four rows a pass.
+        const float inverse = 1.0f / std::max<int64_t>(present, 1);
         for (int64_t i = 0; i < m; ++i) h[i] *= inverse;
       } else {
         const float* row = vectors.Read(ex.context[b * slots + j]);
@@ -198,6 +204,9 @@ void AddUpdates(const Examples& ex, int64_t first_position, const Chunk& chunk, 
                 View& out) {
   const int64_t m = ex.m, J = ex.J, slots = ex.slots, R = chunk.R;
   const bool in_turn = !chunk.paths.empty();
+  std::vector<float> steps(std::max(R, slots));
+  std::vector<float*> written(std::max(R, slots));
+  const std::vector<float> ones(slots, 1.0f);
   for (int64_t e = 0; e < int64_t(chunk.live.size()) / J; ++e) {
     const int64_t b = first_position + e;
     const bool* counted = &ex.counted[b * J];
@@ -211,12 +220,18 @@ void AddUpdates(const Examples& ex, int64_t first_position, const Chunk& chunk, 
       const int64_t at = (e * J + j) * R;
       const float* h = &chunk.hidden[(e * J + j) * m];
       const float* err = &chunk.errors[(e * J + j) * m];
+      int64_t n = 0;
       for (int64_t k = 0; !in_turn && k < chunk.live[e * J + j]; ++k)
-        if (chunk.g[at + k] != 0.0f) Axpy(chunk.g[at + k], h, out.Write(chunk.rows[at + k]), m);
+        if (chunk.g[at + k] != 0.0f) {
+          steps[n] = chunk.g[at + k];
+          written[n++] = out.Write(chunk.rows[at + k]);
+        }
+      AddToEach(steps.data(), written.data(), n, h, m);  // v += g h
       if (ex.cbow) {  // Every context word receives the whole error.
+        n = 0;
         for (int64_t s = 0; s < slots; ++s)
-          if (ex.present[b * slots + s])
-            Axpy(1.0f, err, vectors.Write(ex.context[b * slots + s]), m);
+          if (ex.present[b * slots + s]) written[n++] = vectors.Write(ex.context[b * slots + s]);
+        AddToEach(ones.data(), written.data(), n, err, m);
       } else {
         Axpy(1.0f, err, vectors.Write(ex.context[b * slots + j]), m);
       }
