@@ -216,6 +216,16 @@ def test_compare_refuses_an_edited_summary_in_one_line_and_shows_the_intact_one(
     read_run(str(workdir))
 
 
+def assert_the_next_trainer_leaves_step_3(directory, state, reported):
+  """After a cut save, the next trainer leaves `directory` step 3 alone, readable, its
+  progress record's `reported` the old copy's (None) or the new one's."""
+  Checkpoints(directory.parent)
+  assert os.listdir(directory) == ['3']
+  restored, progress = checkpoint.read(directory / '3')
+  np.testing.assert_array_equal(restored['params']['w'], state['params']['w'])
+  assert progress.get('reported') == reported
+
+
 @pytest.mark.parametrize('cut', ['in the save', 'before the renames', 'between the renames',
                                  'before the old copy is deleted'])
 def test_a_step_saved_again_and_cut_short_leaves_one_copy_and_the_next_trainer_tidies(
@@ -252,12 +262,47 @@ def test_a_step_saved_again_and_cut_short_leaves_one_copy_and_the_next_trainer_t
   monkeypatch.undo()
   left = sorted(os.listdir(workdir / 'checkpoints'))
   assert left == ['3'] if cut == 'in the save' else len(left) == 2
-  Checkpoints(workdir)  # The next trainer.
-  assert os.listdir(workdir / 'checkpoints') == ['3']
-  restored, progress = checkpoint.read(workdir / 'checkpoints' / '3')
-  np.testing.assert_array_equal(restored['params']['w'], state['params']['w'])
-  assert progress.get('reported') == (None if cut != 'before the old copy is deleted'
-                                      else 'new')
+  assert_the_next_trainer_leaves_step_3(workdir / 'checkpoints', state,
+                                        'new' if cut == 'before the old copy is deleted' else None)
   Checkpoints(workdir).save_again(3, state, {'epochs_done': 0, 'reported': 'newer'})
   assert os.listdir(workdir / 'checkpoints') == ['3']
   assert checkpoint.read(workdir / 'checkpoints' / '3')[1]['reported'] == 'newer'
+
+
+@pytest.mark.parametrize('cut', ['in the copy', 'between the renames',
+                                 'before the old copy is deleted'])
+def test_a_best_step_copied_again_and_cut_short_keeps_a_copy_in_best(tmp_path, monkeypatch,
+                                                                     cut):
+  """A best step copied to best/ a second time (its checkpoint saved again) replaces its
+  first copy as a step saved again does: a second Ctrl-C at any moment leaves best/ a
+  readable copy, where deleting the first copy before copying had left best/ empty (and
+  checkpoints/ free to prune the step)."""
+  workdir = tmp_path / 'run'
+  workdir.mkdir()
+  state = {'step': np.int32(3), 'params': {'w': np.arange(4, dtype=np.float32)}}
+  Checkpoints(workdir).save_latest(3, state, {'epochs_done': 0}, best=True)
+  originals = {'os.replace': checkpoint.os.replace, 'shutil.rmtree': checkpoint.shutil.rmtree,
+               'shutil.copytree': checkpoint.shutil.copytree}
+  counts = dict.fromkeys(originals, 0)
+
+  def cut_at(name, call):
+    def counted(*args, **kwargs):
+      counts[name] += 1
+      if counts[name] == call:
+        raise KeyboardInterrupt
+      return originals[name](*args, **kwargs)
+    return counted
+
+  # The save again renames twice and deletes once (_put_in_place), then the copy does.
+  if cut == 'in the copy':
+    monkeypatch.setattr(checkpoint.shutil, 'copytree', cut_at('shutil.copytree', 1))
+  elif cut == 'between the renames':
+    monkeypatch.setattr(checkpoint.os, 'replace', cut_at('os.replace', 4))
+  else:
+    monkeypatch.setattr(checkpoint.shutil, 'rmtree', cut_at('shutil.rmtree', 2))
+  with pytest.raises(KeyboardInterrupt):
+    Checkpoints(workdir).save_latest(3, state, {'epochs_done': 0, 'reported': 'new'},
+                                     best=True)
+  monkeypatch.undo()
+  assert_the_next_trainer_leaves_step_3(workdir / 'best', state,
+                                        'new' if cut == 'before the old copy is deleted' else None)

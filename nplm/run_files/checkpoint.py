@@ -138,15 +138,15 @@ class Checkpoints:
 
   def _copy_to_best(self, source: Path) -> None:
     """best/ holds `source`'s copy (made under a temporary name, then renamed: a copy cut
-    short is cleaned away, never read), and no other step."""
+    short is cleaned away, never read; a step copied again replaces its first copy as a
+    step saved again does), and no other step."""
     if self.main:
       target = self.workdir / BEST / source.name
       partial = target.with_name(f'{source.name}.orbax-checkpoint-tmp-copy')
-      for path in (partial, target):
-        if path.exists():
-          shutil.rmtree(path)
+      if partial.exists():
+        shutil.rmtree(partial)
       shutil.copytree(source, partial)
-      os.replace(partial, target)
+      _put_in_place(target, partial)
       self._delete(BEST, finished_steps(self.workdir / BEST)[1:])
     if jax.process_count() > 1:  # Every process may read it next.
       multihost_utils.sync_global_devices('nplm: best copied')
@@ -240,14 +240,9 @@ class Checkpoints:
       self._replace(path, target)
 
   def _replace(self, path: Path, again: Path) -> None:
-    """`again` in `path`'s place: the old copy renamed STEP.replaced, the new one renamed
-    STEP, the old one deleted. Between the two renames a kill leaves no STEP: the next
-    trainer renames STEP.replaced back (_finish_or_undo_saves)."""
+    """`again` in `path`'s place (_put_in_place)."""
     if self.main:
-      replaced = path.with_name(f'{path.name}{_REPLACED}')
-      os.replace(path, replaced)
-      os.replace(again, path)
-      shutil.rmtree(replaced)
+      _put_in_place(path, again)
     if jax.process_count() > 1:
       multihost_utils.sync_global_devices('nplm: checkpoint saved again')
 
@@ -270,10 +265,23 @@ class Checkpoints:
 _AGAIN, _REPLACED = '.again', '.replaced'  # A step saved again, and the copy it replaces.
 
 
+def _put_in_place(path: Path, new: Path) -> None:
+  """`new` renamed `path`; an old copy at `path` is renamed STEP.replaced first and deleted
+  last. Between the two renames a kill leaves no STEP: the next trainer renames
+  STEP.replaced back (_finish_or_undo_saves)."""
+  if not path.exists():
+    os.replace(new, path)
+    return
+  replaced = path.with_name(f'{path.name}{_REPLACED}')
+  os.replace(path, replaced)
+  os.replace(new, path)
+  shutil.rmtree(replaced)
+
+
 def _finish_or_undo_saves(directory: Path) -> None:
   """What saves cut short by a kill left in `directory`, cleaned: a temporary directory
   (Orbax's, a copy's, a step saved again) is never restored and is deleted; a step's old
-  copy renamed STEP.replaced goes back to STEP where nothing took its place (_replace)."""
+  copy renamed STEP.replaced goes back to STEP where nothing took its place (_put_in_place)."""
   for replaced in directory.glob(f'*{_REPLACED}'):
     step = replaced.with_name(replaced.name.removesuffix(_REPLACED))
     if step.exists():
