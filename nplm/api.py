@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from nplm import display, flagfiles
+from nplm import display, flagfiles, host_memory
 from nplm.config import Config, ConfigError, config_class
 from nplm.data.lines import read_lines
 from nplm.use import completion, embeddings, evaluation, generation, prediction, sentences
@@ -39,6 +39,7 @@ def train(config_or_flags: Config | Sequence[Config] | dict | Sequence[str] | st
   together, one summary each), a dict of knobs, or the command's flags: a list such as
   ['--flagfile=mlp9', '--workdir=runs/mlp9'] or one string of them."""
   from nplm import trainer  # Imports JAX and Flax: only when a run is trained.
+  host_memory.keep_freed_blocks()  # Before the run's first computation (nplm.host_memory).
   configs = _configs(config_or_flags)
   with _progress_lines(quiet):
     return trainer.run(configs)

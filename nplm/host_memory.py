@@ -16,9 +16,12 @@ block up to KEPT_BYTES stays in the heap and the next call reuses its pages; a l
 Written by hand (ctypes' mallopt) because no library sets it, and an environment variable
 would have to be set before the process starts. It changes the whole process, once, and
 works best before JAX runs its first computation (a thread keeps the arena of its first
-allocation): the `nplm` command asks for it as it starts (nplm.console), a feed as it
-compiles its steps (nplm.training.feed: a notebook's runs, the benchmarks; after JAX's
-first computations the thresholds alone still keep MLP9's temporaries). A user's own
+allocation): the `nplm` command asks for it as it starts (nplm.console), as do every
+program (nplm.cli.start, `python -m experiments.X` too), `nplm.train` and the benchmarks'
+package; a feed asks as it compiles its steps (a notebook that computed before). After
+JAX's first computations the thresholds alone still keep MLP9's temporaries, but not the
+LSTM's 63 MB of scores: JAX's threads then hold arenas of their own, whose heaps hold at
+most 64 MiB (experiments/results/cpu/lstm_malloc/). A user's own
 settings of malloc (MALLOC_*_ variables, GLIBC_TUNABLES' glibc.malloc) are left as they are,
 and another C library (macOS, musl) is left alone.
 """
