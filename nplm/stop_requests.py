@@ -45,6 +45,8 @@ log = logging.getLogger('nplm.trainer')
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # A program ends this long after a stop request at the latest in a phase with nothing to save.
 QUICK_SECONDS = 3.0
+# What a program printed is flushed for this long at most when the deadline ends it.
+FLUSH_SECONDS = 1.0
 IN_FLIGHT = 1  # Computations queued behind the running one, at most, in the paced loops.
 TRAINING = 'training'  # The phases that save before they stop.
 SAVING = 'saving a checkpoint'
@@ -144,8 +146,12 @@ class StopRequests:
     then = ('stopping once it is saved' if self.phase == SAVING else
             'saving a checkpoint and stopping' if self.phase == TRAINING or self.unsaved
             else 'stopping')
-    log.warning('%s while %s: %s.', self.signal_name, self.phase, then)
     self.requested.set()
+    # Said from a thread of its own: this handler may have interrupted the main thread inside
+    # a write to stderr (a log line), and a second write there from here is a reentrant call
+    # that raises, which once lost the request itself. The thread waits for that line's end.
+    threading.Thread(target=log.warning, name='nplm-stop-said', daemon=True,
+                     args=('%s while %s: %s.', self.signal_name, self.phase, then)).start()
 
   def check(self) -> None:
     """RunInterrupted if a stop was requested. Not in a multi-process run: its processes
@@ -198,7 +204,7 @@ class _Watchdog:
 
   def __init__(self, stop: StopRequests, seconds: float, message, status: int):
     self.stop, self.seconds, self.message, self.status = stop, seconds, message, status
-    self.returned = threading.Event()
+    self.returned, self.returned_at = threading.Event(), 0.0
     self.reader, self.writer = socket.socketpair()
     self.writer.setblocking(False)
     self.previous_fd = signal.set_wakeup_fd(self.writer.fileno(), warn_on_full_buffer=False)
@@ -224,30 +230,32 @@ class _Watchdog:
         self.reader.close()
         return  # The loop returned without a stop request.
     requested, second = time.monotonic(), len(first) > 1
-    while not second and time.monotonic() < requested + self.time_allowed():
-      more = self.signals(0.05)
-      second = bool(more)
-      if more is None:  # The loop returned: the program is saying why it stops.
-        time.sleep(QUICK_SECONDS)
-        break
+    while (not second and not self.returned.is_set()
+           and time.monotonic() < requested + self.time_allowed()):
+      second = bool(self.signals(0.05))  # None: the loop returned (closed the writer).
+    if self.returned.is_set() and not second:  # The program is saying why it stops.
+      time.sleep(max(0.0, self.returned_at + QUICK_SECONDS - time.monotonic()))
+    said = None
     if not self.returned.is_set() or second:
-      name = self.stop.signal_name or signal.Signals(first[0]).name
-      what = f'{"a second " if second else ""}{name} while {self.stop.phase}'
-      with contextlib.suppress(Exception):
-        sys.stderr.flush()
-        os.write(2, (self.message(what) + '\n').encode())
-    os._exit(self.status)
+      what = (f'{"a second " if second else ""}'
+              f'{self.stop.signal_name or signal.Signals(first[0]).name} while {self.stop.phase}')
+      try:
+        said = self.message(what)
+      except Exception:  # It reads the workdir; the end must come whatever it finds there.
+        said = f'Interrupted ({what}) at once.'
+    _exit_with_outputs_flushed(self.status, said)
 
   def time_allowed(self) -> float:
-    """Seconds from the first request to the end: --stop_seconds while a checkpoint is to be
-    saved or is being saved, QUICK_SECONDS where there is nothing to save."""
-    saving = ((self.stop.phase in SAVING_PHASES or self.stop.unsaved)
-              and not self.returned.is_set())
+    """Seconds from the first request to the end while the loop runs: --stop_seconds while a
+    checkpoint is to be saved or is being saved, QUICK_SECONDS where there is nothing to
+    save. Once it has returned, the program has QUICK_SECONDS from then to end."""
+    saving = self.stop.phase in SAVING_PHASES or self.stop.unsaved
     return self.seconds if saving else min(self.seconds, QUICK_SECONDS)
 
   def leave(self) -> None:
     """The loop returned: the wakeup fd as it was; the watchdog ends, unless a stop request
     came, whose deadline still holds until the process ends."""
+    self.returned_at = time.monotonic()  # Before `returned`, which the watchdog reads first.
     self.returned.set()
     signal.set_wakeup_fd(self.previous_fd)
     self.writer.close()  # The reader then sees the end of its stream (or its last bytes).
@@ -279,6 +287,26 @@ def stop_requests():
 
 
 def _end_at_once(status: int, signum, frame) -> None:
-  with contextlib.suppress(Exception):
-    sys.stdout.flush()
+  for stream in (sys.stdout, sys.stderr):  # Here, not in a thread: a write this handler
+    with contextlib.suppress(Exception):  # interrupted holds the buffer (a RuntimeError).
+      stream.flush()
+  os._exit(status)
+
+
+def _exit_with_outputs_flushed(status: int, message: str | None = None) -> None:
+  """os._exit(status), `message` written to stderr last, after what the program printed:
+  os._exit drops Python's buffers, and stdout into a pipe holds whole lines (the program's
+  report among them). The flush waits FLUSH_SECONDS at most, in a thread of its own: a
+  write blocked on a full pipe (a reader paused) holds the buffer, and must not hold the end
+  of the process."""
+  def flush():
+    for stream in (sys.stdout, sys.stderr):
+      with contextlib.suppress(Exception):
+        stream.flush()
+  flushing = threading.Thread(target=flush, name='nplm-stop-flush', daemon=True)
+  flushing.start()
+  flushing.join(FLUSH_SECONDS)
+  if message is not None:
+    with contextlib.suppress(OSError):
+      os.write(2, (message + '\n').encode())
   os._exit(status)
