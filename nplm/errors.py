@@ -25,8 +25,8 @@ def interrupt_ends_the_start():
   the interpreter to crash as it exited (SIGSEGV, and no line). Nothing has been written
   yet, so os._exit loses nothing."""
   def end(signum, frame):
-    print(STARTING_INTERRUPTED, file=sys.stderr, flush=True)
-    os._exit(INTERRUPTED_EXIT_STATUS)
+    os.write(2, f'{STARTING_INTERRUPTED}\n'.encode())  # Not print: the handler may have
+    os._exit(INTERRUPTED_EXIT_STATUS)  # interrupted a write to stderr (a reentrant call).
   previous = signal.signal(signal.SIGINT, end)
   try:
     yield
