@@ -133,6 +133,8 @@ class StopRequests:
     self.phase = 'starting'
     self.unsaved = False  # Whether the loop holds updates that no checkpoint has yet.
     self.watched = False  # Whether a program's watchdog ends the process on a second request.
+    self.said = ''  # What the first request's announcement says.
+    self.wake = threading.Event()  # A request came, or the context ended.
 
   def is_set(self) -> bool:
     return self.requested.is_set()
@@ -146,12 +148,19 @@ class StopRequests:
     then = ('stopping once it is saved' if self.phase == SAVING else
             'saving a checkpoint and stopping' if self.phase == TRAINING or self.unsaved
             else 'stopping')
+    self.said = f'{self.signal_name} while {self.phase}: {then}.'
     self.requested.set()
-    # Said from a thread of its own: this handler may have interrupted the main thread inside
-    # a write to stderr (a log line), and a second write there from here is a reentrant call
-    # that raises, which once lost the request itself. The thread waits for that line's end.
-    threading.Thread(target=log.warning, name='nplm-stop-said', daemon=True,
-                     args=('%s while %s: %s.', self.signal_name, self.phase, then)).start()
+    self.wake.set()
+
+  def announce(self) -> None:
+    """Logs the first request, once it comes (a thread's target until the context ends).
+    Not from the handler: it may have interrupted the main thread inside a write to stderr
+    (a log line), where another write is a reentrant call that raises, which once lost the
+    request itself; this thread waits for that line's end. Nor from a thread the handler
+    starts: starting one takes a lock the interrupted code may hold."""
+    self.wake.wait()
+    if self.requested.is_set():
+      log.warning('%s', self.said)
 
   def check(self) -> None:
     """RunInterrupted if a stop was requested. Not in a multi-process run: its processes
@@ -269,6 +278,8 @@ def stop_requests():
   if threading.current_thread() is not threading.main_thread():
     yield stop  # Signals reach only the main thread; nothing to install.
     return
+  announcer = threading.Thread(target=stop.announce, name='nplm-stop-said', daemon=True)
+  announcer.start()
   previous = {s: signal.signal(s, stop.handler) for s in SIGNALS}
   watchdog = (_Watchdog(stop, *_deadline) if _deadline is not None
               and jax.process_count() == 1 else None)
@@ -277,6 +288,8 @@ def stop_requests():
     yield stop
   finally:
     _running.remove(stop)
+    stop.wake.set()
+    announcer.join(FLUSH_SECONDS)  # A request said before what the program says of it.
     if watchdog is not None:
       watchdog.leave()
     # A program stopped by a request is ending: a second one ends it at once, not with a

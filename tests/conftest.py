@@ -26,6 +26,9 @@ def pytest_configure(config) -> None:
   del config
   if _UNOPTIMIZED not in os.environ.get('XLA_FLAGS', ''):
     os.environ['XLA_FLAGS'] = f'{os.environ.get("XLA_FLAGS", "")} {_UNOPTIMIZED}'.strip()
+  # The children write as under a user's shell, Python's buffering theirs: this workplace
+  # sets PYTHONUNBUFFERED, which hid a report that os._exit dropped (tests/test_stop_requests).
+  os.environ.pop('PYTHONUNBUFFERED', None)
   # word2vec's compiled update, built once for every test and command: the pages' commands
   # run with a HOME of their own, which would otherwise move the cache and rebuild it.
   os.environ.setdefault('NPLM_CACHE_DIR', str(word2vec_native.cache_dir()))
