@@ -300,10 +300,14 @@ def stop_requests():
 
 
 def _end_at_once(status: int, signum, frame) -> None:
-  for stream in (sys.stdout, sys.stderr):  # Here, not in a thread: a write this handler
-    with contextlib.suppress(Exception):  # interrupted holds the buffer (a RuntimeError).
+  _flush_outputs()  # Here, not in a thread: a write this handler interrupted holds the
+  os._exit(status)  # buffer, and flushing it raises (suppressed) rather than waits.
+
+
+def _flush_outputs() -> None:
+  for stream in (sys.stdout, sys.stderr):
+    with contextlib.suppress(Exception):
       stream.flush()
-  os._exit(status)
 
 
 def _exit_with_outputs_flushed(status: int, message: str | None = None) -> None:
@@ -312,11 +316,7 @@ def _exit_with_outputs_flushed(status: int, message: str | None = None) -> None:
   report among them). The flush waits FLUSH_SECONDS at most, in a thread of its own: a
   write blocked on a full pipe (a reader paused) holds the buffer, and must not hold the end
   of the process."""
-  def flush():
-    for stream in (sys.stdout, sys.stderr):
-      with contextlib.suppress(Exception):
-        stream.flush()
-  flushing = threading.Thread(target=flush, name='nplm-stop-flush', daemon=True)
+  flushing = threading.Thread(target=_flush_outputs, name='nplm-stop-flush', daemon=True)
   flushing.start()
   flushing.join(FLUSH_SECONDS)
   if message is not None:
