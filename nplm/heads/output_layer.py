@@ -84,31 +84,43 @@ def chunk_rows(batch: int, units: int) -> int:
   return -(-units // chunks)
 
 
+def every_score(hidden: jnp.ndarray, embedding: jnp.ndarray, bias: jnp.ndarray) -> jnp.ndarray:
+  """y = b + U·h for every output row, [batch, units]: hidden [batch, D] @ embedding[units,
+  D].T + bias; on a CPU, differentiated, as the bias in the matmul (`_bias_in_the_matmul`)."""
+  if jax.default_backend() == 'cpu':
+    return _bias_in_the_matmul(hidden, embedding, bias)
+  return hidden @ embedding.T + bias
+
+
 @jax.custom_vjp
-def every_score(hidden: jnp.ndarray, embedding: jnp.ndarray) -> jnp.ndarray:
-  """U·h for every output row, hidden [batch, D] @ embedding[units, D].T: autodiff's
-  gradients, with the hidden vectors' taken from a transposed copy of the rows.
+def _bias_in_the_matmul(hidden, embedding, bias):
+  """every_score; differentiated, the bias is the rows' last column, [U b]·[h 1]: one matmul
+  writes the scores, and the bias's gradient comes out of the rows' (docs/decisions.md,
+  "The output layer's matmuls").
 
-  Written by hand for the CPU's matmul kernels: the gradient of h is grad [batch, units] @
-  embedding, whose summed axis (units) is the rows' major one, and XLA's CPU kernels ran it
-  at about two thirds of their rate; read from the rows transposed ([D, units], units minor,
-  as the forward matmul reads them), it runs at the forward's rate, for one copy of the rows
-  (docs/decisions.md, "The output layer's backward matmul"). The barrier keeps XLA from
-  folding the transpose back into the matmul."""
-  return hidden @ embedding.T
-
-
-def _every_score_forward(hidden, embedding):
-  return hidden @ embedding.T, (hidden, embedding)
+  Written by hand for the CPU: autodiff of the plain expression writes the product, then the
+  scores with the bias added (a pass through memory as large as the scores), and sums the
+  gradient over the batch for the bias's (another); this copies the rows [units, D + 1] once
+  a step instead. Not differentiated (evaluation), it is the plain expression: no copy, and
+  evaluation's numbers as they were. On an accelerator every_score stays autodiff's plain
+  expression: this form has not been timed there."""
+  return hidden @ embedding.T + bias
 
 
-def _every_score_backward(residuals, grad):
-  hidden, embedding = residuals
-  columns = jax.lax.optimization_barrier(embedding.T)
-  return grad @ columns.T, grad.T @ hidden
+def _bias_in_the_matmul_forward(hidden, embedding, bias):
+  ones = jnp.ones((*hidden.shape[:-1], 1), hidden.dtype)
+  with_one = jnp.concatenate([hidden, ones], axis=-1)  # [h 1]
+  with_bias = jnp.concatenate([embedding, bias[:, None]], axis=-1)  # [U b]
+  return with_one @ with_bias.T, (with_one, with_bias)
 
 
-every_score.defvjp(_every_score_forward, _every_score_backward)
+def _bias_in_the_matmul_backward(residuals, grad):
+  with_one, with_bias = residuals
+  hidden_grad, rows_grad = grad @ with_bias, grad.T @ with_one
+  return hidden_grad[:, :-1], rows_grad[:, :-1], rows_grad[:, -1]
+
+
+_bias_in_the_matmul.defvjp(_bias_in_the_matmul_forward, _bias_in_the_matmul_backward)
 
 
 def chunked_log_partition(hidden, embedding, bias, units: int, chunk: int) -> jnp.ndarray:
@@ -131,7 +143,7 @@ def chunked_log_partition(hidden, embedding, bias, units: int, chunk: int) -> jn
     first = index * chunk
     start = jnp.minimum(first, units - chunk)
     rows = jax.lax.dynamic_slice_in_dim(embedding, start, chunk)
-    scores = _float32(every_score(hidden, rows) + jax.lax.dynamic_slice_in_dim(bias, start, chunk))
+    scores = _float32(every_score(hidden, rows, jax.lax.dynamic_slice_in_dim(bias, start, chunk)))
     scores = jnp.where(start + jnp.arange(chunk) >= first, scores, -jnp.inf)
     raised = jnp.maximum(peak, jax.lax.stop_gradient(jnp.max(scores, axis=1)))
     total = (total * jnp.exp(peak - raised)
@@ -202,7 +214,7 @@ class OutputLayer(nn.Module):
 
   def __call__(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """s(w, h) for every unit: [batch, units]."""
-    return _float32(every_score(hidden, self.embedding) + self.bias)
+    return _float32(every_score(hidden, self.embedding, self.bias))
 
   def log_softmax(self, hidden: jnp.ndarray) -> jnp.ndarray:
     """log softmax over every unit, [batch, units]."""
