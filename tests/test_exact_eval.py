@@ -140,6 +140,24 @@ def test_the_plain_path_and_its_gradient_equal_numpy_for_weighted_examples():
   np.testing.assert_allclose(grads[0]['bias'], error.sum(axis=0), atol=1e-5)
 
 
+def test_evaluation_scores_are_the_plain_expression_to_the_bit():
+  """Only a training step's scores hold the bias inside the matmul (every_score on a CPU):
+  evaluation's are b + U·h as written, bit for bit, so a checkpoint's perplexities do not
+  move with the training step's form. The training form's scores (jax.vjp's forward) are
+  the same to within rounding; at these sizes not to the bit, so the first check can fail."""
+  units, width, batch, rng = 2000, 100, 64, np.random.default_rng(5)
+  params = {'embedding': jnp.asarray(rng.normal(size=(units, width)) * 0.1, jnp.float32),
+            'bias': jnp.asarray(rng.normal(size=units), jnp.float32)}
+  hidden = jnp.asarray(rng.normal(size=(batch, width)), jnp.float32)
+  layer = OutputLayer(units, width)
+  scores = jax.jit(lambda p, h: layer.apply({'params': p}, h))(params, hidden)
+  plain = jax.jit(lambda p, h: h @ p['embedding'].T + p['bias'])(params, hidden)
+  np.testing.assert_array_equal(scores, plain)
+  trained = jax.jit(lambda p, h: jax.vjp(lambda q: layer.apply({'params': q}, h), p)[0])(
+      params, hidden)
+  np.testing.assert_allclose(trained, plain, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
 def test_the_plain_path_is_autodiffs_log_softmax(dtype):
   """The hand-written backward (output_layer.log_softmax_of_scores_at, every_score) against
