@@ -16,7 +16,7 @@ from nplm.config import Config
 from nplm.lm import build_language_model
 from nplm.ngram import arpa, bounds
 from nplm.training import memory, run_checks
-from nplm.training.word2vec_feed import bounded_chunk
+from nplm.training.word2vec_feed import MAX_SUMMED_RATE, bounded_chunk
 from tests import cli
 from tests.test_train import ROOT
 
@@ -175,24 +175,36 @@ def test_nplm_ngram_refuses_an_order_that_cannot_fit_in_one_line(tmp_path):
 
 # --- 4: word2vec on one repeated line ----------------------------------------------------
 
-def test_a_chunk_is_cut_where_one_word_fills_the_stream():
-  # 128 skip-gram positions hold 6 pairs each: a word 1/9 of the stream is read ~85 times.
-  assert bounded_chunk(128, 4096, 6, 1 / 9) == 32  # ⌊32·9/6⌋ = 48 -> its divisor 32.
-  assert bounded_chunk(128, 4096, 6, 0.011) == 128  # Brown's most frequent kept word.
-  assert bounded_chunk(128, 4096, 1, 1 / 9) == 128  # CBOW: one example a position.
-  assert bounded_chunk(128, 96, 6, 1 / 9) == 48  # The largest divisor of the batch.
+def test_a_chunk_is_cut_where_one_row_would_sum_too_many_updates():
+  sampled, tree = MAX_SUMMED_RATE['sampled'], MAX_SUMMED_RATE['tree']
+  # One 8-word line: each word 1/9 of the stream and of Q, read 1/9 + 5/9 times an example
+  # (target, 5 negatives), 6 skip-gram examples a position: 4 reads a position.
+  assert bounded_chunk(128, 4096, 4, 0.025, sampled) == 32  # 4 / (0.025 · 4) = 40 -> 32.
+  # Brown's busiest kept word: 1.4% of the kept tokens and 2.1% of Q; CBOW NS at α 0.05
+  # summed 11.9 at 2,048 positions and diverged.
+  assert bounded_chunk(32768, 32768, 0.116, 0.05, sampled) == 512
+  assert bounded_chunk(128, 16384, 6 * 0.116, 0.025, sampled) == 128  # skipgram_ns.
+  assert bounded_chunk(32, 32768, 0.116, 0.05, sampled) == 32  # cbow_ns as it stands.
+  # The tree's root, once a position: CBOW at 1,024 positions lost WordSim-353.
+  assert bounded_chunk(32768, 32768, 1, 0.05, tree) == 128
+  assert bounded_chunk(256, 16384, 1, 0.025, tree) == 256  # skipgram_hs as it stands.
+  assert bounded_chunk(128, 96, 4, 0.025, sampled) == 32  # The largest divisor of the batch.
+  assert bounded_chunk(128, 96, 1e3, 0.05, sampled) == 1  # At least one position.
 
 
 @pytest.mark.slow
-def test_skipgram_ns_trains_on_a_text_of_one_repeated_line(tmp_path):
-  """The skipgram_ns recipe on 5,000 copies of one 8-word line (|V| = 10): finite
-  perplexities (before the fix: 'Training diverged ... not finite at step 1')."""
+@pytest.mark.parametrize('recipe, chunk, cut', [('skipgram_ns', 128, 32), ('cbow_ns', 0, 64)])
+def test_word2vec_ns_trains_on_a_text_of_one_repeated_line(tmp_path, recipe, chunk, cut):
+  """A recipe on 5,000 copies of one 8-word line (|V| = 10): finite perplexities. Before
+  the cut: skip-gram 'Training diverged ... not finite at step 1'; CBOW with the whole
+  batch a chunk (--chunk_positions=0, an accelerator's), cut where only the targets'
+  reads counted (256 positions, each word also 5/9 of the negatives), diverged too."""
   text = tmp_path / 'one.txt'
   text.write_text('alpha bravo charlie delta echo foxtrot golf hotel\n' * 5000)
-  result = cli.run('train', '--flagfile=skipgram_ns', f'--dataset=text:{text}', '--epochs=1',
-                   '--eval_splits=train,valid,test', f'--workdir={tmp_path / "run"}',
-                   f'--data_dir={tmp_path / "tfds"}')
+  result = cli.run('train', f'--flagfile={recipe}', f'--chunk_positions={chunk}',
+                   f'--dataset=text:{text}', '--epochs=1', '--eval_splits=train,valid,test',
+                   f'--workdir={tmp_path / "run"}', f'--data_dir={tmp_path / "tfds"}')
   assert result.returncode == 0, result.stderr[-1500:]
   summary = json.loads((tmp_path / 'run' / 'summary.json').read_text())
   assert all(math.isfinite(summary[f'{s}_ppl']) for s in ('train', 'valid', 'test'))
-  assert 'updating 32 positions at a time' in result.stderr
+  assert f'updating {cut} positions at a time' in result.stderr

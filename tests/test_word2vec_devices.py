@@ -26,7 +26,8 @@ IDS = np.random.default_rng(0).integers(0, 12, 90).astype(np.int32)
 
 
 def feed_on(mesh: str, head: str, **changes) -> Word2VecFeed:
-  knobs = dict(feature_size=6, window=2, batch_size=8, chunk_positions=2, learning_rate=0.3)
+  knobs = dict(feature_size=6, window=2, batch_size=8, chunk_positions=2, learning_rate=0.3,
+               num_samples=5)
   config = Config(workdir='unused', model='skipgram', head=head, optimizer='sgd',
                   **{**knobs, **changes})
   lm = build_language_model(config, np.bincount(IDS, minlength=12))

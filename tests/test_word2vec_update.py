@@ -3,6 +3,9 @@ word2vec tool's inner loop (word2vec.c, TrainModelThread; Mikolov et al. 2013a, 
 and skip-gram, hierarchical softmax and negative sampling, with the same random draws; a
 batch, chunks of a batch, and the linear rate a word2vec feed gives its update."""
 
+import logging
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +13,7 @@ import pytest
 
 from nplm.config import Config
 from nplm.lm import build_language_model
-from nplm.training import word2vec_update
+from nplm.training import word2vec_feed, word2vec_update
 from nplm.training.schedules import learning_rate_at
 from nplm.training.word2vec_feed import Word2VecFeed
 from tests.word2vec_tool import (ABSENT, ALPHA, COUNTS, MAX_EXP, MODELS_AND_KINDS, NUM_SAMPLES,
@@ -102,20 +105,49 @@ def test_a_skipgram_position_takes_its_path_in_turn_as_the_tool(threads):
 
 
 @MODELS_AND_KINDS
+@pytest.mark.parametrize('every_chunk', [False, True])
 @pytest.mark.slow
-def test_chunked_step_applies_its_chunks_one_after_another(model, kind):
+def test_chunked_step_applies_its_chunks_one_after_another(model, kind, every_chunk):
   """Eight positions two at a time (skip-gram's sampled pairs four at a time: two positions'
-  worth at radius 1): each chunk's examples summed from the tables the previous chunks
-  left, its draws the batch's own; unlike the batch at once."""
+  worth at radius 1; an accelerator's every chunk: with their positions): each chunk's
+  examples summed from the tables the previous chunks left, its draws the batch's own;
+  unlike the batch at once."""
   windows, centers = random_windows(6, batch=8, window=1)
   rng = key_where(lambda rng: clean_draws(
       model, chunk_pieces(model, kind, rng, windows, centers, 2)))
   start = start_tables(kind, seed=7)
-  want = tool_chunked(model, kind, start, windows, centers, rng, 2, ALPHA)
-  got = nplm_update(model, kind, *start, windows, centers, ALPHA, rng, chunk=2)
+  want = tool_chunked(model, kind, start, windows, centers, rng, 2, ALPHA,
+                      every_chunk=every_chunk)
+  got = nplm_update(model, kind, *start, windows, centers, ALPHA, rng, chunk=2,
+                    every_chunk=every_chunk)
   assert_same_change(got, want, start)
   at_once = tool_chunked(model, kind, start, windows, centers, rng, 8, ALPHA)
   assert not np.allclose(at_once[0], want[0], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize('kind', ['tree', 'sampled'])
+def test_an_accelerators_chunks_run_in_a_loop_of_known_count(kind):
+  """XLA's GPU while loop reads a loop's condition back to the host after every iteration
+  unless the compiler knows its count (the known_trip_count XLA writes on the loop): with
+  every_chunk each loop of the compiled step has one, the chunks' included; without it (a
+  CPU's loop to the last filled chunk) the chunks' loop has none."""
+  windows, centers = random_windows(6, batch=8, window=1)
+  # The batch as arguments: as constants, XLA would fold the count of filled chunks.
+  arguments = (*(jnp.asarray(table, jnp.float32) for table in start_tables(kind, seed=7)),
+               jnp.asarray(windows, jnp.int32), jnp.asarray(centers, jnp.int32))
+
+  def compiled(every_chunk):
+    step = jax.jit(lambda vectors, out, windows, centers: word2vec_update.chunked_step(
+        'skipgram', output_of(kind), vectors, out, windows, centers,
+        jnp.ones(len(centers), jnp.float32), jnp.float32(ALPHA), jax.random.key(0), 2,
+        every_chunk=every_chunk))
+    text = step.lower(*arguments).compile().as_text()
+    return len(re.findall(r' while\(', text)), text.count('known_trip_count')
+
+  loops, counted = compiled(True)
+  assert loops >= 1 and counted == loops
+  loops, counted = compiled(False)
+  assert counted == loops - 1
 
 
 @pytest.mark.xfail(strict=True, reason='the known difference (nplm.training.word2vec_update): '
@@ -177,6 +209,28 @@ def update_batch(ids, seed: int, epoch: int, index: int, batch_size: int):
   positions = order[index * batch_size:(index + 1) * batch_size]
   padded = np.concatenate([[ABSENT], ids, [ABSENT]])
   return np.stack([padded[positions], padded[positions + 2]], axis=1), ids[positions]
+
+
+def test_the_busiest_rows_reads_bound_the_chunk_and_an_accelerator_is_told(caplog):
+  """A position's reads of the busiest row: under negative sampling a word's share of the
+  targets and k times its share of Q (counts^0.75), c + 1 examples a skip-gram position; on
+  the tree, the root's once a position.
+  The start-up line of XLA's loop on an accelerator counts the chunks a step runs and names
+  --chunk_positions=0's larger chunk."""
+  share = COUNTS / COUNTS.sum()
+  proposal = COUNTS ** 0.75 / np.sum(COUNTS ** 0.75)
+  feed, _ = tiny_word2vec_feed('cbow', 'negative_sampling')
+  reads, most = feed.busiest_reads()
+  assert (reads, most) == (pytest.approx(np.max(share + NUM_SAMPLES * proposal)), 4)
+  with caplog.at_level(logging.INFO, logger=word2vec_feed.__name__):
+    feed.describe_accelerator_loop(8)
+  assert ('2 chunks of 4 positions a step, one after another; --chunk_positions=0 takes 8'
+          in caplog.text)
+  feed, _ = tiny_word2vec_feed('skipgram', 'negative_sampling')
+  reads, _ = feed.busiest_reads()
+  assert reads == pytest.approx(2 * np.max(share + NUM_SAMPLES * proposal))  # c + 1 pairs.
+  feed, _ = tiny_word2vec_feed('skipgram', 'tree')
+  assert feed.busiest_reads() == (1, 8)  # The root, once a position.
 
 
 @pytest.mark.parametrize('model,head', [('cbow', 'negative_sampling'), ('skipgram', 'tree')])

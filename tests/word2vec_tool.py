@@ -173,11 +173,12 @@ def key_where(accept) -> jax.Array:
   raise AssertionError('no key in 2,000 gives the draws wanted')
 
 
-def chunks_of_examples(model, kind, windows, centers, negatives, chunk: int) -> list:
+def chunks_of_examples(model, kind, windows, centers, negatives, chunk: int,
+                       every_chunk=False) -> list:
   """chunked_step's chunks, each a list of (input words, target, draws): `chunk` positions'
   examples; skip-gram's sampled pairs chunk·(c + 1) at a time, in order of position then
-  slot."""
-  if model == 'skipgram' and kind == 'sampled':
+  slot (`every_chunk`: with their positions, as the rest)."""
+  if model == 'skipgram' and kind == 'sampled' and not every_chunk:
     pairs = [[pair] for pair in examples_in_order(model, windows, centers, negatives)]
     size = chunk * (windows.shape[1] // 2 + 1)
     return [pairs[start:start + size] for start in range(0, len(pairs), size)]
@@ -187,11 +188,12 @@ def chunks_of_examples(model, kind, windows, centers, negatives, chunk: int) -> 
 
 
 def tool_chunked(model, kind, tables, windows, centers, rng, chunk: int, alpha,
-                 compiled=False):
+                 compiled=False, every_chunk=False):
   """chunked_step's meaning: its chunks one after another, each its examples' summed
   update from the tables the previous chunks left. -> (syn0, out)."""
   negatives = negatives_for(model, kind, rng, windows, compiled)
-  for groups in chunks_of_examples(model, kind, windows, centers, negatives, chunk):
+  for groups in chunks_of_examples(model, kind, windows, centers, negatives, chunk,
+                                   every_chunk):
     tables = tool_groups_summed(kind, *tables, groups, alpha)
   return tables
 
@@ -220,7 +222,8 @@ def output_of(kind: str) -> tuple:
   return 'sampled', PROPOSAL, NUM_SAMPLES
 
 
-def nplm_update(model, kind, syn0, out, windows, centers, alpha, rng, chunk=None):
+def nplm_update(model, kind, syn0, out, windows, centers, alpha, rng, chunk=None,
+                every_chunk=False):
   """(C, output vectors) after `step` (or `chunked_step`), as float64 numpy."""
   args = (model, output_of(kind), jnp.asarray(syn0, jnp.float32), jnp.asarray(out, jnp.float32),
           jnp.asarray(windows, jnp.int32), jnp.asarray(centers, jnp.int32),
@@ -228,7 +231,7 @@ def nplm_update(model, kind, syn0, out, windows, centers, alpha, rng, chunk=None
   if chunk is None:
     result = word2vec_update.step(*args)
   else:
-    result = word2vec_update.chunked_step(*args, chunk)
+    result = word2vec_update.chunked_step(*args, chunk, every_chunk=every_chunk)
   return np.asarray(result[0], np.float64), np.asarray(result[1], np.float64)
 
 

@@ -272,19 +272,25 @@ def same_data(configs: dict) -> dict:
 
 
 def flagfile_configs(names: list[str], out: Path, data_dir: str, max_words: int,
-                     epochs: int) -> dict:
+                     epochs: int, chunk: int = -1) -> dict:
   """The configs to compare, by flagfile name, each run in OUT/runs/<name>-seed<s>."""
   if not names:
     raise ConfigError(f'--configs names no flagfile; e.g. {",".join(CONFIGS)}')
   # A slice validates on a quarter as many tokens: a look stays quick.
   data = {'data_dir': data_dir, 'train_tokens': max_words, 'valid_tokens': max_words // 4}
   return same_data({name: flagfile_config(name, workdir=str(out / 'runs' / name), **data,
-                                          **({'epochs': epochs} if epochs else {}))
+                                          **({'epochs': epochs} if epochs else {}),
+                                          **chunk_override(chunk))
                     for name in names})
 
 
-def speed_configs(names: list[str], out: Path, tokens: int,
-                  types: int = SPEED_TYPES) -> tuple[dict, dict]:
+def chunk_override(chunk: int) -> dict:
+  """--chunk_positions for nplm's runs: none where -1 (the recipes')."""
+  return {} if chunk == -1 else {'chunk_positions': chunk}
+
+
+def speed_configs(names: list[str], out: Path, tokens: int, types: int = SPEED_TYPES,
+                  chunk: int = -1) -> tuple[dict, dict]:
   """(the speed section's configs by flagfile name, 1 epoch, each run in
   OUT/runs/<name>-speed; the generated corpus's tokens and types): the corpus is written into
   OUT/speed/corpus unless there already."""
@@ -292,7 +298,7 @@ def speed_configs(names: list[str], out: Path, tokens: int,
   generated = prepare.generated_corpus(corpus_dir, out / 'speed' / 'corpus.json', tokens, types)
   data = {'dataset': f'text:{corpus_dir}', 'data_dir': str(out / 'speed' / 'tfds')}
   configs = {name: flagfile_config(name, workdir=str(out / 'runs' / f'{name}-speed'), epochs=1,
-                                   **data)
+                                   **data, **chunk_override(chunk))
              for name in names}
   return same_data(configs), generated['wanted']
 
@@ -318,6 +324,8 @@ def define_flags() -> None:
   flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds each variant is trained with, on each '
                     'side.')
   flags.DEFINE_integer('epochs', 0, 'Epochs for both (0: the flagfiles\').')
+  flags.DEFINE_integer('chunk_positions', -1, "nplm's --chunk_positions (-1: the recipes'; 0: "
+                       'the largest chunk that trains stably, for an accelerator).')
   flags.DEFINE_integer('max_words', 0, 'Train on the first N training tokens only (0: all).')
   flags.DEFINE_integer('speed_tokens', 0, 'Also time each variant for 1 epoch on N '
                        'generated Zipf tokens (0: not).', lower_bound=0)
@@ -345,9 +353,10 @@ def main(argv):
     make_out_dir(FLAGS.out)
     require_prepared_brown(FLAGS.data_dir)
     configs = flagfile_configs(FLAGS.configs, out, FLAGS.data_dir, FLAGS.max_words,
-                               FLAGS.epochs)
+                               FLAGS.epochs, FLAGS.chunk_positions)
     request_cpu_devices(next(iter(configs.values())))  # As nplm train does.
-    speed, generated = (speed_configs(FLAGS.configs, out, FLAGS.speed_tokens)
+    speed, generated = (speed_configs(FLAGS.configs, out, FLAGS.speed_tokens,
+                                      chunk=FLAGS.chunk_positions)
                         if FLAGS.speed_tokens else ({}, {}))
     refuse_existing(list(speed.values()))  # Before the seeds' runs, not after them.
     speed_corpus = load_dataset(next(iter(speed.values()))) if speed else None

@@ -59,9 +59,9 @@ class _Word2Vec(nn.Module):
                                    'vectors (skip-gram with negative sampling: as many pairs '
                                    'as they hold on average); a step applies its --batch_size '
                                    'positions this many at a time, one chunk after another, as '
-                                   'word2vec updates one after another (0: the whole batch at '
-                                   "once, for an accelerator). A chunk of 128 stays in a CPU's "
-                                   'cache.'),
+                                   'word2vec updates one after another (0: the largest chunk '
+                                   'that trains stably, for an accelerator). A chunk of 128 '
+                                   "stays in a CPU's cache."),
   }
   # What word2vec's own update (nplm.training.word2vec_update) trains: (knob, its value).
   trained_by = (('optimizer', 'sgd'), ('weight_decay', 0.0), ('clip_norm', 0.0),

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from nplm import parallel
+from nplm import heads, parallel
 from nplm.data import batching
 from nplm.errors import ConfigError
 from nplm.models.word2vec import ABSENT, chunk_positions
@@ -46,13 +46,20 @@ from nplm.training.feed import Feed
 _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the stream.
 # A chunk's examples read the tables as the chunk found them and their updates are summed,
 # which stays near word2vec's one-after-another updates while each row is read by few of
-# them. Where one word is a large share of the kept stream (a small vocabulary; a text of one
-# repeated line) a chunk of 128 skip-gram positions reads its rows ~85 times: their summed
-# step is ~85 steps taken from one reading, it overshoots, and the vectors grow until they
-# are not finite. A chunk is cut so that its examples hold the most frequent kept word at
-# most this many times on average: no change where a word is under ~4% of the kept stream
-# (Brown's most frequent kept word: ~1%).
-MAX_READS_OF_ONE_WORD = 32
+# them. A row read n times in a chunk moves by n updates of ~α|h| summed from one reading.
+# Under negative sampling they point one way (the busiest word's vector is every example's
+# negative 5 times in 100): the row overshoots as a step n times as large would, and the
+# vectors grow until they are not finite. The tree's root is on every path, but its
+# subtrees hold similar counts, so its updates' signs differ and more of them sum safely;
+# past a point the vectors are poorer. α·n of the busiest row, measured on Brown, 5 epochs
+# (experiments/results/word2vec/chunks/): negative sampling, CBOW 3.0 (512 positions a
+# chunk, 3 seeds) and 5.9 (1,024) scored as gensim, 11.9 (2,048) diverged; one 8-word line
+# repeated, skip-gram: 3.2 (32) trained, 12.8 (128) diverged. The tree (n: positions, a
+# skip-gram position's pairs taking the path in turn): CBOW 12.8 (256) and skip-gram 6.4
+# (256, the recipe) scored as gensim; 25.6 (skip-gram, 1,024) and 51 (CBOW, 1,024) lost
+# 0.03-0.14 of WordSim-353. A chunk is cut where α·n would pass these, each about a third of
+# the least that failed: no recipe's chunk on Brown changes.
+MAX_SUMMED_RATE = {'sampled': 4.0, 'tree': 8.0}
 # On a CPU each core takes a share of a step's positions and the copies of the tables are
 # summed at the step's end (Word2VecFeed.cpu_shares). The share must outweigh the sum: at
 # 2,048 positions a core the sum of Brown's tables took as long as the loop (CBOW NS, 2 CPU
@@ -109,12 +116,12 @@ class Subsampler:
     return keep
 
 
-def bounded_chunk(chunk: int, positions: int, examples_per_position: float,
-                  busiest_share: float) -> int:
+def bounded_chunk(chunk: int, positions: int, busiest_reads: float, rate: float,
+                  most: float) -> int:
   """The largest divisor of `positions` (a device's batch), at most `chunk`, whose examples
-  hold the most frequent kept word (`busiest_share` of the kept tokens) at most
-  MAX_READS_OF_ONE_WORD times on average; at least 1."""
-  bound = MAX_READS_OF_ONE_WORD / max(examples_per_position * busiest_share, 1e-12)
+  read the busiest row (`busiest_reads` times a position on average) at most n times, with
+  `rate`·n at most `most` (MAX_SUMMED_RATE); at least 1."""
+  bound = most / max(rate * busiest_reads, 1e-12)
   limit = max(1, min(chunk, positions, int(bound)))
   return next(size for size in range(limit, 0, -1) if positions % size == 0)
 
@@ -220,6 +227,8 @@ class Word2VecFeed(Feed):
     elif self.mesh.devices.flat[0].platform == 'cpu':
       log.info("word2vec's update: XLA's loop, not the compiled C++ (%s)",
                word2vec_native.unavailable())
+    else:
+      self.describe_accelerator_loop(per_device)
     return batching.num_batches(self.subsampler.max_kept, self.config.batch_size)
 
   @functools.cached_property
@@ -245,19 +254,49 @@ class Word2VecFeed(Feed):
 
   def chunk_for(self, per_device: int) -> int:
     """The positions a device updates together: --chunk_positions (at most its batch), cut
-    where a chunk would read one word's rows too often (MAX_READS_OF_ONE_WORD)."""
-    config, subsampler = self.config, self.subsampler
+    where a chunk would sum too many updates of one row (MAX_SUMMED_RATE)."""
+    config = self.config
     chunk = min(chunk_positions(config), per_device)
-    kept = np.bincount(subsampler.ids) * subsampler.keep  # Expected kept tokens per word.
-    share = float(kept.max() / kept.sum())
+    bounded = self.stable_chunk(chunk, per_device)
+    if bounded < chunk:
+      reads, most = self.busiest_reads()
+      typed = f'--chunk_positions={config.chunk_positions}'
+      log.info('updating %d positions at a time, not %s: the busiest row is read %.2f times a '
+               'position, and more than %.0f of its updates summed at once at '
+               '--learning_rate=%g can make training diverge or the vectors poorer', bounded,
+               f'the whole batch ({typed})' if chunk == per_device else typed, reads,
+               most / config.learning_rate, config.learning_rate)
+    return bounded
+
+  def stable_chunk(self, chunk: int, per_device: int) -> int:
+    """`chunk` positions, or fewer where they would sum too many updates of one row."""
+    reads, most = self.busiest_reads()
+    return bounded_chunk(chunk, per_device, reads, self.config.learning_rate, most)
+
+  def busiest_reads(self) -> tuple[float, float]:
+    """(how many times a position's examples read the busiest row, on average; the most
+    α·n of its n reads a chunk may sum: MAX_SUMMED_RATE)."""
+    config = self.config
+    if heads.serves_word2vec(config.head) and self.output_vectors()[1][0] == 'tree':
+      # The root: once a position (skip-gram's pairs take the path in turn).
+      return 1.0, MAX_SUMMED_RATE['tree']
+    kept = np.bincount(self.subsampler.ids) * self.subsampler.keep  # Expected kept counts.
+    reads = kept / kept.sum()  # A word's output vector, read for it as the target,
+    if heads.serves_word2vec(config.head):  # and as k negatives from Q.
+      _, proposal, num_samples = self.output_vectors()[1]
+      reads = reads + num_samples * proposal.probs[:len(reads)]
     # Skip-gram's examples are its pairs: c + 1 a position on average (radius 1 … c).
     examples = config.window + 1 if config.model == 'skipgram' else 1
-    bounded = bounded_chunk(chunk, per_device, examples, share)
-    if bounded < chunk:
-      log.info('updating %d positions at a time, not --chunk_positions=%d: one word is %.0f%% '
-               'of the kept tokens, and a chunk reading its rows more than %d times at once '
-               'can diverge', bounded, chunk, 100 * share, MAX_READS_OF_ONE_WORD)
-    return bounded
+    return examples * float(reads.max()), MAX_SUMMED_RATE['sampled']
+
+  def describe_accelerator_loop(self, per_device: int):
+    """The start-up line of XLA's loop on an accelerator: each chunk is a launch of the
+    update's kernels, one after another, so a step's count of chunks is its time."""
+    largest = self.stable_chunk(per_device, per_device)
+    log.info("word2vec's update: XLA's loop, %d chunk%s of %d positions a step, one after "
+             'another%s', per_device // self.chunk, 's' * (per_device > self.chunk), self.chunk,
+             f'; --chunk_positions=0 takes {largest:,}, the most that trains stably'
+             if largest > self.chunk else '')
 
   def epoch_stream(self, epoch: int):
     """(the epoch's subsampled stream, padded to a fixed length; its shuffled positions)."""
@@ -324,17 +363,19 @@ class Word2VecFeed(Feed):
     end of the step: as N of word2vec's threads, each seeing the others' updates of a step
     at its end."""
     model, chunk, threads = self.config.model, self.chunk, self.cpu_threads
+    every_chunk = self.mesh.devices.flat[0].platform != 'cpu'
     devices = self.mesh.shape['data']
     if devices == 1:
       *tables, loss, examples = word2vec_update.chunked_step(
-          model, output, *tables, windows, centers, mask, alpha, rng, chunk, threads)
+          model, output, *tables, windows, centers, mask, alpha, rng, chunk, threads,
+          every_chunk)
       return tuple(tables), loss, examples
 
     def per_device(tables, windows, centers, mask, alpha, rng):
       rng = jax.random.fold_in(rng, jax.lax.axis_index('data'))
       *updated, loss, examples = word2vec_update.chunked_step(
           model, output, *tables, windows, centers, mask, alpha, rng,
-          min(chunk, centers.shape[0]), min(threads, 1))
+          min(chunk, centers.shape[0]), min(threads, 1), every_chunk)
       # Σ_d (new_d - old) + old, with one pass over each table after the all-reduce.
       summed = jax.lax.psum(updated, 'data')
       return (tuple(total - (devices - 1) * old for total, old in zip(summed, tables)),

@@ -191,7 +191,7 @@ def pairs_first(examples: Examples, size: int) -> Examples:
 
 
 def chunked_step(model: str, output, vectors, out_table, windows, centers, mask, alpha, rng,
-                 chunk: int, threads: int = 0):
+                 chunk: int, threads: int = 0, every_chunk: bool = False):
   """`step`'s examples (the same draws) applied `chunk` positions at a time, one chunk after
   another, each reading the tables the previous ones left: word2vec's sequential updates, a
   chunk's examples summed. Skip-gram's sampled pairs, which share nothing within a position,
@@ -200,18 +200,23 @@ def chunked_step(model: str, output, vectors, out_table, windows, centers, mask,
   chunks holds only the update. `threads` > 0: the loop is the compiled C++ one on a CPU
   (nplm.training.word2vec_native), its chunks shared among that many threads, each with
   its own copy of the tables, their changes summed at the end; it draws the negatives itself
-  (other draws from the same Q). -> (C, output vectors, the summed
-  loss, the examples counted)."""
+  (other draws from the same Q). `every_chunk` (an accelerator's XLA loop): every chunk
+  runs, skip-gram's pairs stay with their positions, and the loop's count is the compiler's
+  to know. A loop to the last filled chunk stops at a count computed on the device, and
+  XLA's GPU while loop reads such a loop's condition back to the host after every
+  iteration, so the host cannot queue the next chunk's kernels while one runs; a chunk of
+  empty slots costs an accelerator no more than its launches. -> (C, output vectors, the
+  summed loss, the examples counted)."""
   sampled = output[0] == 'sampled'
   examples = examples_of(model, output, windows, centers, mask, rng, draw=not (threads and sampled))
-  if model == 'skipgram' and sampled:
+  if model == 'skipgram' and sampled and not every_chunk:
     chunk = chunk * (windows.shape[1] // 2 + 1)
     examples = pairs_first(examples, chunk)
   count = examples.context.shape[0] // chunk
   pieces = jax.tree.map(lambda array: array.reshape(count, chunk, *array.shape[1:]), examples)
   hierarchical = output[0] == 'tree'
   # Chunks of none but empty slots (compacted pairs' end) would change nothing: not run.
-  filled = jnp.sum(jnp.any(pieces.counted.reshape(count, -1), axis=1))
+  filled = count if every_chunk else jnp.sum(jnp.any(pieces.counted.reshape(count, -1), axis=1))
   if threads:
     if output[0] == 'tree':  # Each position's path once, not once per example.
       _, _, bits, on_path = output
