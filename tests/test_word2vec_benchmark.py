@@ -199,6 +199,9 @@ def test_configs_that_read_different_data_are_refused(tmp_path):
     benchmark.flagfile_configs([], tmp_path, '', 0, 0)
   configs = benchmark.flagfile_configs(['cbow_ns', 'skipgram_hs'], tmp_path, '', 2000, 1)
   assert configs['cbow_ns'].workdir == str(tmp_path / 'runs' / 'cbow_ns')
+  assert configs['cbow_ns'].chunk_positions == int(recipe_flags('cbow_ns')['chunk_positions'])
+  chunked = benchmark.flagfile_configs(['cbow_ns'], tmp_path, '', 2000, 1, chunk=0)
+  assert chunked['cbow_ns'].chunk_positions == 0  # --chunk_positions=0: an accelerator's.
   with pytest.raises(ConfigError, match='read different data'):
     benchmark.same_data({name: config.replace(unk_max_count=k) for k, (name, config)
                          in enumerate(configs.items())})

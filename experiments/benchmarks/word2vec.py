@@ -58,7 +58,7 @@ from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained
 from nplm.parallel import usable_cores
-from nplm.trainer import request_cpu_devices, run
+from nplm.trainer import TrainingDiverged, request_cpu_devices, run
 from nplm.training.config_checks import validated
 
 CONFIGS = ('cbow_hs', 'cbow_ns', 'skipgram_hs', 'skipgram_ns')
@@ -364,7 +364,7 @@ def main(argv):
                      FLAGS.workdirs)
     if speed:
       result['speed'] = measure_speed(speed, speed_corpus, generated, result['workers'])
-  except (CorpusNotPrepared, ConfigError, NoTrainedModelError) as error:
+  except (CorpusNotPrepared, ConfigError, NoTrainedModelError, TrainingDiverged) as error:
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
   report(result, format_report, str(out / 'word2vec'))
