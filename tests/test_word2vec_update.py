@@ -233,13 +233,19 @@ def test_the_busiest_rows_reads_bound_the_chunk_and_an_accelerator_is_told(caplo
   assert feed.busiest_reads() == (1, 8)  # The root, once a position.
 
 
-@pytest.mark.parametrize('model,head', [('cbow', 'negative_sampling'), ('skipgram', 'tree')])
+@pytest.mark.parametrize('model,head,loop', [('cbow', 'negative_sampling', 'cpu'),
+                                             ('skipgram', 'tree', 'cpu'),
+                                             ('skipgram', 'negative_sampling', 'accelerator'),
+                                             ('cbow', 'tree', 'accelerator')])
 @pytest.mark.slow
-def test_a_feed_update_is_the_tools_at_the_linear_rate_of_its_step(model, head):
+def test_a_feed_update_is_the_tools_at_the_linear_rate_of_its_step(model, head, loop):
   """Update t = T/2 (t updates before it) of epoch 1's fourth batch: the transcription's
   chunks at α = ε_t, with the draws of the key the feed derives from the run's (on a CPU,
-  the compiled update's)."""
+  the compiled update's). 'accelerator': the feed's step as a GPU runs it (XLA's loop over
+  every chunk, a count XLA knows; skip-gram's pairs with their positions), here on the CPU."""
   feed, ids = tiny_word2vec_feed(model, head)
+  if loop == 'accelerator':
+    feed.__dict__.update(cpu_threads=0, accelerator_loop=True)
   kind, chunk = ('tree' if head == 'tree' else 'sampled'), 4
   planned = feed.config.epochs * feed.steps_per_epoch
   t, epoch, index = planned // 2, 1, 3
@@ -263,7 +269,10 @@ def test_a_feed_update_is_the_tools_at_the_linear_rate_of_its_step(model, head):
   run_rng = key_where(lambda rng: clean_draws(
       model, chunk_pieces(model, kind, head_key(rng), windows, centers, chunk, compiled)))
   want = tool_chunked(model, kind, start, windows, centers, head_key(run_rng), chunk,
-                      linear_rate(t, planned), compiled)
+                      linear_rate(t, planned), compiled, every_chunk=loop == 'accelerator')
+  if loop == 'accelerator':  # Each loop of the feed's compiled step of a count XLA knows.
+    text = feed.train_step.lower(state, *feed.step_data(batch), run_rng).compile().as_text()
+    assert text.count('known_trip_count') == len(re.findall(r' while\(', text)) >= 1
   after, _ = feed.step(state, batch, run_rng)
   got = (np.asarray(after.params['model']['C']['embedding'], np.float64),
          np.asarray(after.params['head'][name]['embedding'], np.float64))

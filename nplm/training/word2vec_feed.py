@@ -224,12 +224,18 @@ class Word2VecFeed(Feed):
     if self.cpu_threads:
       log.info("word2vec's update: compiled C++, %d thread%s a device", self.cpu_threads,
                's' * (self.cpu_threads > 1))
-    elif self.mesh.devices.flat[0].platform == 'cpu':
+    elif not self.accelerator_loop:
       log.info("word2vec's update: XLA's loop, not the compiled C++ (%s)",
                word2vec_native.unavailable())
-    else:
+    if self.accelerator_loop:
       self.describe_accelerator_loop(per_device)
     return batching.num_batches(self.subsampler.max_kept, self.config.batch_size)
+
+  @functools.cached_property
+  def accelerator_loop(self) -> bool:
+    """Whether the update is XLA's loop on an accelerator: every chunk, a count XLA knows
+    (word2vec_update.chunked_step's `every_chunk`)."""
+    return self.mesh.devices.flat[0].platform != 'cpu'
 
   @functools.cached_property
   def cpu_threads(self) -> int:
@@ -363,7 +369,7 @@ class Word2VecFeed(Feed):
     end of the step: as N of word2vec's threads, each seeing the others' updates of a step
     at its end."""
     model, chunk, threads = self.config.model, self.chunk, self.cpu_threads
-    every_chunk = self.mesh.devices.flat[0].platform != 'cpu'
+    every_chunk = self.accelerator_loop
     devices = self.mesh.shape['data']
     if devices == 1:
       *tables, loss, examples = word2vec_update.chunked_step(
