@@ -122,8 +122,10 @@ def test_the_plan_runs_every_row_of_gpu_md(tmp_path, dry_run):
 
 def test_rows_run_in_the_order_given():
   runs = gpu.plan(gpu.GPU, Path('/out'), '/data', False, row8_epochs=1)
-  assert [run.id for run in gpu.chosen(runs, ['6', '2', '1'])] == ['6a', '6b', '2a', '2b', '1']
-  assert [run.env for run in runs if run.row == 6] == [{}, {'JAX_PLATFORMS': 'cpu'}]
+  assert ([run.id for run in gpu.chosen(runs, ['6', '2', '1'])]
+          == ['6a', '6b', '6c', '2a', '2b', '1'])
+  assert [run.env for run in runs if run.row == 6] == [{}, {'JAX_PLATFORMS': 'cpu'}, {}]
+  assert '--chunk_positions=0' in runs[[run.id for run in runs].index('6a')].argv
 
 
 @pytest.mark.slow

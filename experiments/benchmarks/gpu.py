@@ -39,7 +39,9 @@ The PyTorch comparisons run under torch.compile(model) (inductor) beside eager o
 Row 6 runs twice, gensim on every core each time: nplm on the device JAX picks (a GPU: XLA's
 update loop, --chunk_positions=0: the largest chunk that trains stably, a few dozen chunks a
 step where the recipes' 32 positions make 1,024), then with JAX_PLATFORMS=cpu (the C++
-update's threads on every core, the recipes' chunks); 5 epochs each, the recipes'.
+update's threads on every core, the recipes' chunks); 5 epochs each, the recipes'. Then
+word2vec_loop times XLA's loop alone on the GPU at 32, 128 and 512 positions a chunk, to the
+last filled chunk and over every chunk (a count XLA knows), to say where its time goes.
 
 --dry_run runs every row at toy sizes (DRY) on the CPU (JAX_PLATFORMS=cpu, no CUDA device for
 PyTorch, XLA's LLVM optimizations off as in the tests: compiling is most of a toy run): the
@@ -83,12 +85,13 @@ GPU = {'brown': [], 'nnlm_batches': (256, 8192), 'nnlm': ['--steps=20', '--repea
        # stable chunk, the recipes' (a CPU cache's) on the CPU.
        'word2vec': ['--seeds=0'],
        'word2vec_platforms': (('', ['--chunk_positions=0']), ('cpu', [])),
+       'word2vec_loop': ['--configs=cbow_ns,skipgram_hs', '--chunks=32,128,512'],
        'scale': ['--tokens=10000000', '--types=300000', '--baseline_tokens=1000000',
                  '--baseline_types=10000', '--heads=nce', '--batch_size=1024'],
        'transformer': [], 'lstm650': [],
        # About 1.5 times each run's wall on an H200 (experiments/results/h200/), at least 45 s.
        'limits': {'1': 60, '2a': 75, '2b': 85, '3a': 45, '3b': 45, '4': 160, '5a': 70,
-                  '5b': 70, '6a': 90, '6b': 90, '7': 155, '8a': 45, '8b': 90, '8c': 175}}
+                  '5b': 70, '6a': 90, '6b': 90, '6c': 60, '7': 155, '8a': 45, '8b': 90, '8c': 175}}
 # A dry run times each program once: its second batch (rows 2 and 5) would run the same
 # command with another number, and two of word2vec's four recipes cover both models and both
 # outputs; process start-up and compiling, not the toy sizes, are most of its time.
@@ -102,13 +105,16 @@ DRY = {'brown': ['--epochs=1'], 'nnlm_batches': (8,),
        'vmapped_batches': (8,), 'vmapped': ['--models=1,2', '--steps=2', '--repeats=1'],
        'word2vec_platforms': (('', ['--chunk_positions=0']),),
        'word2vec': ['--seeds=0', '--epochs=1', '--configs=cbow_hs_toy,skipgram_ns_toy'],
+       'word2vec_loop': ['--configs=cbow_ns', '--chunks=8', '--batch_size=64', '--steps=1',
+                         '--repeats=1'],
        'scale': ['--tokens=20000', '--types=300', '--baseline_tokens=5000',
                  '--baseline_types=100', '--heads=nce', '--batch_size=64',
                  '--matmul_size=128'],
        'transformer': ['--order=9', '--feature_size=16', '--hidden_size=32', '--num_layers=1',
                        '--num_heads=2', '--batch_size=4', '--eval_batch_size=64'],
        'lstm650': ['--feature_size=16', '--hidden_size=16'],
-       'limits': dict.fromkeys(['1', '2a', '2b', '3a', '3b', '4', '5a', '5b', '6a', '6b', '7', '8a',
+       'limits': dict.fromkeys(['1', '2a', '2b', '3a', '3b', '4', '5a', '5b', '6a', '6b', '6c',
+                                '7', '8a',
                                 '8b', '8c'], 120)}
 # The dry run's recipes (written into OUT/recipes): each a recipe with toy sizes. The word2vec
 # ones set --unk_max_count=1: on the tiny fixture '</text>' is seen 3 times in training, within
@@ -206,6 +212,10 @@ def plan(settings: dict, out: Path, data_dir: str, dry_run: bool, row8_epochs: i
                     # word2vec.py names a run's workdir by its recipe: toys by name, from here.
                     out / 'recipes' if dry_run else ROOT,
                     {'JAX_PLATFORMS': platform} if platform else {}))
+  runs.append(Run('6c', 6, "word2vec's update as XLA's loop, by chunk and loop form",
+                  python + ['-m', 'experiments.benchmarks.word2vec_loop',
+                            *settings['word2vec_loop'], f'--out={rows / "6c" / "word2vec_loop"}'],
+                  limit['6c'], gpu_report.word2vec_loop))
   runs.append(Run('7', 7, 'an epoch of a generated corpus, sampled head',
                   python + ['-m', 'experiments.benchmarks.scale', *settings['scale'],
                             '--epochs=1', '--max_steps=0', f'--out={rows / "7"}'],

@@ -109,6 +109,14 @@ def word2vec(rows: Path, run_id: str, seconds: float) -> list:
   return found
 
 
+def word2vec_loop(rows: Path, run_id: str, seconds: float) -> list:
+  found = []
+  for r in read(rows / run_id / 'word2vec_loop.json')['rows']:
+    found.append(figure(f'{r["variant"]}, {r["chunk"]} positions a chunk, {r["form"]}: '
+                        'ms a step', r['ms_per_step'], 'ms'))
+  return found
+
+
 def scale(rows: Path, run_id: str, seconds: float) -> list:
   r = read(rows / run_id / 'scale.json')
   corpus = r['scale']
