@@ -299,8 +299,9 @@ class Word2VecFeed(Feed):
     """The start-up line of XLA's loop on an accelerator: each chunk is a launch of the
     update's kernels, one after another, so a step's count of chunks is its time."""
     largest = self.stable_chunk(per_device, per_device)
-    log.info("word2vec's update: XLA's loop, %d chunk%s of %d positions a step, one after "
-             'another%s', per_device // self.chunk, 's' * (per_device > self.chunk), self.chunk,
+    count = per_device // self.chunk
+    log.info("word2vec's update: XLA's loop, %s chunk%s of %s positions a step, one after "
+             'another%s', f'{count:,}', 's' * (count > 1), f'{self.chunk:,}',
              f'; --chunk_positions=0 takes {largest:,}, the most that trains stably'
              if largest > self.chunk else '')
 
