@@ -47,18 +47,18 @@ _ONE = 2 ** 32  # Keep probabilities in fixed point: exact integer sums over the
 # A chunk's examples read the tables as the chunk found them and their updates are summed,
 # which stays near word2vec's one-after-another updates while each row is read by few of
 # them. A row read n times in a chunk moves by n updates of ~α|h| summed from one reading.
-# Under negative sampling they point one way (the busiest word's vector is every example's
-# negative 5 times in 100): the row overshoots as a step n times as large would, and the
-# vectors grow until they are not finite. The tree's root is on every path, but its
-# subtrees hold similar counts, so its updates' signs differ and more of them sum safely;
-# past a point the vectors are poorer. α·n of the busiest row, measured on Brown, 5 epochs
-# (experiments/results/word2vec/chunks/): negative sampling, CBOW 3.0 (512 positions a
-# chunk, 3 seeds) and 5.9 (1,024) scored as gensim, 11.9 (2,048) diverged; one 8-word line
-# repeated, skip-gram: 3.2 (32) trained, 12.8 (128) diverged. The tree (n: positions, a
-# skip-gram position's pairs taking the path in turn): CBOW 12.8 (256) and skip-gram 6.4
-# (256, the recipe) scored as gensim; 25.6 (skip-gram, 1,024) and 51 (CBOW, 1,024) lost
-# 0.03-0.14 of WordSim-353. A chunk is cut where α·n would pass these, each about a third of
-# the least that failed: no recipe's chunk on Brown changes.
+# Under negative sampling they point one way (Brown's busiest word is 2% of the negatives
+# drawn, and a negative's update lowers its score): the row overshoots as a step n times as
+# large would, and the vectors grow until they are not finite. The tree's root is on every
+# path, but its subtrees hold similar counts, so its updates' signs differ and more of them
+# sum safely; past a point the vectors are poorer. α·n of the busiest row, measured on
+# Brown, 5 epochs (experiments/results/word2vec/chunks/): negative sampling, CBOW 3.0 (512
+# positions a chunk, 3 seeds) and 5.9 (1,024) scored as gensim, 11.9 (2,048) diverged; one
+# 8-word line repeated, skip-gram: 3.2 (32) trained, 12.8 (128) diverged. The tree (n:
+# positions, a skip-gram position's pairs taking the path in turn): CBOW 12.8 (256) and
+# skip-gram 6.4 (256, the recipe) scored as gensim; 25.6 (skip-gram, 1,024) and 51 (CBOW,
+# 1,024) lost 0.03-0.11 of WordSim-353. A chunk is cut where α·n would pass these, each
+# about a third of the least that failed: no recipe's chunk on Brown changes.
 MAX_SUMMED_RATE = {'sampled': 4.0, 'tree': 8.0}
 # On a CPU each core takes a share of a step's positions and the copies of the tables are
 # summed at the step's end (Word2VecFeed.cpu_shares). The share must outweigh the sum: at
