@@ -153,3 +153,20 @@ def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
         assert math.isfinite(f['value']), (run['name'], f)
   assert report['machine']['device_kind'] in (tmp_path / 'gpu.md').read_text()
   assert report['dry_run'] and report['environment']['JAX_PLATFORMS'] == 'cpu'
+
+
+@pytest.mark.parametrize('flags, said', [
+    (['--configs=cbow'], 'error: --configs takes cbow_ns, cbow_hs, skipgram_ns, skipgram_hs, '
+                         'not cbow'),
+    (['--chunks=32,33'], 'error: each of --chunks must be a whole number dividing '
+                         '--batch_size=16384, got 32,33'),
+    (['--chunks=x'], 'error: each of --chunks must be a whole number dividing '
+                     '--batch_size=16384, got x')])
+def test_the_word2vec_loop_refuses_what_it_cannot_time_in_one_line(tmp_path, flags, said):
+  """Row 6c's program as a user types it, from another directory: a variant it does not know
+  or a chunk that does not divide the batch is one line and status 2, before any compile."""
+  result = cli.run(*flags, f'--out={tmp_path / "loop"}', cwd=tmp_path,
+                   module='experiments.benchmarks.word2vec_loop')
+  assert result.returncode == 2, result.stderr[-1500:]
+  assert result.stderr.strip().splitlines()[-1] == said
+  assert 'Traceback' not in result.stderr and not (tmp_path / 'loop.json').exists()

@@ -263,9 +263,9 @@ class Word2VecFeed(Feed):
     where a chunk would sum too many updates of one row (MAX_SUMMED_RATE)."""
     config = self.config
     chunk = min(chunk_positions(config), per_device)
-    bounded = self.stable_chunk(chunk, per_device)
+    reads, most = self.busiest_reads()
+    bounded = bounded_chunk(chunk, per_device, reads, config.learning_rate, most)
     if bounded < chunk:
-      reads, most = self.busiest_reads()
       typed = f'--chunk_positions={config.chunk_positions}'
       log.info('updating %d positions at a time, not %s: the busiest row is read %.2f times a '
                'position, and more than %.0f of its updates summed at once at '
@@ -274,22 +274,18 @@ class Word2VecFeed(Feed):
                most / config.learning_rate, config.learning_rate)
     return bounded
 
-  def stable_chunk(self, chunk: int, per_device: int) -> int:
-    """`chunk` positions, or fewer where they would sum too many updates of one row."""
-    reads, most = self.busiest_reads()
-    return bounded_chunk(chunk, per_device, reads, self.config.learning_rate, most)
-
   def busiest_reads(self) -> tuple[float, float]:
     """(how many times a position's examples read the busiest row, on average; the most
     α·n of its n reads a chunk may sum: MAX_SUMMED_RATE)."""
     config = self.config
-    if heads.serves_word2vec(config.head) and self.output_vectors()[1][0] == 'tree':
-      # The root: once a position (skip-gram's pairs take the path in turn).
+    # A head word2vec's update does not train (a scoring-only config) has no such output.
+    output = self.output_vectors()[1] if heads.serves_word2vec(config.head) else ('none',)
+    if output[0] == 'tree':  # The root: once a position (skip-gram's pairs in turn).
       return 1.0, MAX_SUMMED_RATE['tree']
     kept = np.bincount(self.subsampler.ids) * self.subsampler.keep  # Expected kept counts.
     reads = kept / kept.sum()  # A word's output vector, read for it as the target,
-    if heads.serves_word2vec(config.head):  # and as k negatives from Q.
-      _, proposal, num_samples = self.output_vectors()[1]
+    if output[0] == 'sampled':  # and as k negatives from Q.
+      _, proposal, num_samples = output
       reads = reads + num_samples * proposal.probs[:len(reads)]
     # Skip-gram's examples are its pairs: c + 1 a position on average (radius 1 … c).
     examples = config.window + 1 if config.model == 'skipgram' else 1
@@ -298,7 +294,8 @@ class Word2VecFeed(Feed):
   def describe_accelerator_loop(self, per_device: int):
     """The start-up line of XLA's loop on an accelerator: each chunk is a launch of the
     update's kernels, one after another, so a step's count of chunks is its time."""
-    largest = self.stable_chunk(per_device, per_device)
+    reads, most = self.busiest_reads()
+    largest = bounded_chunk(per_device, per_device, reads, self.config.learning_rate, most)
     count = per_device // self.chunk
     log.info("word2vec's update: XLA's loop, %s chunk%s of %s positions a step, one after "
              'another%s', f'{count:,}', 's' * (count > 1), f'{self.chunk:,}',
