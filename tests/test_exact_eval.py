@@ -268,6 +268,28 @@ def test_a_split_shorter_than_an_eval_batch_is_one_batch_of_its_size_and_exact()
                              expected[np.arange(len(ids)), ids], atol=1e-5)
 
 
+def test_splits_of_different_lengths_share_one_compiled_scoring_program():
+  """Valid (45 words) and test (61) at --eval_batch_size=8: one program scores both (each
+  split's device copy padded to one scored length), each split exactly Eq. 1 in numpy."""
+  order, counts = 3, np.arange(30, 0, -1)
+  config = Config(workdir='unused', order=order, feature_size=4, hidden_size=5, direct=True,
+                  eval_batch_size=8).resolved()
+  lm = build_language_model(config, counts)
+  rng = np.random.default_rng(0)
+  splits = {name: rng.integers(0, len(counts), n).astype(np.int32)
+            for name, n in (('valid', 45), ('test', 61))}
+  mesh = parallel.make_mesh('', devices=jax.devices('cpu')[:1])
+  feed = WindowFeed(config, lm, splits, boundary_id=0, mesh=mesh)
+  params = WindowFeed.initial_params(config, lm, jax.random.key(1))
+  for name, ids in splits.items():
+    stream = np.concatenate([np.zeros(order - 1, np.int32), ids])  # Boundary id 0 first.
+    context = np.stack([stream[t + order - 2 - np.arange(order - 1)] for t in range(len(ids))])
+    expected = numpy_eq1(params, context, config.hidden_size, config.direct)
+    np.testing.assert_allclose(feed.log_probs(params, name),
+                               expected[np.arange(len(ids)), ids], atol=1e-5)
+  assert feed.log_prob_step._cache_size() == 1  # pylint: disable=protected-access
+
+
 @pytest.mark.slow
 def test_the_benchmark_reports_every_figure_from_its_measurements(tmp_path):
   sizes, tokens, batch = (300, 1500), 400, 64

@@ -155,6 +155,22 @@ def test_segmented_evaluation_equals_one_unsegmented_numpy_pass(cell, tiny_corpu
   assert count == 1 and [mask.shape for _, mask in pieces] == [(1, -(-len(ids) // 8) * 8)]
 
 
+def test_splits_of_different_lengths_share_one_compiled_scoring_program(tiny_corpus):
+  """Valid and test, of different lengths, 9 words a segment: one program scores both (the
+  one stream padded to one scored length), each split the unsegmented numpy pass."""
+  config = rnn_config()
+  lm = build_language_model(config, tiny_corpus.vocab.counts)
+  params = init_params(lm, seed=3)
+  boundary = int(tiny_corpus.vocab.encode([TEXT_END])[0])
+  splits = {name: tiny_corpus.splits[name] for name in ('valid', 'test')}
+  assert len(splits['valid']) != len(splits['test'])
+  feed = stream_feed.StreamFeed(config, lm, splits, boundary)
+  for name, ids in splits.items():
+    np.testing.assert_allclose(feed.log_probs(params, name),
+                               numpy_split_log_probs(lm, params, ids, boundary), atol=2e-5)
+  assert feed.log_prob_step._cache_size() == 1  # pylint: disable=protected-access
+
+
 @pytest.mark.slow
 def test_training_carries_the_state_from_segment_to_segment_and_resets_it_each_epoch(
     tiny_corpus):

@@ -14,12 +14,28 @@ at the split's last token, so each training token is a target once per epoch.
 import numpy as np
 
 
-def pad_split(ids: np.ndarray, order: int, boundary_id: int) -> np.ndarray:
-  """The split's ids after n-1 boundary tokens: position t's window is padded[t : t+n].
-  Written into one new array: a corpus-sized int32 copy, no temporary beside it."""
-  padded = np.empty(len(ids) + order - 1, np.int32)
+# A scored split's device copy is padded at its end to a multiple of this many tokens (4 MiB
+# of int32) with boundary tokens that no position reads, so that the splits of a corpus are
+# one shape and share one compiled scoring program: Brown's three (177k to 800k tokens) are
+# one. Each program of its own is a compile, 0.6 s for the NNLM's on an H200
+# (experiments/results/h200/), every split paying it.
+SCORED_LENGTH_MULTIPLE = 1 << 20
+
+
+def scored_length(length: int) -> int:
+  """`length` rounded up to a multiple of SCORED_LENGTH_MULTIPLE."""
+  return -(-length // SCORED_LENGTH_MULTIPLE) * SCORED_LENGTH_MULTIPLE
+
+
+def pad_split(ids: np.ndarray, order: int, boundary_id: int, length: int | None = None):
+  """The split's ids after n-1 boundary tokens: position t's window is padded[t : t+n]; with
+  `length`, boundary tokens after them up to that length. Written into one new array: a
+  corpus-sized int32 copy, no temporary beside it."""
+  end = len(ids) + order - 1
+  padded = np.empty(max(end, length or 0), np.int32)
   padded[:order - 1] = boundary_id
-  padded[order - 1:] = ids
+  padded[order - 1:end] = ids
+  padded[end:] = boundary_id
   return padded
 
 
@@ -77,8 +93,8 @@ def train_batches(num_examples: int, batch_size: int, seed: int, epoch: int, sta
 
 def pass_batch_size(num_examples: int, batch_size: int, multiple: int) -> int:
   """A scoring pass's batch: --eval_batch_size, or a split shorter than that in one batch of
-  its size rounded up to `multiple` (a 120-token split is not padded to 2,048). No program
-  is added: each split's scoring program is its own already, its data's shape its own."""
+  its size rounded up to `multiple` (a 120-token split is not padded to 2,048), its program
+  its own; longer splits share one (scored_length)."""
   return min(batch_size, -(-max(num_examples, 1) // multiple) * multiple)
 
 

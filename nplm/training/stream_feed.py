@@ -65,12 +65,14 @@ class StreamFeed(Feed):
 
   @classmethod
   def data_words(cls, config, split_sizes: dict, data: int) -> int:
-    """Words, targets and mask of the B streams (split over 'data'), and of the one stream
-    an evaluation reads, in segments of --eval_batch_size."""
+    """Words, targets and mask of the B streams (split over 'data'), and the words and
+    targets of the one stream an evaluation reads, in segments of --eval_batch_size, padded
+    to its scored length."""
     streams, length = config.batch_size, config.bptt_length
     per_stream = _ceil(_ceil(split_sizes.get('train', 0), streams), length) * length
     longest, segment = max(split_sizes.values()), config.eval_batch_size
-    return 3 * (_ceil(streams, data) * per_stream + _ceil(longest, segment) * segment)
+    scored = batching.scored_length(_ceil(longest, segment) * segment)
+    return 3 * _ceil(streams, data) * per_stream + 2 * scored
 
   @classmethod
   def example(cls, config, lm) -> tuple:
@@ -152,8 +154,11 @@ class StreamFeed(Feed):
     log p(w_t | w_0 … w_{t-1})."""
     length = batching.pass_batch_size(num_tokens, self.config.eval_batch_size, 8)
     words, targets, mask = streams.streams(ids, 1, length, self.boundary_id)
-    words, targets = parallel.put(words, self.mesh), parallel.put(targets, self.mesh)
     segments = streams.num_segments(num_tokens, 1, length)
+    if segments > 1:  # Padded to the scored length, which no segment reads: one shape.
+      pad = [(0, 0), (0, batching.scored_length(words.shape[1]) - words.shape[1])]
+      words, targets = np.pad(words, pad), np.pad(targets, pad)
+    words, targets = parallel.put(words, self.mesh), parallel.put(targets, self.mesh)
 
     def pieces():
       carry = parallel.put(self.lm.model.initial_state(1), self.mesh)

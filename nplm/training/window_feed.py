@@ -75,16 +75,19 @@ class WindowFeed(Feed):
 
   @classmethod
   def data_words(cls, config, split_sizes: dict, data: int) -> int:
-    """Each split padded by n-1 boundary tokens, whole on every device."""
+    """Each split padded by n-1 boundary tokens and to its scored length, whole on every
+    device."""
     del data
-    return sum(n + config.order - 1 for n in split_sizes.values())
+    return sum(batching.scored_length(n + config.order - 1) for n in split_sizes.values())
 
   @classmethod
   def example(cls, config, lm) -> tuple:
     return jnp.zeros((1, config.order - 1), jnp.int32), jnp.zeros(1, jnp.int32)
 
   def placed(self, ids):
-    return parallel.put(batching.pad_split(ids, self.config.order, self.boundary_id), self.mesh)
+    length = batching.scored_length(len(ids) + self.config.order - 1)
+    return parallel.put(batching.pad_split(ids, self.config.order, self.boundary_id, length),
+                        self.mesh)
 
   def prepare_training(self, ids) -> int:
     self.stride = self.config.order - 1 if self.lm.trains_every_position else 1

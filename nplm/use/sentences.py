@@ -16,7 +16,7 @@ Many sentences share one compiled program, BATCH_TOKENS tokens at a time (a larg
 streamed). A finite-context model reads a batch as one stream, each sentence behind its own
 c boundary tokens (which restart the context exactly as a split's start does), padded to a
 power of two and scored by the model's own split pass (`split_log_probs`): one compilation
-per power of two. A recurrent model reads a batch as rows, sentences of one length bucket
+per power of two below the model's --eval_batch_size, one for all above. A recurrent model reads a batch as rows, sentences of one length bucket
 (a power of two) each, padded at the end, every row from h_0 = 0: padding after a sentence
 cannot change what came before it, and is dropped.
 """
