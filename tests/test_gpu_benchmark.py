@@ -6,7 +6,9 @@ import importlib.util
 import json
 import math
 import os
+import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -130,12 +132,21 @@ def test_rows_run_in_the_order_given():
 
 @pytest.mark.slow
 def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
-  """`gpu --dry_run` as a user types it: every row of GPU.md ok, each figure finite (or, for a
-  PyTorch comparison, n/a because PyTorch is not installed here)."""
-  result = cli.run('--dry_run', f'--out={tmp_path}', module='experiments.benchmarks.gpu',
-                   timeout=600)
+  """The device call's script, gpu_session.sh, with `--dry_run`, from another directory:
+  every row of GPU.md ok, each figure finite (or, for a PyTorch comparison, n/a because
+  PyTorch is not installed here); the report and the rows' text files in OUT."""
+  out = tmp_path / 'out'
+  result = subprocess.run(
+      ['bash', str(gpu.ROOT / 'experiments' / 'benchmarks' / 'gpu_session.sh'), '--dry_run'],
+      cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+      env={**os.environ, 'PYTHON': sys.executable, 'OUT': str(out),
+           'CHECK_DIR': str(tmp_path / 'check'), 'SITE': str(tmp_path / 'site')})
   assert result.returncode == 0, result.stderr[-3000:]
-  report = json.loads((tmp_path / 'gpu.json').read_text())
+  with tarfile.open(out / 'rows.tgz') as rows:
+    names = rows.getnames()
+  assert 'rows/1/stdout.txt' in names and 'rows/7/scale.json' in names, names
+  assert not any('/corpus/' in name or '/tfds/' in name for name in names), names
+  report = json.loads((out / 'gpu.json').read_text())
   runs = report['runs']
   assert sorted({run['row'] for run in runs}) == list(range(1, 9))
   torch_missing = importlib.util.find_spec('torch') is None
@@ -151,7 +162,7 @@ def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
         assert torch_missing and 'PyTorch is not importable' in f['note'], (run['name'], f)
       else:
         assert math.isfinite(f['value']), (run['name'], f)
-  assert report['machine']['device_kind'] in (tmp_path / 'gpu.md').read_text()
+  assert report['machine']['device_kind'] in (out / 'gpu.md').read_text()
   assert report['dry_run'] and report['environment']['JAX_PLATFORMS'] == 'cpu'
 
 

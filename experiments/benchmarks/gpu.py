@@ -5,6 +5,9 @@ should carry") on this machine, in one command, into one report.
   python -m experiments.benchmarks.gpu --data_dir=.tfds --out=/tmp/gpu                 # on the GPU
   python -m experiments.benchmarks.gpu --dry_run --out=/tmp/gpu_dry      # anywhere: toy sizes
 
+On a lent device machine, experiments/benchmarks/gpu_session.sh runs it as one call: the
+carried wheels installed, its report and the rows' text files copied into the call's $OUT.
+
 Each run is a child process of one of the existing programs, as a person types it: the main
 job (experiments.brown), the benchmarks nnlm, lstm, vocab_scaling, vmapped, word2vec and scale,
 and experiments.table1. Each has its own time limit: one that runs past it is stopped (its
