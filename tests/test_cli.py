@@ -15,6 +15,7 @@ from nplm import recipes, trainer
 from nplm.flagfiles import config_from_flagfile
 from nplm.config import ConfigError
 from tests import cli
+from tests.conftest import write_text_corpus
 from tests.test_train import tiny_config
 
 ROOT = Path(__file__).parent.parent
@@ -209,6 +210,29 @@ def test_no_command_imports_pytorch_or_tensorflow_to_start(tmp_path):
                         timeout=300, env={**os.environ, 'PYTHONPATH': f'{tmp_path}:{ROOT}'})
   assert done.returncode == 0, done.stderr
   assert 'imported' not in done.stderr, done.stderr
+
+
+@pytest.mark.slow  # A fresh Python training a few steps: 10 s.
+def test_a_run_writes_its_tensorboard_events_without_importing_pytorch(tmp_path):
+  """`nplm train` with a PyTorch that says when it is imported: tensorboardX's writer tries to
+  import it as it loads (1 s where PyTorch is installed, at every run's start); the run's
+  events are written without it, and the PyTorch a user imports afterwards is theirs."""
+  (tmp_path / 'torch').mkdir()
+  (tmp_path / 'torch' / '__init__.py').write_text(
+      'import sys\nprint("imported torch", file=sys.stderr)\nTensor = type("Tensor", (), {})\n')
+  corpus = write_text_corpus(tmp_path / 'corpus')
+  code = ('import sys\nfrom nplm.console import main\n'
+          'try:\n  main()\nexcept SystemExit as done:\n  assert not done.code, done.code\n'
+          'import torch\n')
+  done = subprocess.run(
+      [sys.executable, '-c', code, 'train', f'--dataset=text:{corpus}', '--flagfile=fast',
+       '--max_steps=2', '--eval_splits=valid', f'--workdir={tmp_path / "run"}',
+       f'--data_dir={tmp_path / "tfds"}'], cwd=tmp_path, capture_output=True, text=True,
+      timeout=300, env={**os.environ, 'PYTHONPATH': f'{tmp_path}:{ROOT}'})
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert done.stderr.count('imported torch') == 1, done.stderr[-3000:]  # The user's import.
+  assert done.stderr.rstrip().endswith('imported torch'), done.stderr[-3000:]
+  assert list((tmp_path / 'run' / 'tensorboard').glob('events.out.tfevents.*'))
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ import contextlib
 import json
 import dataclasses
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,9 +17,19 @@ if TYPE_CHECKING:
 
 
 def _summary_writer(directory: Path) -> 'SummaryWriter':
-  # Imported here, not at the top: tensorboardX imports PyTorch where it is installed (2 s),
-  # and every nplm command imports this module, `--help` included.
-  from tensorboardX import SummaryWriter
+  # Imported here, not at the top: every nplm command imports this module, `--help`
+  # included. And tensorboardX's writer tries `import torch` as it loads, to accept PyTorch's
+  # tensors (1 s on the 2-core EPYC where PyTorch is installed, at every run's start); a run
+  # writes floats only, so that import is refused while it loads (a None in sys.modules
+  # raises ImportError, which tensorboardX expects), unless PyTorch is loaded already.
+  refused = 'torch' not in sys.modules
+  if refused:
+    sys.modules['torch'] = None
+  try:
+    from tensorboardX import SummaryWriter
+  finally:
+    if refused:
+      del sys.modules['torch']
   return SummaryWriter(str(directory))
 
 
