@@ -17,7 +17,8 @@ from nplm.config import Config, ConfigError
 from nplm.lm import build_language_model
 from nplm.training import word2vec_update
 from nplm.training.window_feed import WindowFeed
-from nplm.training.word2vec_feed import Word2VecFeed, context_windows, window_radii
+from nplm.training.word2vec_feed import Word2VecFeed
+from nplm.training.word2vec_windows import context_windows, window_radii
 from tests import cli, multidevice
 from tests.conftest import write_text_corpus
 

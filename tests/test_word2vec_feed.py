@@ -10,8 +10,9 @@ import pytest
 
 from nplm.config import Config
 from nplm.lm import build_language_model
-from nplm.training.word2vec_feed import (Subsampler, Word2VecFeed, context_windows,
-                                         keep_probabilities, padded_stream, window_radii)
+from nplm.training.word2vec_feed import Word2VecFeed
+from nplm.training.word2vec_windows import (Subsampler, context_windows, keep_probabilities,
+                                           padded_stream, window_radii)
 
 ABSENT = -1
 
