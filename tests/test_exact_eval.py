@@ -270,7 +270,7 @@ def test_a_split_shorter_than_an_eval_batch_is_one_batch_of_its_size_and_exact()
 
 def test_splits_of_different_lengths_share_one_compiled_scoring_program():
   """Valid (45 words) and test (61) at --eval_batch_size=8: one program scores both (each
-  split's device copy padded to one scored length), each split exactly Eq. 1 in numpy."""
+  split's device copy padded to one scored length, 64), each split exactly Eq. 1 in numpy."""
   order, counts = 3, np.arange(30, 0, -1)
   config = Config(workdir='unused', order=order, feature_size=4, hidden_size=5, direct=True,
                   eval_batch_size=8).resolved()

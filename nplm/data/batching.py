@@ -14,16 +14,20 @@ at the split's last token, so each training token is a target once per epoch.
 import numpy as np
 
 
-# A scored split's device copy is padded at its end to a multiple of this many tokens (4 MiB
-# of int32) with boundary tokens that no position reads, so that the splits of a corpus are
-# one shape and share one compiled scoring program: Brown's three (177k to 800k tokens) are
-# one. Each program of its own is a compile, 0.6 s for the NNLM's on an H200
-# (experiments/results/h200/), every split paying it.
+# A scored split's device copy is padded at its end, with boundary tokens that no position
+# reads, to a power of two, or above 2^20 tokens to a multiple of 2^20 (4 MiB of int32): splits
+# of like sizes are then one shape and share one compiled scoring program. Brown's valid and
+# test (200,000 and 177,359 tokens) share one, its train another. Each program of its own is
+# a compile, 0.6 s for the NNLM's on an H200 (experiments/results/h200/), every split paying
+# it. The power of two below keeps a sentence's stream small (nplm.use.sentences).
 SCORED_LENGTH_MULTIPLE = 1 << 20
 
 
 def scored_length(length: int) -> int:
-  """`length` rounded up to a multiple of SCORED_LENGTH_MULTIPLE."""
+  """`length` rounded up to a power of two, or above SCORED_LENGTH_MULTIPLE to a multiple of
+  it."""
+  if length <= SCORED_LENGTH_MULTIPLE:
+    return 1 << max(0, length - 1).bit_length()
   return -(-length // SCORED_LENGTH_MULTIPLE) * SCORED_LENGTH_MULTIPLE
 
 
