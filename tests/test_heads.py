@@ -20,6 +20,7 @@ from nplm.data.vocab import TEXT_END
 from nplm.heads import build_head
 from nplm.heads.binary_tree import balanced_tree, huffman_tree
 from nplm.heads.class_softmax import WordClasses
+from nplm.heads import proposal as proposal_module
 from nplm.heads.proposal import Proposal
 from nplm.lm import build_language_model
 from nplm.training.optimizer import make_optimizer
@@ -432,3 +433,20 @@ def test_the_proposal_draws_what_jax_random_choice_draws_from_q(examples):
   many = np.asarray(proposal.sample(jax.random.key(99), 200_000))
   frequencies = np.bincount(many, minlength=len(counts)) / len(many)
   assert np.abs(frequencies[:20] - proposal.probs[:20]).max() < 0.004
+
+
+def test_a_gpu_draws_from_the_proposal_without_a_loop_and_the_same_ids():
+  """On a GPU the bisection is unrolled: a while loop there launches each of its log2 |V|
+  rounds after the last. Lowered for a GPU, the draw holds no loop; the unrolled search run
+  here finds numpy's ids."""
+  proposal = Proposal.from_counts(zipf_counts(5000), power=0.75)
+  draw = jax.jit(lambda key: proposal.sample(key, 64))
+  lowered = {platform: draw.trace(jax.random.key(0)).lower(lowering_platforms=(platform,))
+             for platform in ('cpu', 'cuda')}
+  assert 'stablehlo.while' not in lowered['cuda'].as_text()
+  assert 'stablehlo.while' in lowered['cpu'].as_text()  # The check can see a loop.
+  cumulative = proposal.cumulative
+  draws = np.random.default_rng(0).uniform(0, cumulative[-1], 1000).astype(np.float32)
+  np.testing.assert_array_equal(
+      jax.jit(proposal_module._unrolled_binary_search)(cumulative, draws),
+      np.searchsorted(cumulative, draws))
