@@ -113,7 +113,9 @@ class AdaptiveSoftmaxHead(nn.Module):
     cluster's unit), plus for a tail word the tail softmax at it. Each normalizer is summed
     in chunks where a layer's scores are large (OutputLayer.log_softmax_at)."""
     shortlist = self.cutoffs[0]
-    cluster = jnp.searchsorted(jnp.asarray(self.cutoffs), targets, side='right') - 1
+    # A few cutoffs: compared all at once, not a loop (a GPU launches a loop's rounds in turn).
+    cluster = jnp.searchsorted(jnp.asarray(self.cutoffs), targets, side='right',
+                               method='compare_all') - 1
     log_p = self.head.log_softmax_at(hidden, jnp.where(targets < shortlist, targets,
                                                        shortlist + cluster))
     # Static shapes: every tail is computed for the whole batch and used where it applies.

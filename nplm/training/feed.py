@@ -246,6 +246,6 @@ class Feed:
     position once, --eval_batch_size at a time split over 'data', the last batch padded."""
     size = batching.pass_batch_size(num_tokens, self.config.eval_batch_size,
                                     8 * self.mesh.shape['data'])
-    pieces = ((self.log_prob_step(params, data, parallel.put(positions, self.mesh, 'data')), mask)
+    pieces = ((self.log_prob_step(params, data, parallel.step_input(positions, self.mesh, 'data')), mask)
               for positions, mask in batching.eval_batches(num_tokens, size))
     return pieces, batching.num_batches(num_tokens, size)

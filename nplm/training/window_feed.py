@@ -103,7 +103,7 @@ class WindowFeed(Feed):
                    for positions, mask in batches)
 
   def step_data(self, batch) -> tuple:
-    return (self.splits['train'], *(parallel.put(array, self.mesh, 'data') for array in batch))
+    return (self.splits['train'], *(parallel.step_input(array, self.mesh, 'data') for array in batch))
 
   def update(self, state, padded_split, positions, mask, run_rng):
     config = self.config

@@ -247,7 +247,7 @@ class Word2VecFeed(Feed):
 
   def step_data(self, batch) -> tuple:
     stream, positions, index = batch
-    return stream, positions, parallel.put(index, self.mesh)
+    return stream, positions, parallel.step_input(index, self.mesh)
 
   @classmethod
   def initial_params(cls, config, lm, rng) -> dict:
