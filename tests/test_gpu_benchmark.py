@@ -145,6 +145,7 @@ def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
   with tarfile.open(out / 'rows.tgz') as rows:
     names = rows.getnames()
   assert 'rows/1/stdout.txt' in names and 'rows/7/scale.json' in names, names
+  assert 'rows/2a/hlo/MLP9_bfloat16.txt' in names, names  # The steps' compiled programs.
   assert not any('/corpus/' in name or '/tfds/' in name for name in names), names
   report = json.loads((out / 'gpu.json').read_text())
   runs = report['runs']
