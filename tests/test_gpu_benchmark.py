@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.benchmarks import gpu, gpu_report
+from experiments.benchmarks import gpu, gpu_report, programs
 from tests import cli
 
 MACHINE = {'device_kind': 'Toy Accelerator', 'platform': 'toy', 'device_count': 1,
@@ -145,7 +145,8 @@ def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
   with tarfile.open(out / 'rows.tgz') as rows:
     names = rows.getnames()
   assert 'rows/1/stdout.txt' in names and 'rows/7/scale.json' in names, names
-  assert 'rows/2a/hlo/MLP9_bfloat16.txt' in names, names  # The steps' compiled programs.
+  assert {'rows/2a/programs/MLP9_bfloat16.hlo.txt',  # The steps as compiled, as profiled.
+          'rows/2a/programs/MLP9_bfloat16.profile.txt'} <= set(names), names
   assert not any('/corpus/' in name or '/tfds/' in name for name in names), names
   report = json.loads((out / 'gpu.json').read_text())
   runs = report['runs']
@@ -182,3 +183,19 @@ def test_the_word2vec_loop_refuses_what_it_cannot_time_in_one_line(tmp_path, fla
   assert result.returncode == 2, result.stderr[-1500:]
   assert result.stderr.strip().splitlines()[-1] == said
   assert 'Traceback' not in result.stderr and not (tmp_path / 'loop.json').exists()
+
+
+def test_a_profile_sums_each_devices_events_by_name_longest_first():
+  """A trace of two processes (a GPU's kernels, the host): each event's time summed over
+  its calls, per process, a device first, the longest first; a step's share divided out."""
+  events = [{'ph': 'M', 'name': 'process_name', 'pid': 1, 'args': {'name': '/host:CPU'}},
+            {'ph': 'M', 'name': 'process_name', 'pid': 2, 'args': {'name': '/device:GPU:0'}},
+            *({'ph': 'X', 'pid': 2, 'name': 'gemm', 'dur': 30.0} for _ in range(4)),
+            {'ph': 'X', 'pid': 2, 'name': 'loop_fusion', 'dur': 40.0},
+            {'ph': 'X', 'pid': 1, 'name': 'PjitFunction(update)', 'dur': 7.0},
+            {'ph': 'i', 'pid': 2, 'name': 'marker'}]
+  lines = programs.event_table(events, steps=4)
+  device = lines.index('/device:GPU:0: 160 µs summed')
+  assert lines.index('/host:CPU: 7 µs summed') > device
+  assert lines[device + 2].split() == ['120', '30.0', '75.0%', '4', 'gemm']
+  assert lines[device + 3].split() == ['40', '10.0', '25.0%', '1', 'loop_fusion']

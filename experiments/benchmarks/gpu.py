@@ -187,7 +187,7 @@ def plan(settings: dict, out: Path, data_dir: str, dry_run: bool, row8_epochs: i
     runs.append(Run(run_id, 2, f'NNLM step, batch {batch}',
                     brown + ['-m', 'experiments.benchmarks.nnlm', data, f'--batch_size={batch}',
                              compile_flag, *settings['nnlm'], f'--out={rows / run_id / "nnlm"}',
-                             f'--hlo_dir={rows / run_id / "hlo"}'],
+                             f'--programs_dir={rows / run_id / "programs"}'],
                     limit[run_id], gpu_report.nnlm, ('brown',)))
   for run_id, recipe in zip(('3a', '3b'), settings['lstm_recipes']):
     recipe = out / 'recipes' / recipe if recipe in TOY_RECIPES else recipe

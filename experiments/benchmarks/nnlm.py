@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
-from experiments.benchmarks import harness
+from experiments.benchmarks import harness, programs
 from nplm.config import Config
 from nplm.data import batching
 from nplm.models.nnlm import NNLM
@@ -65,11 +65,11 @@ def torch_runner(config, vocab_size, padded_split, compile_backend=''):
 
 
 def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
-                    repeats, with_torch=True, torch_compile='', hlo_dir='') -> dict:
+                    repeats, with_torch=True, torch_compile='', programs_dir='') -> dict:
   """nplm's step (float32 and --dtype=bfloat16) and PyTorch's (eager, and compiled with the
   torch.compile backend `torch_compile` if set) on the same batches, their timed runs
-  interleaved; the float32 step's FLOPs and its share of the matmul rate. `hlo_dir`: each
-  nplm step's program as XLA compiled it, written there (SHAPE_DTYPE.txt)."""
+  interleaved; the float32 step's FLOPs and its share of the matmul rate. `programs_dir`:
+  each nplm step as compiled and where a run of it spent its time (`inspect_steps`)."""
   config = harness.shape_config(shape, batch_size)
   vocab_size = len(counts)
   padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
@@ -78,8 +78,6 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
   run_bfloat16, compiled_bfloat16 = harness.jax_runner(config.replace(dtype='bfloat16'),
                                                        counts, padded)
   runners = {'jax': run_steps, 'jax_bfloat16': run_bfloat16}
-  if hlo_dir:
-    write_programs(hlo_dir, name, {'float32': compiled, 'bfloat16': compiled_bfloat16})
   torch_about = 'disabled by --notorch'
   if with_torch:
     torch_run, torch_about = torch_runner(config, vocab_size, padded)
@@ -92,6 +90,10 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
     if compiled_run:
       runners['torch_compiled'] = compiled_run
   rates = harness.interleaved_rates(runners, batches, repeats)
+  if programs_dir:  # Warm: the steps compiled and run.
+    inspect_steps(Path(programs_dir), name, batches, {'float32': (run_steps, compiled),
+                                                      'bfloat16': (run_bfloat16,
+                                                                   compiled_bfloat16)})
   jax_rate = rates['jax']
   flops = {'xla': xla_flops(compiled), 'analytic': analytic_step_flops(config, vocab_size)}
   counted, flops['counted_by'] = counted_flops(flops)
@@ -117,22 +119,22 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
   return result
 
 
-def write_programs(directory: str, shape: str, compiled: dict) -> None:
-  """Each compiled step's optimized HLO as DIRECTORY/SHAPE_DTYPE.txt: on a GPU it names
-  the kernels a step runs (cuBLAS or Triton products, fusions, padding copies), what a
-  timing alone cannot say (bfloat16's 0.21× of float32 at batch 8192 on an H200)."""
-  Path(directory).mkdir(parents=True, exist_ok=True)
-  for dtype, program in compiled.items():
-    (Path(directory) / f'{shape}_{dtype}.txt').write_text(program.as_text())
+def inspect_steps(directory: Path, shape: str, batches, steps: dict) -> None:
+  """For each {dtype: (run_steps, compiled)}: SHAPE_DTYPE.hlo.txt, the step as XLA compiled
+  it, and SHAPE_DTYPE.profile.txt, where a run of the batches spent its time: what a timing
+  alone cannot say (bfloat16 ran at 0.21× of float32 at batch 8192 on an H200)."""
+  for dtype, (run_steps, compiled) in steps.items():
+    programs.write_program(directory / f'{shape}_{dtype}.hlo.txt', compiled)
+    programs.write_profile(directory / f'{shape}_{dtype}.profile.txt', run_steps, batches)
 
 
 def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repeats=5,
                   shapes=None, with_torch=True, square=2048, torch_compile='',
-                  hlo_dir='') -> dict:
+                  programs_dir='') -> dict:
   """Everything the CLI reports, as a dict: importable, and runnable on any ids."""
   shapes = harness.SHAPES if shapes is None else shapes
   results = [benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size,
-                             steps, repeats, with_torch, torch_compile, hlo_dir)
+                             steps, repeats, with_torch, torch_compile, programs_dir)
              for name, shape in shapes.items()]
   return {'machine': harness.machine_info(), 'vocab_size': len(counts),
           'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats,
@@ -209,8 +211,10 @@ def define_flags() -> None:
                       'the real figure) or eager / aot_eager (a cheap check of the code path, '
                       'not a speed); empty: not.')
   flags.DEFINE_integer('matmul_size', 2048, 'The square float32 matmul whose rate is printed.')
-  flags.DEFINE_string('hlo_dir', '', 'Writes each nplm step as XLA compiled it (optimized '
-                      'HLO, SHAPE_DTYPE.txt) into this directory; empty: not.')
+  flags.DEFINE_string('programs_dir', '', 'Writes into this directory each nplm step as XLA '
+                      'compiled it (SHAPE_DTYPE.hlo.txt) and where a run of it spent its '
+                      'time (SHAPE_DTYPE.profile.txt, the profiler\'s events summed by '
+                      'name); empty: not.')
 
 
 def main(argv):
@@ -218,7 +222,7 @@ def main(argv):
   FLAGS = flags.FLAGS
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.batch_size, FLAGS.steps,
                          FLAGS.repeats, with_torch=FLAGS.torch, square=FLAGS.matmul_size,
-                         torch_compile=FLAGS.torch_compile, hlo_dir=FLAGS.hlo_dir)
+                         torch_compile=FLAGS.torch_compile, programs_dir=FLAGS.programs_dir)
   harness.report(report, format_report, FLAGS.out)
 
 
