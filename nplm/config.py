@@ -115,6 +115,10 @@ class RunSettings:
                                     "run's processes agree at --log_every steps.")
   checkpoint_every: int = _knob(OBSERVATION, 0, 'Also a checkpoint every this-many updates '
                                 '(0: by --checkpoint_minutes only).')
+  profile_steps: int = _knob(OBSERVATION, 0, "Traces this many updates with JAX's profiler, "
+                             'from the first progress line on (the step compiled and warm), '
+                             'into <workdir>/profile (TensorBoard, Perfetto); profile.txt '
+                             "there sums each device's events by name. 0: none.")
   keep_checkpoints: int = _knob(OBSERVATION, 2, 'Periodic checkpoints kept in '
                                 '<workdir>/checkpoints (at least 1), besides the best one.')
   stop_seconds: float = _knob(OBSERVATION, 25.0, 'After SIGTERM or Ctrl-C a run saves at its '

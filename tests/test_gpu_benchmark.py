@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.benchmarks import gpu, gpu_report, programs
+from experiments.benchmarks import gpu, gpu_report
+from nplm.run_files.profile import event_table
 from tests import cli
 
 MACHINE = {'device_kind': 'Toy Accelerator', 'platform': 'toy', 'device_count': 1,
@@ -146,7 +147,10 @@ def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
     names = rows.getnames()
   assert 'rows/1/stdout.txt' in names and 'rows/7/scale.json' in names, names
   assert {'rows/2a/programs/MLP9_bfloat16.hlo.txt',  # The steps as compiled, as profiled.
-          'rows/2a/programs/MLP9_bfloat16.profile.txt'} <= set(names), names
+          'rows/2a/programs/MLP9_bfloat16.profile.txt',
+          'rows/1/run/profile/profile.txt'} <= set(names), names  # --profile_steps's table.
+  assert any(name.startswith('rows/7/') and name.endswith('/profile/profile.txt')
+             for name in names), names
   assert not any('/corpus/' in name or '/tfds/' in name for name in names), names
   report = json.loads((out / 'gpu.json').read_text())
   runs = report['runs']
@@ -194,7 +198,7 @@ def test_a_profile_sums_each_devices_events_by_name_longest_first():
             {'ph': 'X', 'pid': 2, 'name': 'loop_fusion', 'dur': 40.0},
             {'ph': 'X', 'pid': 1, 'name': 'PjitFunction(update)', 'dur': 7.0},
             {'ph': 'i', 'pid': 2, 'name': 'marker'}]
-  lines = programs.event_table(events, steps=4)
+  lines = event_table(events, steps=4)
   device = lines.index('/device:GPU:0: 160 µs summed')
   assert lines.index('/host:CPU: 7 µs summed') > device
   assert lines[device + 2].split() == ['120', '30.0', '75.0%', '4', 'gemm']

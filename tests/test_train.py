@@ -281,6 +281,7 @@ def test_a_run_recorded_before_newer_knobs_resumes_with_their_defaults(tiny_corp
     ({'learning_rate': 0.0}, '--learning_rate must be positive'),
     ({'workdir': ''}, '--workdir is required'),
     ({'checkpoint_minutes': -1.0}, '--checkpoint_minutes must be 0 (none by time) or more'),
+    ({'profile_steps': -1}, '--profile_steps must be 0 (none) or more'),
     ({'checkpoint_every': -1}, '--checkpoint_every must be 0 (by time only) or more'),
     ({'head': 'class', 'num_classes': -1}, '--num_classes must be 0'),
     ({'head': 'tree', 'tree': 'random'}, "unknown --tree='random'"),
@@ -382,3 +383,21 @@ def test_checkpoints_by_the_clock_fall_within_epochs_and_leave_the_numbers_as_th
   assert saved_steps('clocked') == list(range(1, 2 * per_epoch + 1))
   for key in ('valid_ppl', 'test_ppl', 'train_ppl', 'valid_ppl_history'):
     assert clocked[key] == by_epoch[key]
+
+
+@pytest.mark.slow
+def test_a_profiled_run_writes_its_table_and_trains_as_an_unprofiled_one(
+    tiny_corpus, default_run, tmp_path):
+  """--profile_steps=3 traces the updates after the first progress line (step 5) to step 8:
+  profile.txt sums them, the compiled update among the events, and the run's numbers are
+  the unprofiled run's. A run that ends inside its window (--max_steps=7) is traced to its
+  end, not lost."""
+  profiled = run(tiny_config(tmp_path / 'profiled', profile_steps=3), tiny_corpus)
+  for key in ('valid_ppl', 'test_ppl', 'train_ppl', 'valid_ppl_history', 'steps'):
+    assert profiled[key] == default_run[1][key]
+  table = (tmp_path / 'profiled' / 'profile' / 'profile.txt').read_text()
+  assert table.startswith('3 steps;') and 'PjitFunction(update)' in table, table
+  assert any((tmp_path / 'profiled' / 'profile' / 'plugins').rglob('*.trace.json.gz'))
+  run(tiny_config(tmp_path / 'cut', profile_steps=100, max_steps=7), tiny_corpus)
+  assert (tmp_path / 'cut' / 'profile' / 'profile.txt').read_text().startswith('2 steps;')
+  assert not (Path(default_run[0]) / 'profile').exists()  # None unless asked.

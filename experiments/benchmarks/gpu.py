@@ -78,7 +78,9 @@ ROOT = Path(__file__).resolve().parents[2]  # The checkout: the children's direc
 MIN_START_S = 5  # A run with less than this left of the budget is not started.
 
 # The settings of each mode: the GPU's, and the dry run's toy sizes of the same runs.
-GPU = {'brown': [], 'nnlm_batches': (256, 8192), 'nnlm': ['--steps=20', '--repeats=5'],
+# Rows 1 and 7 profile 50 updates of their run (nplm train --profile_steps: profile.txt).
+GPU = {'brown': ['--profile_steps=50'], 'nnlm_batches': (256, 8192),
+       'nnlm': ['--steps=20', '--repeats=5'],
        'torch_compile': 'inductor', 'lstm_recipes': ('lstm', 'zaremba_medium'),
        'lstm': ['--steps=20', '--repeats=5'],
        'vocab': ['--vocab_sizes=10000,1000000,4000000', '--heads=softmax,class,is,nce,adaptive',
@@ -90,7 +92,8 @@ GPU = {'brown': [], 'nnlm_batches': (256, 8192), 'nnlm': ['--steps=20', '--repea
        'word2vec_platforms': (('', ['--chunk_positions=0']), ('cpu', [])),
        'word2vec_loop': ['--configs=cbow_ns,skipgram_hs', '--chunks=32,128,512'],
        'scale': ['--tokens=10000000', '--types=300000', '--baseline_tokens=1000000',
-                 '--baseline_types=10000', '--heads=nce', '--batch_size=1024'],
+                 '--baseline_types=10000', '--heads=nce', '--batch_size=1024',
+                 '--train_flags=--profile_steps=50'],
        'transformer': [], 'lstm650': [],
        # About 1.5 times each run's wall on an H200 (experiments/results/h200/), at least 45 s.
        'limits': {'1': 60, '2a': 75, '2b': 85, '3a': 45, '3b': 45, '4': 160, '5a': 70,
@@ -98,7 +101,7 @@ GPU = {'brown': [], 'nnlm_batches': (256, 8192), 'nnlm': ['--steps=20', '--repea
 # A dry run times each program once: its second batch (rows 2 and 5) would run the same
 # command with another number, and two of word2vec's four recipes cover both models and both
 # outputs; process start-up and compiling, not the toy sizes, are most of its time.
-DRY = {'brown': ['--epochs=1'], 'nnlm_batches': (8,),
+DRY = {'brown': ['--epochs=1', '--log_every=2', '--profile_steps=2'], 'nnlm_batches': (8,),
        'nnlm': ['--steps=2', '--repeats=1', '--matmul_size=64'], 'torch_compile': 'aot_eager',
        'lstm_recipes': ('lstm_toy', 'zaremba_medium_toy'), 'lstm': ['--steps=1', '--repeats=1'],
        # Two heads, one optimizer: each point compiles each head's step twice.
@@ -112,7 +115,7 @@ DRY = {'brown': ['--epochs=1'], 'nnlm_batches': (8,),
                          '--repeats=1'],
        'scale': ['--tokens=20000', '--types=300', '--baseline_tokens=5000',
                  '--baseline_types=100', '--heads=nce', '--batch_size=64',
-                 '--matmul_size=128'],
+                 '--matmul_size=128', '--train_flags=--profile_steps=2'],
        'transformer': ['--order=9', '--feature_size=16', '--hidden_size=32', '--num_layers=1',
                        '--num_heads=2', '--batch_size=4', '--eval_batch_size=64'],
        'lstm650': ['--feature_size=16', '--hidden_size=16'],

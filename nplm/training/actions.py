@@ -77,3 +77,33 @@ class Clocked:
     if jax.process_count() == 1:
       return late
     return step % self.sync_every == 0 and parallel.any_process(late)
+
+
+@dataclasses.dataclass
+class Traced:
+  """The profiler over `steps` updates (0: never): started once update `start`'s losses are
+  read, stopped at update `start + steps` or at the run's end (`finish`), whichever comes
+  first. `begin()` says whether it started; `end(steps)` stops it with the updates traced."""
+  start: int
+  steps: int
+  begin: Callable[[], bool]
+  end: Callable[[int], None]
+  tracing: bool = False
+  done: bool = False
+
+  def due(self, step: int) -> bool:
+    return bool(self.steps) and not self.done and step in (self.start, self.start + self.steps)
+
+  def action(self, info: StepInfo) -> None:
+    del info
+    if self.tracing:
+      self.finish(self.start + self.steps)
+    else:
+      self.tracing = self.begin()
+      self.done = not self.tracing
+
+  def finish(self, step: int) -> None:
+    if self.tracing:
+      self.end(step - self.start)
+    self.tracing, self.done = False, True
+

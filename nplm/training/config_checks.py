@@ -77,6 +77,8 @@ def _run_checks(config: Config) -> list[tuple[bool, str]]:
        f'--checkpoint_minutes must be 0 (none by time) or more, got {config.checkpoint_minutes}'),
       (config.checkpoint_every >= 0,
        f'--checkpoint_every must be 0 (by time only) or more, got {config.checkpoint_every}'),
+      (config.profile_steps >= 0,
+       f'--profile_steps must be 0 (none) or more, got {config.profile_steps}'),
       (config.keep_checkpoints >= 1,
        f'--keep_checkpoints must be at least 1 (the run resumes from one), got '
        f'{config.keep_checkpoints}'),

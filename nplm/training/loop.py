@@ -17,6 +17,7 @@ feed's `log_probs`).
 
 import logging
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -28,11 +29,12 @@ from nplm.data.corpus import Corpus
 from nplm.display import counted, duration
 from nplm.lm import build_language_model
 from nplm.perplexity import perplexity
+from nplm.run_files import profile
 from nplm.run_files.model_run import what_is_kept
 from nplm.run_files.summary import RunStatus
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import cost, loop_lines, memory, optimizer
-from nplm.training.actions import Clocked, Interval, Periodic, StepInfo
+from nplm.training.actions import Clocked, Interval, Periodic, StepInfo, Traced
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus, warn_untrained_unk
@@ -98,6 +100,11 @@ class Loop:
                     self.checkpoint_clock]
     if every:
       self.actions.append(Periodic(every, self.validate_periodically))
+    traces = Path(self.config.workdir) / 'profile'  # K models: the first one's workdir.
+    self.traced = Traced((self.step // self.config.log_every + 1) * self.config.log_every,
+                         self.config.profile_steps if self.runs.main else 0,
+                         lambda: profile.start(traces), lambda steps: profile.stop(traces, steps))
+    self.actions.append(self.traced)  # After the progress line's (a sampled head timed).
     log.info('%s', loop_lines.startup_line(self.config, corpus, self.runs, self.mesh,
                                                 self.feed.steps_per_epoch, self.step))
     # This invocation's phases (summary.run_summary); the compile's is 0 if no step ran.
@@ -142,6 +149,8 @@ class Loop:
         self.save_latest(trained)  # One save: its records, a best among them.
     except RunInterrupted:  # Its checkpoint is saved (validate): the rerun validates it.
       return RunStatus.INTERRUPTED
+    finally:
+      self.traced.finish(self.step)  # A run that ends within its profile's updates.
     return RunStatus.EPOCHS_DONE
 
   def train_epoch(self, epoch: int) -> RunStatus | None:
