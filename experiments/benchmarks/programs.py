@@ -9,14 +9,12 @@ profile's, as `nplm train --profile_steps` writes), where the profiler's own tra
 binary file of megabytes.
 """
 
-import gzip
-import json
 import tempfile
 from pathlib import Path
 
 import jax
 
-from nplm.run_files.profile import event_table
+from nplm.run_files.profile import newest_table
 
 
 def write_program(path: Path, compiled) -> None:
@@ -26,18 +24,15 @@ def write_program(path: Path, compiled) -> None:
 
 
 def write_profile(path: Path, run_steps, batches) -> None:
-  """One run of `run_steps(batches)` under the profiler, as `event_table` lines (the table
-  of a run's --profile_steps). A machine
-  whose profiler cannot trace (no CUPTI for a GPU's kernels) gets the error in the file,
-  not a failed benchmark."""
+  """One run of `run_steps(batches)` under the profiler, as the table of a run's
+  --profile_steps (nplm.run_files.profile). A machine whose profiler cannot trace (no
+  CUPTI for a GPU's kernels) gets the error in the file, not a failed benchmark."""
   path.parent.mkdir(parents=True, exist_ok=True)
   try:
     with tempfile.TemporaryDirectory() as directory:
       with jax.profiler.trace(directory, create_perfetto_trace=True):
         run_steps(batches)
-      trace = next(Path(directory).rglob('*.trace.json.gz'))
-      events = json.loads(gzip.decompress(trace.read_bytes()))['traceEvents']
-    lines = event_table(events, len(batches))
+      lines = newest_table(Path(directory), len(batches))
   except Exception as error:  # The profiler's failures share no base class.
     lines = [f'no profile: {type(error).__name__}: {error}']
   path.write_text('\n'.join(lines) + '\n')

@@ -36,14 +36,18 @@ def stop(directory: Path, steps: int) -> None:
   """The trace ended and summed into directory/profile.txt (`event_table`), said in a line."""
   try:
     jax.profiler.stop_trace()
-    trace = max(directory.rglob('*.trace.json.gz'), key=lambda path: path.stat().st_mtime)
-    events = json.loads(gzip.decompress(trace.read_bytes()))['traceEvents']
-    write_text_atomically(directory / TABLE, '\n'.join(event_table(events, steps)) + '\n')
+    write_text_atomically(directory / TABLE, '\n'.join(newest_table(directory, steps)) + '\n')
   except Exception as error:  # As in start: the run goes on.
     log.warning('--profile_steps: no profile written (%s: %s)', type(error).__name__, error)
     return
   log.info('profiled %d update%s: %s (each device\'s events summed by name), the trace in %s',
            steps, 's' * (steps != 1), directory / TABLE, directory)
+
+
+def newest_table(directory: Path, steps: int) -> list[str]:
+  """`event_table` of the newest trace the profiler wrote under `directory`."""
+  trace = max(directory.rglob('*.trace.json.gz'), key=lambda path: path.stat().st_mtime)
+  return event_table(json.loads(gzip.decompress(trace.read_bytes()))['traceEvents'], steps)
 
 
 def event_table(events: list, steps: int) -> list[str]:
