@@ -387,11 +387,12 @@ def test_checkpoints_by_the_clock_fall_within_epochs_and_leave_the_numbers_as_th
 
 @pytest.mark.slow
 def test_a_profiled_run_writes_its_table_and_trains_as_an_unprofiled_one(
-    tiny_corpus, default_run, tmp_path):
+    tiny_corpus, default_run, tmp_path, caplog):
   """--profile_steps=3 traces the updates after the first progress line (step 5) to step 8:
   profile.txt sums them, the compiled update among the events, and the run's numbers are
   the unprofiled run's. A run that ends inside its window (--max_steps=7) is traced to its
-  end, not lost."""
+  end, not lost; one that ends where it would start (5) or before (4) says it profiled
+  nothing."""
   profiled = run(tiny_config(tmp_path / 'profiled', profile_steps=3), tiny_corpus)
   for key in ('valid_ppl', 'test_ppl', 'train_ppl', 'valid_ppl_history', 'steps'):
     assert profiled[key] == default_run[1][key]
@@ -400,4 +401,9 @@ def test_a_profiled_run_writes_its_table_and_trains_as_an_unprofiled_one(
   assert any((tmp_path / 'profiled' / 'profile' / 'plugins').rglob('*.trace.json.gz'))
   run(tiny_config(tmp_path / 'cut', profile_steps=100, max_steps=7), tiny_corpus)
   assert (tmp_path / 'cut' / 'profile' / 'profile.txt').read_text().startswith('2 steps;')
+  for steps in (5, 4):
+    caplog.clear()
+    run(tiny_config(tmp_path / f'short{steps}', profile_steps=3, max_steps=steps), tiny_corpus)
+    assert not (tmp_path / f'short{steps}' / 'profile' / 'profile.txt').exists()
+    assert '--profile_steps: nothing profiled, the run ended at or before update 5' in caplog.text
   assert not (Path(default_run[0]) / 'profile').exists()  # None unless asked.

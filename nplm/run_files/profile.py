@@ -32,16 +32,25 @@ def start(directory: Path) -> bool:
   return True
 
 
-def stop(directory: Path, steps: int) -> None:
-  """The trace ended and summed into directory/profile.txt (`event_table`), said in a line."""
+def stop(directory: Path, start: int, traced: int | None) -> None:
+  """The trace of the `traced` updates after update `start` ended and summed into
+  directory/profile.txt (`event_table`), said in a line; a run that ended at or before
+  `start` (traced 0, or None: never started) is told that it profiled nothing."""
+  if not traced:
+    if traced == 0:
+      jax.profiler.stop_trace()
+    log.warning('--profile_steps: nothing profiled, the run ended at or before update %d '
+                '(its first progress line, where the profile starts): a lower --log_every '
+                'starts it sooner', start)
+    return
   try:
     jax.profiler.stop_trace()
-    write_text_atomically(directory / TABLE, '\n'.join(newest_table(directory, steps)) + '\n')
+    write_text_atomically(directory / TABLE, '\n'.join(newest_table(directory, traced)) + '\n')
   except Exception as error:  # As in start: the run goes on.
     log.warning('--profile_steps: no profile written (%s: %s)', type(error).__name__, error)
     return
   log.info('profiled %d update%s: %s (each device\'s events summed by name), the trace in %s',
-           steps, 's' * (steps != 1), directory / TABLE, directory)
+           traced, 's' * (traced != 1), directory / TABLE, directory)
 
 
 def newest_table(directory: Path, steps: int) -> list[str]:

@@ -83,11 +83,12 @@ class Clocked:
 class Traced:
   """The profiler over `steps` updates (0: never): started once update `start`'s losses are
   read, stopped at update `start + steps` or at the run's end (`finish`), whichever comes
-  first. `begin()` says whether it started; `end(steps)` stops it with the updates traced."""
+  first. `begin()` says whether it started; `end(traced)` is told the updates traced, or
+  None where the run ended before the profile started."""
   start: int
   steps: int
   begin: Callable[[], bool]
-  end: Callable[[int], None]
+  end: Callable[[int | None], None]
   tracing: bool = False
   done: bool = False
 
@@ -105,5 +106,6 @@ class Traced:
   def finish(self, step: int) -> None:
     if self.tracing:
       self.end(step - self.start)
+    elif self.steps and not self.done:
+      self.end(None)
     self.tracing, self.done = False, True
-

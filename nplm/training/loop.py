@@ -101,9 +101,10 @@ class Loop:
     if every:
       self.actions.append(Periodic(every, self.validate_periodically))
     traces = Path(self.config.workdir) / 'profile'  # K models: the first one's workdir.
-    self.traced = Traced((self.step // self.config.log_every + 1) * self.config.log_every,
-                         self.config.profile_steps if self.runs.main else 0,
-                         lambda: profile.start(traces), lambda steps: profile.stop(traces, steps))
+    first_line = (self.step // self.config.log_every + 1) * self.config.log_every
+    self.traced = Traced(first_line, self.config.profile_steps if self.runs.main else 0,
+                         lambda: profile.start(traces),
+                         lambda traced: profile.stop(traces, first_line, traced))
     self.actions.append(self.traced)  # After the progress line's (a sampled head timed).
     log.info('%s', loop_lines.startup_line(self.config, corpus, self.runs, self.mesh,
                                                 self.feed.steps_per_epoch, self.step))
