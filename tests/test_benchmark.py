@@ -114,6 +114,42 @@ def test_torch_comparison_runs_or_says_why_not():
     assert 'torch' in about.lower()
 
 
+def test_the_peers_matmul_rate_is_timed_as_xlas_or_is_none_without_pytorch(monkeypatch):
+  """Holds with and without PyTorch installed: its rate counted as harness.matmul_gflops
+  counts XLA's (2·m·k·n FLOPs over the median run), or None."""
+  BenchmarkClock(tick=0.5).install(monkeypatch)  # Every timed run takes 0.5 s.
+  rate = benchmark.peer_matmul_gflops([4, 5, 6], repeats=2)
+  try:
+    import torch  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError:
+    assert rate is None
+    return
+  assert rate == pytest.approx(2 * 4 * 5 * 6 / 0.5 / 1e9)
+
+
+def test_the_report_sets_the_peers_matmul_rates_beside_xlas():
+  rate = {'median': 30.0, 'min': 20.0, 'max': 40.0}
+  shape = {'shape': 'MLP9', 'jax': rate, 'jax_bfloat16': rate, 'bfloat16_over_float32': 1.0,
+           'torch': {**rate, 'version': '2.13.0', 'device': 'cpu', 'threads': 2},
+           'jax_over_torch': 1.0, 'torch_skipped': None, 'step_gflops_per_s': 1.0,
+           'step_flops': {'xla': 2e9, 'analytic': 2e9, 'counted_by': 'XLA'},
+           'output_matmul': {'dims': [256, 101, 14039], 'gflops_per_s': 250.0,
+                             'torch_gflops_per_s': 330.5},
+           'share_of_matmul': 0.5}
+  report = {'machine': {'cpu': 'a CPU', 'cores': 2, 'jax': '0', 'backend': 'cpu',
+                        'device': '1 × cpu device', 'python': '3'},
+            'vocab_size': 14039, 'settings': {'batch_size': 256, 'steps': 2, 'repeats': 2},
+            'square_matmul': {'size': 2048, 'gflops_per_s': 296.25, 'torch_gflops_per_s': 345.0},
+            'shapes': [shape]}
+  text = benchmark.format_report(report)
+  assert 'Float32 matmul 2048²: 296.2 GFLOP/s (PyTorch\'s: 345.0).' in text
+  assert "output layer [B, D]·[D, |V|] timed alone: MLP9 330.5 GFLOP/s" in text
+  # A report without them (PyTorch not installed, or written before they were measured).
+  del report['square_matmul']['torch_gflops_per_s'], shape['output_matmul']['torch_gflops_per_s']
+  text = benchmark.format_report(report)
+  assert 'Float32 matmul 2048²: 296.2 GFLOP/s.' in text and 'timed alone: ' not in text
+
+
 def test_an_unprepared_corpus_is_a_clear_error(tmp_path):
   with pytest.raises(harness.CorpusNotPrepared, match='not prepared'):
     harness.load_training_ids(str(tmp_path))

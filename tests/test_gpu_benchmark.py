@@ -203,3 +203,22 @@ def test_a_profile_sums_each_devices_events_by_name_longest_first():
   assert lines.index('/host:CPU: 7 µs summed') > device
   assert lines[device + 2].split() == ['120', '30.0', '75.0%', '4', 'gemm']
   assert lines[device + 3].split() == ['40', '10.0', '25.0%', '1', 'loop_fusion']
+
+
+def test_row_2_sets_the_peers_output_matmul_beside_xlas(tmp_path):
+  """PyTorch's product over XLA's, each as nnlm.json records it, or n/a with the reason the
+  comparison was skipped."""
+  shape = {'shape': 'MLP1', 'jax': {'median': 5.0}, 'jax_over_torch': 1.2,
+           'jax_over_torch_compiled': 1.1, 'torch_skipped': None,
+           'torch_compiled_skipped': None, 'share_of_matmul': 0.5,
+           'output_matmul': {'gflops_per_s': 200.0, 'torch_gflops_per_s': 250.0}}
+  skipped = {**shape, 'shape': 'MLP9', 'torch_skipped': 'PyTorch is not importable (x)',
+             'output_matmul': {'gflops_per_s': 200.0}}
+  (tmp_path / '2a').mkdir()
+  (tmp_path / '2a' / 'nnlm.json').write_text(json.dumps({'shapes': [shape, skipped]}))
+  found = {f['name']: f for f in gpu_report.nnlm(tmp_path, '2a', 1.0)}
+  timed = found["MLP1 PyTorch's output matmul / XLA's"]
+  assert timed['value'] == 1.25 and timed['note'] == 'XLA 200, PyTorch 250 GFLOP/s'
+  assert gpu_report.format_value(timed) == '1.25×'
+  untimed = found["MLP9 PyTorch's output matmul / XLA's"]
+  assert untimed['value'] is None and untimed['note'] == 'PyTorch is not importable (x)'

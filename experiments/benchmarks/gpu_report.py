@@ -61,8 +61,17 @@ def nnlm(rows: Path, run_id: str, seconds: float) -> list:
               figure(f'{shape} JAX / PyTorch eager', r['jax_over_torch'], '×', '',
                      r['torch_skipped'] or ''),
               figure(f'{shape} share of the matmul rate', r['share_of_matmul'], '%',
-                     '≥ 50% at the filling batch')]
+                     '≥ 50% at the filling batch'),
+              _peer_matmul(shape, r['output_matmul'], r['torch_skipped'] or '')]
   return found
+
+
+def _peer_matmul(shape: str, matmul: dict, torch_skipped: str) -> dict:
+  """PyTorch's float32 output-layer product over XLA's, each timed alone: the kernels the
+  step ratio rests on (cuBLAS's through each, in float32 or TF32 as each chose)."""
+  xla, peer = matmul['gflops_per_s'], matmul.get('torch_gflops_per_s')
+  return figure(f"{shape} PyTorch's output matmul / XLA's", peer and peer / xla, '×', '',
+                f'XLA {xla:,.0f}, PyTorch {peer:,.0f} GFLOP/s' if peer else torch_skipped)
 
 
 def lstm(rows: Path, run_id: str, seconds: float) -> list:

@@ -9,6 +9,8 @@ by block_until_ready; median, min and max), counts the FLOPs of one step (XLA's 
 and by hand), measures this machine's float32 matmul rate, and, when PyTorch is installed,
 times the same model written plainly in PyTorch on the same batches; --torch_compile=inductor
 also times it compiled (torch.compile(model), the compile left out of the timing, as JAX's).
+With PyTorch, its own float32 matmul is timed beside XLA's, the square one and each output
+layer's product: the libraries' kernels, which the step ratio rests on, differ by machine.
 """
 
 from pathlib import Path
@@ -64,6 +66,15 @@ def torch_runner(config, vocab_size, padded_split, compile_backend=''):
                      'device': str(torch_nnlm.DEVICE), 'compile_backend': compile_backend}
 
 
+def peer_matmul_gflops(dims: list, repeats: int) -> float | None:
+  """PyTorch's float32 GFLOP/s of the [m, k]·[k, n] product `dims`, None without PyTorch."""
+  try:
+    from experiments.benchmarks import torch_nnlm
+  except ImportError:
+    return None
+  return torch_nnlm.matmul_gflops(*dims, repeats)
+
+
 def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
                     repeats, with_torch=True, torch_compile='', programs_dir='') -> dict:
   """nplm's step (float32 and --dtype=bfloat16) and PyTorch's (eager, and compiled with the
@@ -112,6 +123,7 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
             'torch_compiled_skipped': None if 'torch_compiled' in rates else compiled_about}
   if 'torch' in rates:
     result['torch'] = {**rates['torch'], **torch_about}
+    result['output_matmul']['torch_gflops_per_s'] = peer_matmul_gflops(dims, repeats)
     result['jax_over_torch'] = jax_rate['median'] / rates['torch']['median']
   if 'torch_compiled' in rates:
     result['torch_compiled'] = {**rates['torch_compiled'], **compiled_about}
@@ -136,12 +148,14 @@ def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repe
   results = [benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size,
                              steps, repeats, with_torch, torch_compile, programs_dir)
              for name, shape in shapes.items()]
+  square_matmul = {'size': square,
+                   'gflops_per_s': harness.matmul_gflops(square, square, square, repeats)}
+  if any(result['torch'] for result in results):
+    square_matmul['torch_gflops_per_s'] = peer_matmul_gflops([square] * 3, repeats)
   return {'machine': harness.machine_info(), 'vocab_size': len(counts),
           'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats,
                        'torch_compile': torch_compile},
-          'square_matmul': {'size': square,
-                            'gflops_per_s': harness.matmul_gflops(square, square, square, repeats)},
-          'shapes': results}
+          'square_matmul': square_matmul, 'shapes': results}
 
 
 def _table(report: dict) -> list[list[str]]:
@@ -165,7 +179,9 @@ def format_report(report: dict, markdown: bool = False) -> str:
   lines = [harness.machine_line(m),
            f'Batch {s["batch_size"]}, |V| = {report["vocab_size"]}, AdamW, median of '
            f'{s["repeats"]} runs of {s["steps"]} steps, interleaved across implementations. '
-           f'Float32 matmul {square["size"]}²: {square["gflops_per_s"]:.1f} GFLOP/s.', '']
+           f'Float32 matmul {square["size"]}²: {square["gflops_per_s"]:.1f} GFLOP/s'
+           + (f' (PyTorch\'s: {square["torch_gflops_per_s"]:.1f})'
+              if square.get('torch_gflops_per_s') else '') + '.', '']
   lines += harness.table_lines(_table(report), markdown)
   torch_runs = [r['torch'] for r in report['shapes'] if r['torch']]
   skipped = {r['torch_skipped'] for r in report['shapes'] if not r['torch']}
@@ -173,6 +189,11 @@ def format_report(report: dict, markdown: bool = False) -> str:
   if torch_runs:
     lines.append(f'PyTorch {torch_runs[0]["version"]} on {torch_runs[0]["device"]}, '
                  f'torch.set_num_threads({torch_runs[0]["threads"]}); its default AdamW.')
+  peer_rates = [f'{r["shape"]} {r["output_matmul"]["torch_gflops_per_s"]:.1f}'
+                for r in report['shapes'] if r['output_matmul'].get('torch_gflops_per_s')]
+  if peer_rates:
+    lines.append("PyTorch's float32 matmul of each output layer [B, D]·[D, |V|] timed alone: "
+                 f"{', '.join(peer_rates)} GFLOP/s (XLA's: the table's output matmul).")
   lines += _compiled_lines(report)
   lines.append("share = step GFLOP/s ÷ GFLOP/s of the step's forward output-layer matmul "
                '[B, D]·[D, |V|] timed alone; step GFLOP/s from XLA\'s count, or by hand where '

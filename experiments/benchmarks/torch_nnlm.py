@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from experiments.benchmarks import harness
+
 # The GPU if there is one (the JAX side then runs on it too), else the CPU.
 DEVICE = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
 
@@ -86,3 +88,23 @@ def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0
     return loss.item()  # Waits for the GPU, if any: the steps are done.
 
   return run_steps
+
+
+def matmul_gflops(rows: int, inner: int, cols: int, repeats: int) -> float:
+  """Median GFLOP/s of a float32 [rows, inner]·[inner, cols] torch.matmul on DEVICE: what
+  the peer's own matmul library reaches here (harness.matmul_gflops is XLA's), so that a
+  ratio is read beside the two libraries' kernels (MKL ran 2048² 17% faster than XLA on a
+  2-core Intel Xeon: experiments/results/cpu/nnlm_xeon/)."""
+  generator = torch.Generator(device=DEVICE).manual_seed(0)
+  a, b = (torch.randn(shape, generator=generator, device=DEVICE)
+          for shape in ((rows, inner), (inner, cols)))
+
+  def product() -> None:
+    torch.matmul(a, b)
+    if DEVICE.type == 'cuda':
+      torch.cuda.synchronize()
+
+  product()
+  product()  # Warms (allocations, caches) untimed, as harness.matmul_flops_per_second.
+  seconds, _ = harness.timed_runs(product, max(repeats, 10))
+  return 2 * rows * inner * cols / float(np.median(seconds)) / 1e9
