@@ -75,14 +75,19 @@ def test_run_benchmark_reports_every_measurement(tmp_path, monkeypatch):
   assert result['step_gflops_per_s'] == pytest.approx(step_gflops)
   # The forward output layer's dot, [B, D]·[D, |V|]: D = (n-1)·m + h = 4 + 3.
   output_gflops = 2 * 4 * 7 * TINY_VOCAB / 0.5 / 1e9
-  assert result['output_matmul'] == {'dims': [4, 7, TINY_VOCAB],
-                                     'gflops_per_s': pytest.approx(output_gflops)}
+  # And in bfloat16, as is and with D and |V| rounded up to multiples of 8: [4, 8]·[8, 16].
+  assert result['output_matmul'] == {
+      'dims': [4, 7, TINY_VOCAB], 'gflops_per_s': pytest.approx(output_gflops),
+      'bfloat16': {'gflops_per_s': pytest.approx(output_gflops), 'aligned_dims': [4, 8, 16],
+                   'aligned_gflops_per_s': pytest.approx(2 * 4 * 8 * 16 / 0.5 / 1e9)}}
   assert result['share_of_matmul'] == pytest.approx(step_gflops / output_gflops)
   assert result['torch'] is None and 'notorch' in result['torch_skipped']
   assert result['jax_bfloat16']['median'] > 0 and result['bfloat16_over_float32'] > 0
   assert result['jax_bfloat16']['runs'] == [16.0, 16.0] and result['bfloat16_over_float32'] == 1
   assert 'tiny' in benchmark.format_report(report)
   assert f'{2 * 16**3 / 0.5 / 1e9:.1f} GFLOP/s' in benchmark.format_report(report)
+  assert (f'multiples of 8: tiny {output_gflops:.1f}, at [4, 8, 16] '
+          f'{2 * 4 * 8 * 16 / 0.5 / 1e9:.1f} GFLOP/s.') in benchmark.format_report(report)
 
   benchmark.write_report(report, str(tmp_path / 'bench' / 'out.json'))
   assert json.loads((tmp_path / 'bench' / 'out.json').read_text())['shapes'][0]['shape'] == 'tiny'

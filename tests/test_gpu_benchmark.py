@@ -205,13 +205,15 @@ def test_a_profile_sums_each_devices_events_by_name_longest_first():
   assert lines[device + 3].split() == ['40', '10.0', '25.0%', '1', 'loop_fusion']
 
 
-def test_row_2_sets_the_peers_output_matmul_beside_xlas(tmp_path):
+def test_row_2_sets_the_peers_and_the_aligned_output_matmul_beside_xlas(tmp_path):
   """PyTorch's product over XLA's, each as nnlm.json records it, or n/a with the reason the
-  comparison was skipped."""
+  comparison was skipped; the bfloat16 product at aligned sizes over it as is."""
   shape = {'shape': 'MLP1', 'jax': {'median': 5.0}, 'jax_over_torch': 1.2,
            'jax_over_torch_compiled': 1.1, 'torch_skipped': None,
            'torch_compiled_skipped': None, 'share_of_matmul': 0.5,
-           'output_matmul': {'gflops_per_s': 200.0, 'torch_gflops_per_s': 250.0}}
+           'output_matmul': {'gflops_per_s': 200.0, 'torch_gflops_per_s': 250.0,
+                             'bfloat16': {'gflops_per_s': 50.0, 'aligned_dims': [8, 104, 16],
+                                          'aligned_gflops_per_s': 400.0}}}
   skipped = {**shape, 'shape': 'MLP9', 'torch_skipped': 'PyTorch is not importable (x)',
              'output_matmul': {'gflops_per_s': 200.0}}
   (tmp_path / '2a').mkdir()
@@ -222,3 +224,7 @@ def test_row_2_sets_the_peers_output_matmul_beside_xlas(tmp_path):
   assert gpu_report.format_value(timed) == '1.25×'
   untimed = found["MLP9 PyTorch's output matmul / XLA's"]
   assert untimed['value'] is None and untimed['note'] == 'PyTorch is not importable (x)'
+  aligned = found['MLP1 bfloat16 output matmul, D and |V| to multiples of 8 / as is']
+  assert aligned['value'] == 8.0 and aligned['note'] == '50 GFLOP/s as is, 400 at [8, 104, 16]'
+  assert found['MLP9 bfloat16 output matmul, D and |V| to multiples of 8 / as is'][
+      'value'] is None  # A report written before it was timed.

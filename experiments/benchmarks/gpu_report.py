@@ -62,8 +62,19 @@ def nnlm(rows: Path, run_id: str, seconds: float) -> list:
                      r['torch_skipped'] or ''),
               figure(f'{shape} share of the matmul rate', r['share_of_matmul'], '%',
                      '≥ 50% at the filling batch'),
-              _peer_matmul(shape, r['output_matmul'], r['torch_skipped'] or '')]
+              _peer_matmul(shape, r['output_matmul'], r['torch_skipped'] or ''),
+              _aligned_bfloat16(shape, r['output_matmul'].get('bfloat16'))]
   return found
+
+
+def _aligned_bfloat16(shape: str, bfloat16: dict | None) -> dict:
+  """The bfloat16 output product with D and |V| rounded up to multiples of 8, over it as is."""
+  name = f'{shape} bfloat16 output matmul, D and |V| to multiples of 8 / as is'
+  if not bfloat16:
+    return figure(name, None, '×', '', 'not timed (a report from before it was)')
+  return figure(name, bfloat16['aligned_gflops_per_s'] / bfloat16['gflops_per_s'], '×', '',
+                f'{bfloat16["gflops_per_s"]:,.0f} GFLOP/s as is, '
+                f'{bfloat16["aligned_gflops_per_s"]:,.0f} at {bfloat16["aligned_dims"]}')
 
 
 def _peer_matmul(shape: str, matmul: dict, torch_skipped: str) -> dict:

@@ -129,10 +129,11 @@ def steps_runner(train_step, state, padded, run_rng):
   return run_steps
 
 
-def matmul_flops_per_second(rows: int, inner: int, cols: int, repeats: int = 5) -> float:
-  """Median FLOP/s (2·rows·inner·cols per call) of a jitted float32 [rows, inner] @ [inner,
-  cols]: what XLA's matmul reaches here, compiled and warmed first, each call waited for."""
-  a, b = (jax.random.normal(key, shape, jnp.float32) for key, shape in
+def matmul_flops_per_second(rows: int, inner: int, cols: int, repeats: int = 5,
+                            dtype=jnp.float32) -> float:
+  """Median FLOP/s (2·rows·inner·cols per call) of a jitted [rows, inner] @ [inner, cols] in
+  `dtype`: what XLA's matmul reaches here, compiled and warmed first, each call waited for."""
+  a, b = (jax.random.normal(key, shape, dtype) for key, shape in
           zip(jax.random.split(jax.random.key(0)), [(rows, inner), (inner, cols)]))
   dot = jax.jit(jnp.dot)
   jax.block_until_ready(dot(a, b))  # Compiles.
@@ -141,10 +142,11 @@ def matmul_flops_per_second(rows: int, inner: int, cols: int, repeats: int = 5) 
   return 2 * rows * inner * cols / float(np.median(seconds))
 
 
-def matmul_gflops(m: int, k: int, n: int, repeats: int) -> float:
-  """Median GFLOP/s of a jitted float32 [m,k]·[k,n] jnp.dot: what XLA's matmul reaches here."""
+def matmul_gflops(m: int, k: int, n: int, repeats: int, dtype=jnp.float32) -> float:
+  """Median GFLOP/s of a jitted [m,k]·[k,n] jnp.dot (float32 unless `dtype`): what XLA's
+  matmul reaches here."""
   # One dot is short and a busy machine makes it noisy: at least 10 samples, cheaply.
-  return matmul_flops_per_second(m, k, n, max(repeats, 10)) / 1e9
+  return matmul_flops_per_second(m, k, n, max(repeats, 10), dtype) / 1e9
 
 
 def machine_info() -> dict:
