@@ -12,9 +12,10 @@ import tarfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from experiments.benchmarks import gpu, gpu_report
+from experiments.benchmarks import dispatch, gpu, gpu_report
 from nplm.run_files.profile import event_table
 from tests import cli
 
@@ -187,6 +188,35 @@ def test_the_word2vec_loop_refuses_what_it_cannot_time_in_one_line(tmp_path, fla
   assert result.returncode == 2, result.stderr[-1500:]
   assert result.stderr.strip().splitlines()[-1] == said
   assert 'Traceback' not in result.stderr and not (tmp_path / 'loop.json').exists()
+
+
+@pytest.mark.parametrize('flags, said', [
+    (['--steps=8', '--steps_per_call=3'],
+     'error: each of --steps_per_call must be a whole number dividing --steps=8, got 3'),
+    (['--steps_per_call=0,8'],
+     'error: each of --steps_per_call must be a whole number dividing --steps=512, got 0,8'),
+    (['--tokens=100'], 'error: --tokens=100 must exceed --batch_size=1024: a batch of windows')])
+def test_the_dispatch_benchmark_refuses_what_it_cannot_time_in_one_line(tmp_path, flags, said):
+  """Row 7b's program as a user types it, from another directory: one line and status 2,
+  before any compile, nothing written."""
+  result = cli.run(*flags, f'--out={tmp_path / "dispatch"}', cwd=tmp_path,
+                   module='experiments.benchmarks.dispatch')
+  assert result.returncode == 2, result.stderr[-1500:]
+  assert result.stderr.strip().splitlines()[-1] == said
+  assert 'Traceback' not in result.stderr and not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_k_updates_in_one_call_train_as_one_a_call():
+  """Row 7b compares like with like: K updates scanned in one call (K = 2, 4) give each
+  update's loss as nplm's loop, one call an update, gives it (on this CPU, to the bit)."""
+  report = dispatch.measure(vocab_size=50, batch_size=16, steps=8, repeats=1, tokens=400,
+                            steps_per_call=[2, 4])
+  assert list(report['ways']) == ['one a call', '2 a call', '4 a call']
+  for way in report['ways'].values():
+    assert way['max_loss_difference'] == 0.0 and np.isfinite(way['last_loss'])
+    assert way['median'] > 0 and len(way['runs']) == 1
+  assert report['dispatch_seconds'] > 0
 
 
 def test_a_profile_sums_each_devices_events_by_name_longest_first():

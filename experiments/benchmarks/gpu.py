@@ -9,8 +9,8 @@ On a lent device machine, experiments/benchmarks/gpu_session.sh runs it as one c
 carried wheels installed, its report and the rows' text files copied into the call's $OUT.
 
 Each run is a child process of one of the existing programs, as a person types it: the main
-job (experiments.brown), the benchmarks nnlm, lstm, vocab_scaling, vmapped, word2vec and scale,
-and experiments.table1. Each has its own time limit: one that runs past it is stopped (its
+job (experiments.brown), the benchmarks nnlm, lstm, vocab_scaling, vmapped, word2vec,
+word2vec_loop, scale and dispatch, and experiments.table1. Each has its own time limit: one that runs past it is stopped (its
 process group sent SIGTERM, then SIGKILL) and reported as 'timeout' with the last lines it
 printed, and the next run starts. --budget_s bounds the whole check: a run gets at most what
 is left of it, and once it is spent the remaining runs are skipped, so the check ends in time.
@@ -45,10 +45,13 @@ step where the recipes' 32 positions make 1,024), then with JAX_PLATFORMS=cpu (t
 update's threads on every core, the recipes' chunks); 5 epochs each, the recipes'. Then
 word2vec_loop times XLA's loop alone on the GPU at 32, 128 and 512 positions a chunk, to the
 last filled chunk and over every chunk (a count XLA knows), to say where its time goes.
+Row 7 is followed by 7b (experiments.benchmarks.dispatch): row 7's update alone, one a call
+as nplm's loop calls it against 8 and 32 scanned in one call, with the host's time in a
+call: whether the 2M tokens/s the row asks of a 1.2 ms update is the host's to give.
 
 --dry_run runs every row at toy sizes (DRY) on the CPU (JAX_PLATFORMS=cpu, no CUDA device for
 PyTorch, XLA's LLVM optimizations off as in the tests: compiling is most of a toy run): the
-same programs, the same report, in about 3 minutes on 2 cores, nearly all of it 16 fresh
+same programs, the same report, in about 3 minutes on 2 cores, nearly all of it 17 fresh
 Pythons importing JAX and compiling. It downloads nothing: the programs that read Brown run
 through tests/readme_substitutions.py, which puts the tiny fixture tests/fixtures/brown_tiny in
 Brown's place (prepared in OUT/tfds), as the README tests do. torch.compile uses the aot_eager
@@ -94,11 +97,13 @@ GPU = {'brown': ['--profile_steps=50'], 'nnlm_batches': (256, 8192),
        'scale': ['--tokens=10000000', '--types=300000', '--baseline_tokens=1000000',
                  '--baseline_types=10000', '--heads=nce', '--batch_size=1024',
                  '--train_flags=--profile_steps=50'],
+       'dispatch': [],
        'transformer': [], 'lstm650': [],
        # About 1.5 times each run's wall on an H200 (experiments/results/h200/), at least 45 s;
        # row 1's more for its profile (row 2's four profiles fit in its margin).
        'limits': {'1': 75, '2a': 75, '2b': 85, '3a': 45, '3b': 45, '4': 160, '5a': 70,
-                  '5b': 70, '6a': 90, '6b': 90, '6c': 60, '7': 155, '8a': 45, '8b': 90, '8c': 175}}
+                  '5b': 70, '6a': 90, '6b': 90, '6c': 60, '7': 155, '7b': 60, '8a': 45, '8b': 90,
+                  '8c': 175}}
 # A dry run times each program once: its second batch (rows 2 and 5) would run the same
 # command with another number, and two of word2vec's four recipes cover both models and both
 # outputs; process start-up and compiling, not the toy sizes, are most of its time.
@@ -120,12 +125,13 @@ DRY = {'brown': ['--epochs=1', '--batch_size=32', '--log_every=2', '--profile_st
        'scale': ['--tokens=20000', '--types=300', '--baseline_tokens=5000',
                  '--baseline_types=100', '--heads=nce', '--batch_size=64',
                  '--matmul_size=128', '--train_flags=--profile_steps=2'],
+       'dispatch': ['--vocab_size=300', '--batch_size=64', '--steps=8', '--repeats=1',
+                    '--tokens=2000', '--steps_per_call=4,8'],
        'transformer': ['--order=9', '--feature_size=16', '--hidden_size=32', '--num_layers=1',
                        '--num_heads=2', '--batch_size=4', '--eval_batch_size=64'],
        'lstm650': ['--feature_size=16', '--hidden_size=16'],
        'limits': dict.fromkeys(['1', '2a', '2b', '3a', '3b', '4', '5a', '5b', '6a', '6b', '6c',
-                                '7', '8a',
-                                '8b', '8c'], 120)}
+                                '7', '7b', '8a', '8b', '8c'], 120)}
 # The dry run's recipes (written into OUT/recipes): each a recipe with toy sizes. The word2vec
 # ones set --unk_max_count=1: on the tiny fixture '</text>' is seen 3 times in training, within
 # the recipes' unk_max_count=4, so its id keeps a count of 0 while the text keeps the word,
@@ -231,6 +237,10 @@ def plan(settings: dict, out: Path, data_dir: str, dry_run: bool, row8_epochs: i
                   python + ['-m', 'experiments.benchmarks.scale', *settings['scale'],
                             '--epochs=1', '--max_steps=0', f'--out={rows / "7"}'],
                   limit['7'], gpu_report.scale))
+  runs.append(Run('7b', 7, "row 7's update: one a call against K scanned in one call",
+                  python + ['-m', 'experiments.benchmarks.dispatch', *settings['dispatch'],
+                            f'--out={rows / "7b" / "dispatch"}'],
+                  limit['7b'], gpu_report.dispatch))
   runs.append(Run('8a', 8, 'KN5, the ratios\' reference',
                   brown + ['-m', 'experiments.table1', '--rows=KN5', data,
                            f'--workdir={rows / "8a"}'], limit['8a'], gpu_report.kn5,

@@ -151,6 +151,17 @@ def scale(rows: Path, run_id: str, seconds: float) -> list:
   return found
 
 
+def dispatch(rows: Path, run_id: str, seconds: float) -> list:
+  """Row 7's update one a call (nplm's loop) and K a call, and the host's time in a call."""
+  r = read(rows / run_id / 'dispatch.json')
+  found = [figure("the host's time in a call of one update", r['dispatch_seconds'] * 1e3, 'ms')]
+  for name, way in r['ways'].items():
+    found += [figure(f'{name}: tokens/s', way['median'], '/s', '≥ 2,000,000/s'),
+              figure(f'{name}: over one a call', way['over_one_a_call'], '×', '',
+                     f'max |loss difference| {way["max_loss_difference"]:.3g}')]
+  return found
+
+
 def format_value(f: dict) -> str:
   value, unit = f['value'], f['unit']
   if value is None:
