@@ -38,50 +38,36 @@ def zipf_counts(vocab_size: int) -> np.ndarray:
   return np.maximum(1, 10_000_000 // np.arange(1, vocab_size + 1)).astype(np.int64)
 
 
-def one_a_call(update, state, padded, rng, dispatch_seconds: list):
-  """run_steps(batches) -> their losses, as nplm's loop runs the update; each call's host
-  time appended to `dispatch_seconds`."""
+def paced(call, state, calls_of, host_seconds: list):
+  """run_steps(batches) -> their losses: `call(state, *arguments)` for each of
+  calls_of(batches), paced as nplm's loop paces its updates (stop_requests.pace), each call's
+  host time appended to `host_seconds`."""
   loop = {'state': state}
 
   def run_steps(batches) -> np.ndarray:
-    state, losses, in_flight = loop['state'], [], []
-    for positions, mask in batches:
-      (seconds,), (state, loss) = harness.timed_runs(
-          lambda: update(state, padded, positions, mask, rng), 1)  # pylint: disable=cell-var-from-loop
-      dispatch_seconds.append(seconds)
+    state, losses = loop['state'], []
+    for arguments in calls_of(batches):
+      (seconds,), (state, loss) = harness.timed_runs(lambda: call(state, *arguments), 1)  # pylint: disable=cell-var-from-loop
+      host_seconds.append(seconds)
       losses.append(loss)
-      in_flight.append(loss)
-      if len(in_flight) > stop_requests.IN_FLIGHT:
-        jax.block_until_ready(in_flight.pop(0))
+      stop_requests.pace(losses)
     loop['state'] = jax.block_until_ready(state)
-    return np.asarray(losses)
+    return np.concatenate([np.atleast_1d(loss) for loss in losses])
 
   return run_steps
 
 
-def k_a_call(feed, state, padded, rng, k: int):
-  """run_steps(batches) -> their losses, K updates scanned in each jitted call."""
+def k_at_once(feed, k: int):
+  """(call, calls_of): K updates scanned in one jitted call, over K batches stacked."""
   def updates(state, padded, positions, masks, rng):
     return jax.lax.scan(lambda state, batch: feed.update(state, padded, *batch, rng),
                         state, (positions, masks))
 
-  scanned = jax.jit(updates, donate_argnums=0)
-  loop = {'state': state}
+  def calls_of(batches):
+    return [tuple(np.stack(part) for part in zip(*batches[start:start + k]))
+            for start in range(0, len(batches), k)]
 
-  def run_steps(batches) -> np.ndarray:
-    state, losses, in_flight = loop['state'], [], []
-    for start in range(0, len(batches), k):
-      group = batches[start:start + k]
-      state, loss = scanned(state, padded, np.stack([positions for positions, _ in group]),
-                            np.stack([mask for _, mask in group]), rng)
-      losses.append(loss)
-      in_flight.append(loss)
-      if len(in_flight) > stop_requests.IN_FLIGHT:
-        jax.block_until_ready(in_flight.pop(0))
-    loop['state'] = jax.block_until_ready(state)
-    return np.concatenate([np.asarray(loss) for loss in losses])
-
-  return run_steps
+  return jax.jit(updates, donate_argnums=0), calls_of
 
 
 def measure(vocab_size: int, batch_size: int, steps: int, repeats: int, tokens: int,
@@ -96,24 +82,23 @@ def measure(vocab_size: int, batch_size: int, steps: int, repeats: int, tokens: 
   padded = jax.device_put(batching.pad_split(ids.astype(np.int32), config.order, 1))
   batches = harness.benchmark_batches(tokens, batch_size, steps)
   rng = jax.random.key(1)
-  update, dispatch = jax.jit(feed.update, donate_argnums=0), []
+  update = jax.jit(feed.update, donate_argnums=0)
+  ways = {'one a call': (update, lambda batches: batches),
+          **{f'{k} a call': k_at_once(feed, k) for k in steps_per_call}}
+  host_seconds = {name: [] for name in ways}
 
-  def fresh():
-    return feed.create_state(jax.random.key(0))
+  def runners():  # Each way from the same first state.
+    return {name: paced(lambda state, *arguments, call=call: call(state, padded, *arguments, rng),
+                        feed.create_state(jax.random.key(0)), calls_of, host_seconds[name])
+            for name, (call, calls_of) in ways.items()}
 
-  def runners(state_of):
-    ways = {'one a call': one_a_call(update, state_of(), padded, rng, dispatch)}
-    ways.update({f'{k} a call': k_a_call(feed, state_of(), padded, rng, k)
-                 for k in steps_per_call})
-    return ways
-
-  losses = {name: run(batches) for name, run in runners(fresh).items()}  # Compiles too.
-  dispatch.clear()
-  rates = harness.interleaved_rates(runners(fresh), batches, repeats)
+  losses = {name: run(batches) for name, run in runners().items()}  # Compiles too.
+  host_seconds['one a call'].clear()
+  rates = harness.interleaved_rates(runners(), batches, repeats)
   one = rates['one a call']
   return {'machine': harness.machine_info(), 'vocab_size': vocab_size, 'steps': steps,
           'batch_size': batch_size, 'repeats': repeats, 'shape': SHAPE,
-          'dispatch_seconds': float(np.median(dispatch)),
+          'dispatch_seconds': float(np.median(host_seconds['one a call'])),
           'ways': {name: {**rate, 'last_loss': float(rate['last_loss'][-1]),
                           'over_one_a_call': rate['median'] / one['median'],
                           'max_loss_difference': float(np.max(np.abs(

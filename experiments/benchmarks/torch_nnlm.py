@@ -90,13 +90,14 @@ def make_runner(config, vocab_size: int, padded_split: np.ndarray, seed: int = 0
   return run_steps
 
 
-def matmul_gflops(rows: int, inner: int, cols: int, repeats: int) -> float:
-  """Median GFLOP/s of a float32 [rows, inner]·[inner, cols] torch.matmul on DEVICE: what
-  the peer's own matmul library reaches here (harness.matmul_gflops is XLA's), so that a
-  ratio is read beside the two libraries' kernels (MKL ran 2048² 17% faster than XLA on a
-  2-core Intel Xeon: experiments/results/cpu/nnlm_xeon/)."""
+def matmul_gflops(rows: int, inner: int, cols: int, repeats: int,
+                  dtype=torch.float32) -> float:
+  """Median GFLOP/s of a [rows, inner]·[inner, cols] torch.matmul on DEVICE (float32 unless
+  `dtype`): what the peer's own matmul library reaches here (harness.matmul_gflops is XLA's),
+  so that a ratio is read beside the two libraries' kernels (MKL ran 2048² 18-37% faster
+  than XLA on a 2-core Intel Xeon: experiments/results/cpu/nnlm_xeon/)."""
   generator = torch.Generator(device=DEVICE).manual_seed(0)
-  a, b = (torch.randn(shape, generator=generator, device=DEVICE)
+  a, b = (torch.randn(shape, generator=generator, device=DEVICE, dtype=dtype)
           for shape in ((rows, inner), (inner, cols)))
 
   def product() -> None:
