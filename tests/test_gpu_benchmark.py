@@ -195,7 +195,11 @@ def test_the_word2vec_loop_refuses_what_it_cannot_time_in_one_line(tmp_path, fla
      'error: each of --steps_per_call must be a whole number dividing --steps=8, got 3'),
     (['--steps_per_call=0,8'],
      'error: each of --steps_per_call must be a whole number dividing --steps=512, got 0,8'),
-    (['--tokens=100'], 'error: --tokens=100 must exceed --batch_size=1024: a batch of windows')])
+    (['--tokens=100'], 'error: --tokens=100 must exceed --batch_size=1024: a batch of windows'),
+    (['--vocab_size=1'], 'error: --vocab_size must be a whole number of at least 2, got 1'),
+    (['--batch_size=0'], 'error: --batch_size must be a whole number of at least 1, got 0'),
+    (['--steps=0'], 'error: --steps must be a whole number of at least 1, got 0'),
+    (['--repeats=0'], 'error: --repeats must be a whole number of at least 1, got 0')])
 def test_the_dispatch_benchmark_refuses_what_it_cannot_time_in_one_line(tmp_path, flags, said):
   """Row 7b's program as a user types it, from another directory: one line and status 2,
   before any compile, nothing written."""

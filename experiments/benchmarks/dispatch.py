@@ -128,6 +128,9 @@ def main(argv):
   refuse_arguments(argv)
   absl_logging.set_verbosity(absl_logging.WARNING)
   f = flags.FLAGS
+  for name, least in (('vocab_size', 2), ('batch_size', 1), ('steps', 1), ('repeats', 1)):
+    if f[name].value < least:  # nce's noise needs a word beside the target.
+      fail(f'--{name} must be a whole number of at least {least}, got {f[name].value}')
   ks = [int(k) if k.isdigit() else 0 for k in f.steps_per_call]
   if any(k < 1 or f.steps % k for k in ks):
     fail(f'each of --steps_per_call must be a whole number dividing --steps={f.steps}, '
