@@ -13,7 +13,7 @@ on both readings: perplexity over every token, and over the text reading's token
 import math
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks.harness import machine_info, write_report
 from nplm import cli, ngram
@@ -91,4 +91,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('text_run', '', 'A workdir trained on text:EXPORT_DIR (optional).')
   flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
   flags.mark_flag_as_required('export_dir')
-  app.run(main)
+  cli.run_experiment(main)

@@ -39,12 +39,13 @@ import sys
 import time
 from pathlib import Path
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from experiments.fault_cases import cases_mode
 from experiments.fault_harness import (KEYS, STEP_LINE, VALID_LINE, Child, compare,
                                        differing_leaves, label, markdown, newest, nplm, save,
                                        summary_of, tail)
+from nplm.cli import run_experiment
 
 FLAGS = flags.FLAGS
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,4 +218,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  run_experiment(main)

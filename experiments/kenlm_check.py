@@ -22,6 +22,7 @@ from pathlib import Path
 
 from absl import app, flags
 
+from nplm.cli import run_experiment
 from nplm.data.vocab import TEXT_END, UNK, Vocabulary
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.ngram import KneserNey, perplexity
@@ -127,4 +128,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('out', '/tmp/kenlm_check', 'Receives the ARPA files and the report.')
   flags.DEFINE_list('orders', ['3', '4', '5'], 'Orders to compare.')
   flags.mark_flags_as_required(['export_dir', 'kenlm_bin'])
-  app.run(main)
+  run_experiment(main)

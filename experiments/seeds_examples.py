@@ -11,10 +11,10 @@ completed as `nplm complete` completes it. Prints the transcript and writes DIR/
 from collections.abc import Sequence
 from pathlib import Path
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 import nplm
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.files import write_text_atomically
 from nplm.use.trained import NoTrainedModelError
 
@@ -86,4 +86,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  run_experiment(main)

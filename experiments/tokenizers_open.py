@@ -21,8 +21,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
+from nplm.cli import run_experiment
 from nplm.data import brown, brown_source
 from nplm.files import write_text_atomically
 
@@ -126,4 +127,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('brown_data_dir', '', 'TFDS data dir holding the prepared Brown corpus '
                       "(TFDS's default if empty, as `nplm export --dataset=brown` reads it).")
   flags.mark_flag_as_required('out')
-  app.run(main)
+  run_experiment(main)

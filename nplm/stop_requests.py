@@ -133,6 +133,8 @@ class StopRequests:
     self.phase = 'starting'
     self.unsaved = False  # Whether the loop holds updates that no checkpoint has yet.
     self.watched = False  # Whether a program's watchdog ends the process on a second request.
+    # Whether the loop stopped for the request (its runs interrupted); None: not said.
+    self.heeded: bool | None = None
     self.said = ''  # What the first request's announcement says.
     self.wake = threading.Event()  # A request came, or the context ended.
 
@@ -297,6 +299,12 @@ def stop_requests():
     ending = watchdog is not None and stop.is_set()
     for s, h in previous.items():
       signal.signal(s, functools.partial(_end_at_once, watchdog.status) if ending else h)
+  if stop.is_set() and stop.heeded is False and watchdog is None:
+    # A request after the loop's last look (its summaries being written): the runs ended
+    # whole, and the caller's own handler gets the request (Python's: KeyboardInterrupt),
+    # so that a program training several runs in turn stops (a benchmark) rather than
+    # start the next with the user's Ctrl-C lost.
+    signal.raise_signal(signal.Signals[stop.signal_name])
 
 
 def _end_at_once(status: int, signum, frame) -> None:

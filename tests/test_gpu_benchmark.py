@@ -85,6 +85,50 @@ def test_a_run_past_its_limit_is_stopped_with_its_children_and_the_next_runs(tmp
   assert 'Every command ran with JAX_PLATFORMS=cpu.' in page
 
 
+# The check's runner in a child of its own, its second run sending the check a Ctrl-C (as
+# the terminal would: the runs are in sessions of their own, which a Ctrl-C does not reach)
+# after starting a child of its own; the results as JSON.
+_INTERRUPTED_CHECK = """
+import json, os, sys, time
+from experiments.benchmarks import gpu
+stalls = ('import os, signal, subprocess, sys, time\\n'
+          'child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])\\n'
+          'print("started", child.pid, flush=True)\\n'
+          'os.kill(int(sys.argv[1]), signal.SIGINT)\\ntime.sleep(60)')
+runs = [gpu.Run('q', 1, 'quick', [sys.executable, '-c', 'pass'], limit=30),
+        gpu.Run('s', 2, 'stalls', [sys.executable, '-c', stalls, str(os.getpid())], limit=60),
+        gpu.Run('n', 3, 'next', [sys.executable, '-c', 'pass'], limit=30)]
+machine = json.loads(sys.argv[2])
+started = time.monotonic()
+results = gpu.run_all(runs, gpu.Path(sys.argv[1]), dict(os.environ), machine, '',
+                      deadline=time.monotonic() + 120)
+print(json.dumps({'results': results, 'seconds': time.monotonic() - started}))
+"""
+
+
+def test_a_ctrl_c_stops_the_run_and_its_children_and_keeps_what_ran(tmp_path):
+  """The lent GPU's minutes are not lost to a Ctrl-C: the runs before it keep their results,
+  the one it stopped is stopped with what it started (not left running on the GPU), the
+  rest are skipped, and the report can be written."""
+  done = subprocess.run([sys.executable, '-c', _INTERRUPTED_CHECK, str(tmp_path),
+                         json.dumps(MACHINE)], cwd=gpu.ROOT, capture_output=True, text=True,
+                        timeout=120, check=False)
+  assert done.returncode == 0, done.stderr[-2000:]
+  ran = json.loads(done.stdout.splitlines()[-1])
+  quick, stalled, following = ran['results']
+  assert ran['seconds'] < 30
+  assert quick['status'] == 'ok'
+  assert stalled['status'] == 'interrupted' and stalled['reason'] == 'stopped by Ctrl-C'
+  started = (tmp_path / 'rows' / 's' / 'stdout.txt').read_text().split()
+  assert started[0] == 'started' and state(int(started[1])) in ('', 'Z')
+  assert following['status'] == 'skipped'
+  assert following['reason'] == 'the check was interrupted (Ctrl-C)'
+  page = gpu_report.format_report({'date': 'today', 'machine': MACHINE, 'dry_run': False,
+                                   'data_dir': '', 'environment': {}, 'budget_s': 120,
+                                   'seconds': 9.0, 'command': 'gpu', 'runs': ran['results']})
+  assert '| 2 | stalls | interrupted |' in page and '| 3 | next | skipped |' in page
+
+
 def test_a_runs_own_environment_is_set_over_the_checks(tmp_path):
   shows = 'import os; print(os.environ["SHOWN"], os.environ["KEPT"])'
   runs = [gpu.Run('e', 6, 'shows', python(shows), limit=30, env={'SHOWN': 'its own'})]

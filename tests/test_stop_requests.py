@@ -116,3 +116,32 @@ def test_a_stop_request_landing_inside_a_log_line_is_kept_and_said():
   lines = err.splitlines()
   assert lines[-1] == 'SIGTERM while training: saving a checkpoint and stopping.', lines[-1][:200]
   assert lines[0] == 'a long line ' + 'x' * 1_000_000
+
+
+# A loop that ends its runs whole although a Ctrl-C came in its last moments (its summaries
+# being written), heeding it or not as argv[1] says; then the caller's code.
+_UNHEEDED = """
+import os, signal, sys, time
+from nplm import stop_requests
+try:
+  with stop_requests.stop_requests() as stop:
+    os.kill(os.getpid(), signal.SIGINT)
+    while not stop.is_set():
+      time.sleep(0.01)
+    stop.heeded = sys.argv[1] == 'heeded'
+  print('the caller goes on')
+except KeyboardInterrupt:
+  print('the caller got the Ctrl-C')
+"""
+
+
+def test_a_ctrl_c_the_loop_did_not_heed_is_handed_to_the_caller():
+  """A program that trains runs in turn (a benchmark) stops at the Ctrl-C that came after a
+  run's last update, and a run stopped by it does not stop its caller a second time."""
+  said = {}
+  for heeded in ('heeded', 'not heeded'):
+    done = subprocess.run([sys.executable, '-c', _UNHEEDED, heeded], cwd=ROOT, env=BUFFERED,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said[heeded] = done.stdout.strip()
+  assert said == {'heeded': 'the caller goes on', 'not heeded': 'the caller got the Ctrl-C'}

@@ -327,3 +327,48 @@ def test_ctrl_c_while_the_command_imports_jax_is_one_line(corpus, tmp_path):
   assert child.returncode == 75, stderr
   assert stderr == 'Interrupted while starting; nothing was done.\n' and not stdout, stderr
   assert not (tmp_path / 'run').exists()
+
+
+# nplm.trainer.run called from a program's own code (as a benchmark trains runs in turn),
+# sent Ctrl-C either as its first update runs ('training') or as its summary is written
+# ('summarising'), after its last update; then what the caller saw.
+_CALLER = """
+import json, os, signal, sys
+from nplm import trainer
+from nplm.config import Config
+from nplm.training import runs
+from nplm.training.feed import Feed
+moment, workdir = sys.argv[1], sys.argv[2]
+def signalled(method):
+  def then(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    return method(*args, **kwargs)
+  return then
+if moment == 'training':
+  Feed.step = signalled(Feed.step)
+else:
+  runs.Runs.summary = signalled(runs.Runs.summary)
+config = Config(dataset=sys.argv[3], data_dir=sys.argv[4], workdir=workdir, order=3,
+                feature_size=8, hidden_size=16, batch_size=32, epochs=1)
+try:
+  summary = trainer.run(config)
+  print('returned', summary['status'])
+except KeyboardInterrupt:
+  saved = json.load(open(os.path.join(workdir, 'summary.json')))
+  print('KeyboardInterrupt after a summary', saved['status'])
+"""
+
+
+def test_a_ctrl_c_after_the_last_update_stops_the_program_that_called_train(corpus, tmp_path):
+  """A Ctrl-C that stops a run is the caller's to see in the summary; one that came after
+  the last update (the run ends whole) reaches the caller as its own Ctrl-C would, not lost
+  while the program goes on to its next run."""
+  said = {}
+  for moment in ('training', 'summarising'):
+    done = subprocess.run([sys.executable, '-c', _CALLER, moment, str(tmp_path / moment),
+                           *corpus], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said[moment] = done.stdout.strip().splitlines()[-1]
+  assert said == {'training': 'returned interrupted',
+                  'summarising': 'KeyboardInterrupt after a summary epochs_done'}

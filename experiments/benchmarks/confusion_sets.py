@@ -26,12 +26,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 import nplm
 from experiments.benchmarks.harness import CorpusNotPrepared, require_prepared_brown, table_lines
 from nplm import display
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.data import PARAGRAPH_END, TEXT_END, brown, brown_source
 from nplm.errors import ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
@@ -283,4 +283,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared Brown corpus (empty: '
                       'TFDS default).')
   flags.mark_flag_as_required('workdirs')
-  app.run(main)
+  run_experiment(main)

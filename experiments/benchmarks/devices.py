@@ -17,10 +17,11 @@ import sys
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks import harness
 from nplm import parallel
+from nplm.cli import run_experiment
 from nplm.data import batching
 
 MODES = ('data', 'model')
@@ -108,4 +109,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  run_experiment(main)

@@ -20,12 +20,12 @@ loop, 1.2 ms an update: the check's goal of 2M asks for 0.5 ms.
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 from absl import logging as absl_logging
 
 from experiments.benchmarks import harness
 from nplm import parallel, stop_requests
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.data import batching
 from nplm.lm import build_language_model
 from nplm.training.window_feed import WindowFeed
@@ -149,4 +149,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('tokens', 1_000_000, 'Tokens of the generated training split.')
   flags.DEFINE_list('steps_per_call', ['8', '32'], 'K: updates scanned in one call.')
   flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
-  app.run(main)
+  run_experiment(main)

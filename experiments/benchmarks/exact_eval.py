@@ -25,11 +25,11 @@ import gc
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks import harness
 from nplm import parallel
-from nplm.cli import refuse_arguments
+from nplm.cli import refuse_arguments, run_experiment
 from nplm.heads.output_layer import chunk_rows
 from nplm.lm import build_language_model
 from nplm.training.window_feed import WindowFeed
@@ -153,4 +153,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('repeats', 5, 'Timed passes per |V|; the median is reported.')
   flags.DEFINE_integer('square', 2048, 'Side of the square matmul timed as the machine rate.')
   flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
-  app.run(main)
+  run_experiment(main)

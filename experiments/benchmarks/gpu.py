@@ -75,6 +75,7 @@ from typing import Callable
 from absl import app, flags
 
 from experiments.benchmarks import gpu_report
+from nplm.cli import run_experiment, stop_interrupted
 from nplm.files import write_json_atomically, write_text_atomically
 
 ROOT = Path(__file__).resolve().parents[2]  # The checkout: the children's directory.
@@ -287,19 +288,19 @@ def last_lines(path: Path, count: int) -> list[str]:
 
 def stop_group(process: subprocess.Popen) -> None:
   """Stops the child and whatever it started (its own process group): SIGTERM, then SIGKILL
-  after 5 s (nplm train saves at its next update on SIGTERM; the check does not wait for it)."""
+  after 5 s (nplm train saves at its next update on SIGTERM; the check does not wait for it),
+  the SIGKILL sent whatever interrupts the wait (a second Ctrl-C)."""
   try:
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=5)
-  except subprocess.TimeoutExpired:
+  except (subprocess.TimeoutExpired, ProcessLookupError):  # Lookup: the group is gone.
     pass
-  except ProcessLookupError:  # The group is gone already.
-    pass
-  try:
-    os.killpg(process.pid, signal.SIGKILL)  # What is left of it, and what it started.
-  except ProcessLookupError:
-    pass
-  process.wait()
+  finally:
+    try:
+      os.killpg(process.pid, signal.SIGKILL)  # What is left of it, and what it started.
+    except ProcessLookupError:
+      pass
+    process.wait()
 
 
 def run_child(argv: list, limit: float, directory: Path, env: dict, cwd: Path = ROOT) -> dict:
@@ -316,6 +317,9 @@ def run_child(argv: list, limit: float, directory: Path, env: dict, cwd: Path = 
     except subprocess.TimeoutExpired:
       stop_group(process)
       code = None
+    except KeyboardInterrupt:  # In a session of its own, the child did not get the Ctrl-C.
+      stop_group(process)
+      raise
     took = {'seconds': time.monotonic() - started,
             'cpu_seconds': children_cpu_seconds() - cpu}  # Beside the wall: a busy machine.
   if code == 0:
@@ -349,8 +353,9 @@ def run_all(runs: list, out: Path, env: dict, machine: dict, data_dir: str,
             deadline: float) -> list[dict]:
   """Each run in turn, within its limit and what is left until `deadline` (time.monotonic):
   its result and the figures read from what it wrote (what a failed or stopped run left, if
-  readable)."""
-  results = []
+  readable). A Ctrl-C stops the run in progress (status 'interrupted') and skips the rest:
+  the report keeps what the check measured before it."""
+  results, interrupted = [], False
   for number, run in enumerate(runs, 1):
     command = shlex.join(run.argv)
     result = {'id': run.id, 'row': run.row, 'name': run.name, 'command': command,
@@ -358,7 +363,8 @@ def run_all(runs: list, out: Path, env: dict, machine: dict, data_dir: str,
               'limit_s': run.limit, 'seconds': 0.0, 'cpu_seconds': 0.0, 'printed': [],
               'figures': []}
     results.append(result)
-    why_not = missing(run, machine, data_dir)
+    why_not = 'the check was interrupted (Ctrl-C)' if interrupted else missing(run, machine,
+                                                                              data_dir)
     left = deadline - time.monotonic()
     if not why_not and left < MIN_START_S:
       why_not = 'the check\'s budget (--budget_s) is spent'
@@ -371,17 +377,30 @@ def run_all(runs: list, out: Path, env: dict, machine: dict, data_dir: str,
           f'{run.cwd}:\n  {command}', flush=True)
     directory = out / 'rows' / run.id
     shutil.rmtree(directory, ignore_errors=True)  # A run left there would be resumed.
-    result.update(run_child(run.argv, limit, directory, {**env, **run.env}, run.cwd),
-                  limit_s=limit)
+    started = time.monotonic()
     try:
-      result['figures'] = run.figures(out / 'rows', run.id, result['seconds'])
-    except (OSError, LookupError, TypeError, ValueError, ArithmeticError) as error:
-      if result['status'] == 'ok':  # A stopped run's report may well be missing.
-        result.update(status='failed', reason=f'its report could not be read: {error!r}')
+      result.update(run_child(run.argv, limit, directory, {**env, **run.env}, run.cwd),
+                    limit_s=limit)
+      result.update(read_figures(run, out, result))
+    except KeyboardInterrupt:
+      interrupted = True
+      result.update(status='interrupted', reason='stopped by Ctrl-C',
+                    seconds=time.monotonic() - started, limit_s=limit)
     print(f'  -> {result["status"]} in {result["seconds"]:.1f} s (CPU '
           f'{result["cpu_seconds"]:.1f} s)'
           + (f': {result["reason"]}' if result['reason'] else ''), flush=True)
   return results
+
+
+def read_figures(run: Run, out: Path, result: dict) -> dict:
+  """{'figures': …} read from what the run wrote; where they cannot be read, the run's
+  failure instead (a stopped run's report may well be missing: its status says why)."""
+  try:
+    return {'figures': run.figures(out / 'rows', run.id, result['seconds'])}
+  except (OSError, LookupError, TypeError, ValueError, ArithmeticError) as error:
+    if result['status'] != 'ok':
+      return {}
+    return {'status': 'failed', 'reason': f'its report could not be read: {error!r}'}
 
 
 def probe(out: Path, data_dir: str, env: dict, dry_run: bool, prepare: bool) -> dict:
@@ -430,9 +449,12 @@ def main(argv):
   write_json_atomically(out / 'gpu.json', report)
   write_text_atomically(out / 'gpu.md', gpu_report.format_report(report))
   counts = {s: sum(r['status'] == s for r in results) for s in ('ok', 'failed', 'timeout',
-                                                                'skipped')}
+                                                                'interrupted', 'skipped')}
   print(f'Wrote {out / "gpu.md"} and gpu.json in {report["seconds"]:.0f} s: '
-        + ', '.join(f'{n} {s}' for s, n in counts.items()))
+        + ', '.join(f'{n} {s}' for s, n in counts.items() if n or s != 'interrupted'))
+  if counts['interrupted']:
+    stop_interrupted('Interrupted (Ctrl-C): the report holds the rows run before it; rerun '
+                     'the others with --rows')
 
 
 if __name__ == '__main__':
@@ -451,4 +473,4 @@ if __name__ == '__main__':
                        'raise --budget_s).', lower_bound=0)
   flags.DEFINE_float('budget_s', 540, 'Seconds for the whole check: a run is stopped when '
                      'they are spent, and those after it are skipped.')
-  app.run(main)
+  run_experiment(main)

@@ -31,6 +31,7 @@ from experiments.benchmarks.harness import (SHAPES as TABLE1_SHAPES, CorpusNotPr
                                             interleaved_rates, jax_runner, load_training_ids,
                                             machine_info, shape_config)
 from nplm import trainer
+from nplm.cli import run_experiment
 from nplm.data import batching, load_corpus
 from nplm.files import write_json_atomically, write_text_atomically
 from nplm.config import HEAD, group_of
@@ -274,4 +275,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  run_experiment(main)

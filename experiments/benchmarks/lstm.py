@@ -28,6 +28,7 @@ from absl import logging as absl_logging
 from experiments.benchmarks.harness import (CorpusNotPrepared, compiled_first_step,
                                             interleaved_rates, load_training_ids, machine_info,
                                             use_all_cores)
+from nplm.cli import run_experiment
 from nplm.flagfiles import config_from_flagfile
 from nplm.config import Config, ConfigError
 from nplm.files import write_json_atomically, write_text_atomically
@@ -218,4 +219,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  run_experiment(main)

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks import harness, programs
+from nplm.cli import run_experiment
 from nplm.config import Config
 from nplm.data import batching
 from nplm.models.nnlm import NNLM
@@ -269,4 +270,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  run_experiment(main)

@@ -18,10 +18,11 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks import harness
 from nplm import parallel
+from nplm.cli import run_experiment
 from nplm.data import batching
 from nplm.lm import build_language_model
 from nplm.training import optimizer
@@ -147,4 +148,4 @@ def main(argv):
 if __name__ == '__main__':
   harness.define_common_flags(steps=20, shape=True)
   flags.DEFINE_integer('batch_size', 256, 'Examples per update.')
-  app.run(main)
+  run_experiment(main)

@@ -25,9 +25,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks.harness import machine_info, write_report
+from nplm.cli import run_experiment
 
 FLAGS = flags.FLAGS
 SPLIT_SHARES = {'train': 0.98, 'valid': 0.01, 'test': 0.01}
@@ -207,4 +208,4 @@ if __name__ == '__main__':
   flags.DEFINE_bool('trace', False, 'Also prepare once under tracemalloc and list where the '
                     'Python memory went (slower; not timed).')
   flags.mark_flag_as_required('out')
-  app.run(main)
+  run_experiment(main)

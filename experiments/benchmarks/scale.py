@@ -38,11 +38,11 @@ import sys
 import time
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 from absl import logging as absl_logging
 
 from experiments.benchmarks import harness, prepare
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.config import Config
 from nplm.data.vocab import Vocabulary
 from nplm.heads import HEADS, head_class, with_output_rows
@@ -349,4 +349,4 @@ if __name__ == '__main__':
                        'evaluation is compared with (the machine\'s matmul rate).')
   flags.DEFINE_string('report', '', 'Writes REPORT.json and REPORT.md (default: OUT/scale).')
   flags.mark_flag_as_required('out')
-  app.run(main)
+  run_experiment(main)

@@ -18,11 +18,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 from absl import logging as absl_logging
 
 from experiments.benchmarks.harness import machine_info, machine_line, timed_runs, write_report
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.errors import ConfigError
 from nplm.files import write_text_atomically
 from nplm.ngram.arpa import write_arpa
@@ -160,4 +160,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('file', None, 'Where to write the sentences (default: a temporary file).')
   flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
   flags.mark_flag_as_required('workdir')
-  app.run(main)
+  run_experiment(main)

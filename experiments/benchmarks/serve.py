@@ -20,10 +20,10 @@ import time
 import urllib.request
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from experiments.benchmarks import harness
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 
 FLAGS = flags.FLAGS
 # What a search box and a spelling checker send: short prefixes, one sentence at a time.
@@ -135,4 +135,4 @@ if __name__ == '__main__':
   flags.DEFINE_string('clients', '1,8,32', 'Concurrent client counts.')
   flags.DEFINE_float('seconds', 10.0, 'Seconds each measurement runs its clients.')
   flags.DEFINE_string('out', '', 'If set, OUT.json and OUT.md receive the report.')
-  app.run(main)
+  run_experiment(main)

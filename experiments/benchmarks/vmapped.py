@@ -22,6 +22,7 @@ from absl import app, flags
 
 from experiments.benchmarks import harness
 from nplm import parallel
+from nplm.cli import run_experiment
 from nplm.data import batching
 from nplm.lm import build_language_model
 from nplm.training.optimizer import hyperparameters_of, with_hyperparameters
@@ -140,4 +141,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  run_experiment(main)

@@ -33,13 +33,13 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 from absl import logging as absl_logging
 
 from experiments.benchmarks import harness
 from experiments.benchmarks.prepare import word_strings
 from nplm import display, parallel, trainer
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.config import Config
 from nplm.data import datasets
 from nplm.data.vocab import Vocabulary
@@ -334,4 +334,4 @@ if __name__ == '__main__':
     print(json.dumps(CHILDREN[sys.argv[1]](sys.argv[2:])))
   else:
     define_flags()
-    app.run(main)
+    run_experiment(main)

@@ -22,7 +22,7 @@ from absl import app, flags
 from experiments.benchmarks.harness import (SHAPES, benchmark_batches, interleaved_rates,
                                             jax_runner, machine_info, machine_line,
                                             shape_config, table_lines, write_report)
-from nplm.cli import refuse_arguments
+from nplm.cli import refuse_arguments, run_experiment
 from nplm.data import batching
 from nplm.heads import HEADS, head_class
 from nplm.training.config_checks import validated
@@ -159,4 +159,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('num_samples', 100, 'k of the sampling heads.')
   flags.DEFINE_integer('tokens', 200_000, 'Synthetic training tokens per |V|.')
   flags.DEFINE_string('out', '', 'If set, writes OUT.json, OUT.md and OUT.png.')
-  app.run(main)
+  run_experiment(main)

@@ -38,6 +38,7 @@ mean nothing). --workdirs adds the scores of trained NNLM, LSTM, … runs. Write
 OUT/word2vec.{json,md} (the table: word2vec_report.py).
 """
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -52,12 +53,15 @@ from experiments.benchmarks import prepare
 from experiments.benchmarks.harness import (CorpusNotPrepared, machine_info, report,
                                             require_prepared_brown)
 from experiments.benchmarks.word2vec_report import GOALS, MIN_SPEED_RATIO, format_report
+from nplm.cli import run_experiment
 from nplm.use import embeddings
 from nplm.flagfiles import config_from_flagfile
 from nplm.config import DATA_FIELDS, Config, ConfigError
 from nplm.data.datasets import load_dataset
 from nplm.use.trained import NoTrainedModelError, load_trained
 from nplm.parallel import usable_cores
+from nplm.run_files.summary import RunStatus
+from nplm.stop_requests import Interrupted
 from nplm.trainer import TrainingDiverged, request_cpu_devices, run
 from nplm.training.config_checks import validated
 
@@ -134,7 +138,14 @@ def train_nplm(config: Config, corpus, words: int) -> tuple:
   words × epochs ÷ train_seconds, of the share of them trained by the timed updates (all
   but the first: train_seconds and the summary's examples both start after it)."""
   refuse_existing([config])
-  summary = run(config, corpus)
+  try:
+    summary = run(config, corpus)
+  except Interrupted:  # While building or compiling.
+    summary = {'status': RunStatus.INTERRUPTED}
+  if summary['status'] == RunStatus.INTERRUPTED:  # Resumed, it would not be timed whole.
+    shutil.rmtree(config.workdir, ignore_errors=True)
+    raise KeyboardInterrupt(f'its unfinished run {config.workdir} is removed; runs are timed '
+                            'from their start: rerun with a new --out')
   keyed = embeddings.keyed_vectors(embeddings.of_workdir(config.workdir))
   seconds = summary['train_seconds']
   timed = summary['train_examples_per_second'] * seconds  # Positions the clock saw.
@@ -372,4 +383,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  run_experiment(main)

@@ -23,8 +23,9 @@ from unittest import mock
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from nplm.cli import run_experiment
 from nplm.heads.binary_tree import huffman_tree
 from nplm.heads.proposal import Proposal
 from nplm.models.word2vec import ABSENT
@@ -104,4 +105,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('chunk_positions', 256, 'Positions a chunk.')
   flags.DEFINE_integer('threads', 1, 'Threads of the update.')
   flags.DEFINE_integer('repetitions', 30, 'Steps timed per source.')
-  app.run(main)
+  run_experiment(main)

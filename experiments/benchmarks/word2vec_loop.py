@@ -21,12 +21,12 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 from absl import logging as absl_logging
 
 from experiments.benchmarks import harness
 from experiments.benchmarks.word2vec_kernel import FEATURES, VOCAB, batch
-from nplm.cli import fail, refuse_arguments
+from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.training import word2vec_update
 
 VARIANTS = {'cbow_ns': ('cbow', 'negative_sampling'), 'cbow_hs': ('cbow', 'tree'),
@@ -127,4 +127,4 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps', 5, 'Steps a timed run.')
   flags.DEFINE_integer('repeats', 5, 'Timed runs a program; the median is reported.')
   flags.DEFINE_string('out', '', 'If set, also writes OUT.json and OUT.md.')
-  app.run(main)
+  run_experiment(main)

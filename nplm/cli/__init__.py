@@ -4,6 +4,7 @@ checkout) and what they share: flags from Config, progress lines, one-line error
 import dataclasses
 import errno
 import functools
+import os
 import sys
 import textwrap
 
@@ -95,6 +96,24 @@ def start(main, argv=None) -> None:
   host_memory.keep_freed_blocks()  # Before JAX's first computation, as `nplm` does.
   quiet_when_stdout_closes(lambda: app.run(stops_when_interrupted(main), argv=argv,
                                            flags_parser=parse))
+
+
+def run_experiment(main) -> None:
+  """app.run(main) for a program under experiments/ (a benchmark, a check), its flags its
+  own: Ctrl-C ends it with one line and INTERRUPTED_EXIT_STATUS, not a traceback from
+  wherever the timing loop was, and a closed stdout quietly, as nplm's commands do. What it
+  wrote before is kept: its reports are written whole (nplm.files), at its end."""
+  spec = getattr(sys.modules.get(main.__module__), '__spec__', None)
+  program = spec.name if spec else os.path.basename(sys.argv[0])  # `python -m` or a file.
+
+  @functools.wraps(main)
+  def run(argv):
+    try:
+      return stops_when_interrupted(main)(argv)
+    except KeyboardInterrupt as interrupt:  # Its message, if it says what was left where.
+      stop_interrupted(f'Interrupted; {program} stopped before its end: '
+                       + (str(interrupt) or 'its report, if any, was not written; rerun it'))
+  quiet_when_stdout_closes(lambda: app.run(run))
 
 
 def stops_when_interrupted(main):

@@ -406,9 +406,11 @@ def train(configs: list[Config], corpus: Corpus, started: float | None = None,
       loop = Loop(configs, corpus, stop,
                   time.perf_counter() if started is None else started, load_seconds)
       try:
-        return loop.summaries(loop.train())
+        summaries = loop.summaries(loop.train())
       finally:
         loop.close()
+      stop.heeded = any(summary.get('status') == RunStatus.INTERRUPTED for summary in summaries)
+      return summaries
     except RunInterrupted as stopped:  # While building or compiling: nothing to save.
       raise Interrupted(f'Interrupted ({stopped}); {what_is_kept(configs[0].workdir)}.'
                         ) from None

@@ -5,12 +5,11 @@
       --chunk_positions=2048 --seeds=0 --data_dir=DIR --out=OUT
 """
 
-from absl import app
-
 from experiments.benchmarks import word2vec
+from nplm.cli import run_experiment
 from nplm.training import word2vec_feed
 
 if __name__ == '__main__':
   word2vec_feed.MAX_SUMMED_RATE = dict.fromkeys(word2vec_feed.MAX_SUMMED_RATE, 1e12)
   word2vec.define_flags()
-  app.run(word2vec.main)
+  run_experiment(word2vec.main)
