@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.benchmarks import dispatch, gpu, gpu_report
+from experiments.benchmarks import dispatch, gpu, gpu_report, gpu_runs
 from nplm.run_files.profile import event_table
 from tests import cli
 
@@ -48,16 +48,16 @@ def test_a_run_past_its_limit_is_stopped_with_its_children_and_the_next_runs(tmp
             'child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])\n'
             'print("started", child.pid, flush=True)\ntime.sleep(60)')
   writes = 'import json, sys; json.dump({"n": 3}, open(sys.argv[1], "w")); print("done")'
-  runs = [gpu.Run('s', 1, 'stalls', python(stalls), limit=2),
-          gpu.Run('f', 2, 'fails', python('import sys; print("working"); sys.exit("boom: no")'),
+  runs = [gpu_runs.Run('s', 1, 'stalls', python(stalls), limit=2),
+          gpu_runs.Run('f', 2, 'fails', python('import sys; print("working"); sys.exit("boom: no")'),
                   limit=30),
-          gpu.Run('w', 3, 'writes', [*python(writes), str(tmp_path / 'rows' / 'w' / 'n.json')],
+          gpu_runs.Run('w', 3, 'writes', [*python(writes), str(tmp_path / 'rows' / 'w' / 'n.json')],
                   limit=30, figures=reads_its_number),
-          gpu.Run('g', 6, 'needs gensim', python('pass'), limit=30, needs=('gensim',)),
-          gpu.Run('b', 8, 'needs Brown', python('pass'), limit=30, needs=('brown',))]
+          gpu_runs.Run('g', 6, 'needs gensim', python('pass'), limit=30, needs=('gensim',)),
+          gpu_runs.Run('b', 8, 'needs Brown', python('pass'), limit=30, needs=('brown',))]
   machine = {**MACHINE, 'brown_prepared': False}
   started = time.monotonic()
-  results = gpu.run_all(runs, tmp_path, dict(os.environ), machine, '/nowhere',
+  results = gpu_runs.run_all(runs, tmp_path, dict(os.environ), machine, '/nowhere',
                         deadline=time.monotonic() + 120)
   assert time.monotonic() - started < 20  # The stalled run did not hold the check.
   stalled, failed, wrote, no_gensim, no_brown = results
@@ -90,17 +90,17 @@ def test_a_run_past_its_limit_is_stopped_with_its_children_and_the_next_runs(tmp
 # after starting a child of its own; the results as JSON.
 _INTERRUPTED_CHECK = """
 import json, os, sys, time
-from experiments.benchmarks import gpu
+from experiments.benchmarks import gpu_runs
 stalls = ('import os, signal, subprocess, sys, time\\n'
           'child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])\\n'
           'print("started", child.pid, flush=True)\\n'
           'os.kill(int(sys.argv[1]), signal.SIGINT)\\ntime.sleep(60)')
-runs = [gpu.Run('q', 1, 'quick', [sys.executable, '-c', 'pass'], limit=30),
-        gpu.Run('s', 2, 'stalls', [sys.executable, '-c', stalls, str(os.getpid())], limit=60),
-        gpu.Run('n', 3, 'next', [sys.executable, '-c', 'pass'], limit=30)]
+runs = [gpu_runs.Run('q', 1, 'quick', [sys.executable, '-c', 'pass'], limit=30),
+        gpu_runs.Run('s', 2, 'stalls', [sys.executable, '-c', stalls, str(os.getpid())], limit=60),
+        gpu_runs.Run('n', 3, 'next', [sys.executable, '-c', 'pass'], limit=30)]
 machine = json.loads(sys.argv[2])
 started = time.monotonic()
-results = gpu.run_all(runs, gpu.Path(sys.argv[1]), dict(os.environ), machine, '',
+results = gpu_runs.run_all(runs, gpu_runs.Path(sys.argv[1]), dict(os.environ), machine, '',
                       deadline=time.monotonic() + 120)
 print(json.dumps({'results': results, 'seconds': time.monotonic() - started}))
 """
@@ -111,7 +111,7 @@ def test_a_ctrl_c_stops_the_run_and_its_children_and_keeps_what_ran(tmp_path):
   the one it stopped is stopped with what it started (not left running on the GPU), the
   rest are skipped, and the report can be written."""
   done = subprocess.run([sys.executable, '-c', _INTERRUPTED_CHECK, str(tmp_path),
-                         json.dumps(MACHINE)], cwd=gpu.ROOT, capture_output=True, text=True,
+                         json.dumps(MACHINE)], cwd=gpu_runs.ROOT, capture_output=True, text=True,
                         timeout=120, check=False)
   assert done.returncode == 0, done.stderr[-2000:]
   ran = json.loads(done.stdout.splitlines()[-1])
@@ -131,18 +131,18 @@ def test_a_ctrl_c_stops_the_run_and_its_children_and_keeps_what_ran(tmp_path):
 
 def test_a_runs_own_environment_is_set_over_the_checks(tmp_path):
   shows = 'import os; print(os.environ["SHOWN"], os.environ["KEPT"])'
-  runs = [gpu.Run('e', 6, 'shows', python(shows), limit=30, env={'SHOWN': 'its own'})]
-  results = gpu.run_all(runs, tmp_path, {**os.environ, 'SHOWN': 'the check\'s', 'KEPT': 'kept'},
+  runs = [gpu_runs.Run('e', 6, 'shows', python(shows), limit=30, env={'SHOWN': 'its own'})]
+  results = gpu_runs.run_all(runs, tmp_path, {**os.environ, 'SHOWN': 'the check\'s', 'KEPT': 'kept'},
                         MACHINE, '', deadline=time.monotonic() + 60)
   assert results[0]['status'] == 'ok'
   assert (tmp_path / 'rows' / 'e' / 'stdout.txt').read_text() == 'its own kept\n'
 
 
 def test_the_budget_stops_a_run_and_skips_the_rest(tmp_path, monkeypatch):
-  monkeypatch.setattr(gpu, 'MIN_START_S', 0.5)
-  runs = [gpu.Run('s', 1, 'stalls', python('import time; time.sleep(60)'), limit=60),
-          gpu.Run('q', 2, 'quick', python('pass'), limit=60)]
-  results = gpu.run_all(runs, tmp_path, dict(os.environ), MACHINE, '',
+  monkeypatch.setattr(gpu_runs, 'MIN_START_S', 0.5)
+  runs = [gpu_runs.Run('s', 1, 'stalls', python('import time; time.sleep(60)'), limit=60),
+          gpu_runs.Run('q', 2, 'quick', python('pass'), limit=60)]
+  results = gpu_runs.run_all(runs, tmp_path, dict(os.environ), MACHINE, '',
                         deadline=time.monotonic() + 1.5)
   assert [r['status'] for r in results] == ['timeout', 'skipped']
   assert results[0]['seconds'] < 5 and results[0]['limit_s'] <= 1.5
@@ -183,7 +183,7 @@ def test_the_dry_run_runs_every_row_to_a_report(tmp_path):
   PyTorch is not installed here); the report and the rows' text files in OUT."""
   out = tmp_path / 'out'
   result = subprocess.run(
-      ['bash', str(gpu.ROOT / 'experiments' / 'benchmarks' / 'gpu_session.sh'), '--dry_run'],
+      ['bash', str(gpu_runs.ROOT / 'experiments' / 'benchmarks' / 'gpu_session.sh'), '--dry_run'],
       cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
       env={**os.environ, 'PYTHON': sys.executable, 'OUT': str(out),
            'CHECK_DIR': str(tmp_path / 'check'), 'SITE': str(tmp_path / 'site')})
