@@ -57,7 +57,7 @@ def test_run_benchmark_reports_every_measurement(tmp_path, monkeypatch):
   ids = np.random.default_rng(0).integers(0, TINY_VOCAB, 100).astype(np.int32)
   report = benchmark.run_benchmark(ids, np.ones(TINY_VOCAB), boundary_id=1, batch_size=4, steps=2,
                                    repeats=2, shapes={'tiny': TINY_SHAPE}, with_torch=False,
-                                   square=16)
+                                   square=16, updates_per_call=2)
   assert report['machine']['cores'] >= 1 and report['settings']['repeats'] == 2
   assert report['square_matmul']['gflops_per_s'] > 0
   assert report['square_matmul']['gflops_per_s'] == pytest.approx(2 * 16**3 / 0.5 / 1e9)
@@ -84,6 +84,12 @@ def test_run_benchmark_reports_every_measurement(tmp_path, monkeypatch):
   assert result['torch'] is None and 'notorch' in result['torch_skipped']
   assert result['jax_bfloat16']['median'] > 0 and result['bfloat16_over_float32'] > 0
   assert result['jax_bfloat16']['runs'] == [16.0, 16.0] and result['bfloat16_over_float32'] == 1
+  # The 2 steps in one call: the same losses as one a call, from the same state and batches.
+  grouped = result['grouped']
+  assert grouped['runs'] == [16.0, 16.0] and grouped['over_one_a_call'] == 1
+  assert grouped['last_loss'] == rate['last_loss'] and 'over_torch' not in grouped
+  assert ('nplm 2 updates a call (nplm train --updates_per_call), float32: tiny 16 '
+          'examples/s [16–16], 1.00× one a call.') in benchmark.format_report(report)
   assert 'tiny' in benchmark.format_report(report)
   assert f'{2 * 16**3 / 0.5 / 1e9:.1f} GFLOP/s' in benchmark.format_report(report)
   assert (f'multiples of 8: tiny {output_gflops:.1f}, at [4, 8, 16] '

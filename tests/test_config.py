@@ -31,7 +31,8 @@ HAND_WRITTEN = {
                          'valid_tokens_per_eval', 'eval_splits', 'eval_every',
                          'keep_checkpoints', 'stop_seconds',  # Added with them.
                          'checkpoint_minutes',  # Added with it.
-                         'profile_steps'),  # Added with it.
+                         'profile_steps',  # Added with it.
+                         'updates_per_call'),  # Added with it.
     # What sweep.py and table1.py once kept by hand (table1's lacked the last five).
     'OBSERVING_FIELDS': ('data_dir', 'corpus_dir', 'workdir', 'eval_batch_size', 'log_every',
                          'checkpoint_every', 'mesh', 'distributed', 'coordinator_address',
@@ -39,7 +40,8 @@ HAND_WRITTEN = {
                          'eval_splits',  # Added with it (finished_summary checks the splits).
                          'keep_checkpoints', 'stop_seconds',  # Added with them.
                          'checkpoint_minutes',  # Added with it.
-                         'profile_steps'),  # Added with it.
+                         'profile_steps',  # Added with it.
+                         'updates_per_call'),  # Added with it.
     'PER_MODEL_FIELDS': ('seed', 'learning_rate', 'min_learning_rate', 'lr_decay', 'weight_decay', 'workdir'),
     'HYPERPARAMETERS': ('learning_rate', 'min_learning_rate', 'lr_decay', 'weight_decay'),
     # What `nplm evaluate --dataset=NAME` takes from its flags over a trained run's config

@@ -306,3 +306,28 @@ def test_row_2_sets_the_peers_and_the_aligned_output_matmul_beside_xlas(tmp_path
   assert aligned['value'] == 8.0 and aligned['note'] == '50 GFLOP/s as is, 400 at [8, 104, 16]'
   assert found['MLP9 bfloat16 output matmul, D and |V| to multiples of 8 / as is'][
       'value'] is None  # A report written before it was timed.
+
+
+def test_row_2_sets_k_updates_a_call_beside_torch_compile(tmp_path):
+  """nplm's step K updates a call over torch.compile's rate, with its gain over one a call;
+  n/a with the reason where it or the peer was not timed."""
+  grouped = {'median': 12.0, 'updates_per_call': 8, 'over_one_a_call': 1.5}
+  shape = {'shape': 'MLP1', 'jax': {'median': 8.0}, 'jax_over_torch': 1.0,
+           'jax_over_torch_compiled': 1.0, 'torch_skipped': None,
+           'torch_compiled_skipped': None, 'share_of_matmul': 0.5,
+           'output_matmul': {'gflops_per_s': 200.0}, 'torch_compiled': {'median': 6.0},
+           'grouped': grouped}
+  no_peer = {**shape, 'shape': 'MLP9', 'torch_compiled': None,
+             'torch_compiled_skipped': 'torch.compile failed'}
+  before = {**shape, 'shape': 'MLP5'}
+  del before['grouped']
+  (tmp_path / '2a').mkdir()
+  (tmp_path / '2a' / 'nnlm.json').write_text(json.dumps({'shapes': [shape, no_peer, before]}))
+  found = {f['name']: f for f in gpu_report.nnlm(tmp_path, '2a', 1.0)}
+  timed = found['MLP1 JAX 8 updates a call / torch.compile']
+  assert (timed['value'], timed['goal']) == (2.0, '≥ 1.5×')
+  assert timed['note'] == '12 examples/s, 1.50× one a call'
+  untimed = found['MLP9 JAX 8 updates a call / torch.compile']
+  assert untimed['value'] is None
+  assert untimed['note'] == '12 examples/s, 1.50× one a call; torch.compile failed'
+  assert found['MLP5 JAX K updates a call / torch.compile']['value'] is None

@@ -4,13 +4,14 @@ batch 1024) on a Zipf vocabulary of --vocab_size words, one process, one device.
 
   python -m experiments.benchmarks.dispatch --out=/tmp/dispatch
 
-- one a call: nplm's loop (nplm.training.loop): the jitted update called once a batch, at
+- one a call: nplm's loop (nplm.training.loop) by default: the jitted update called once a batch, at
   most stop_requests.IN_FLIGHT calls queued behind the running one; and the median time the
   host spends in that call (its dispatch: arguments, launch), which an accelerator's update
   must outlast for the host not to set the pace (on a CPU the call also computes: 1.5 ms
   of a 5.1 ms update on a 2-core Xeon, not dispatch alone);
 - K a call, for each K of --steps_per_call: the same update (WindowFeed.update) scanned over
-  K batches in one jitted call (jax.lax.scan), the state donated from call to call.
+  K batches in one jitted call (jax.lax.scan), the state donated from call to call: the
+  loop's calls under --updates_per_call=K (Feed.steps).
 Each way trains the same --steps batches from the same state with the same keys, and their
 losses are compared (max |difference|). Compilation is left out (an untimed run first);
 the ways' timed runs alternate; medians of --repeats. At 281,015 words (the GPU check's row

@@ -46,9 +46,11 @@ step where the recipes' 32 positions make 1,024), then with JAX_PLATFORMS=cpu (t
 update's threads on every core, the recipes' chunks); 5 epochs each, the recipes'. Then
 word2vec_loop times XLA's loop alone on the GPU at 32, 128 and 512 positions a chunk, to the
 last filled chunk and over every chunk (a count XLA knows), to say where its time goes.
-Row 7 is followed by 7b (experiments.benchmarks.dispatch): row 7's update alone, one a call
-as nplm's loop calls it against 8 and 32 scanned in one call, with the host's time in a
-call: whether the 2M tokens/s the row asks of a 1.2 ms update is the host's to give.
+Row 7 trains 8 updates a call (--updates_per_call=8: one call where the loop made eight;
+the H200's 820,677 tokens/s were one a call) and is followed by 7b
+(experiments.benchmarks.dispatch): row 7's update alone, one a call against 8 and 32
+scanned in one call, with the host's time in a call: whether the 2M tokens/s the row asks
+of a 1.2 ms update is the host's to give.
 
 --dry_run runs every row at toy sizes (DRY) on the CPU (JAX_PLATFORMS=cpu, no CUDA device for
 PyTorch, XLA's LLVM optimizations off as in the tests: compiling is most of a toy run): the
@@ -91,7 +93,8 @@ GPU = {'brown': ['--profile_steps=50'], 'nnlm_batches': (256, 8192),
        'word2vec_loop': ['--configs=cbow_ns,skipgram_hs', '--chunks=32,128,512'],
        'scale': ['--tokens=10000000', '--types=300000', '--baseline_tokens=1000000',
                  '--baseline_types=10000', '--heads=nce', '--batch_size=1024',
-                 '--train_flags=--profile_steps=50'],
+                 # 8 updates a call (the loop's --updates_per_call; 7b: against one a call).
+                 '--train_flags=--profile_steps=50,--updates_per_call=8'],
        'dispatch': [],
        'transformer': [], 'lstm650': [],
        # About 1.5 times each run's wall on an H200 (experiments/results/h200/), at least 45 s;
@@ -119,7 +122,7 @@ DRY = {'brown': ['--epochs=1', '--batch_size=32', '--log_every=2', '--profile_st
                          '--repeats=1'],
        'scale': ['--tokens=20000', '--types=300', '--baseline_tokens=5000',
                  '--baseline_types=100', '--heads=nce', '--batch_size=64',
-                 '--matmul_size=128', '--train_flags=--profile_steps=2'],
+                 '--matmul_size=128', '--train_flags=--profile_steps=2,--updates_per_call=4'],
        'dispatch': ['--vocab_size=300', '--batch_size=64', '--steps=8', '--repeats=1',
                     '--tokens=2000', '--steps_per_call=4,8'],
        'transformer': ['--order=9', '--feature_size=16', '--hidden_size=32', '--num_layers=1',

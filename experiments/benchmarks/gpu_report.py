@@ -63,8 +63,23 @@ def nnlm(rows: Path, run_id: str, seconds: float) -> list:
               figure(f'{shape} share of the matmul rate', r['share_of_matmul'], '%',
                      '≥ 50% at the filling batch'),
               _peer_matmul(shape, r['output_matmul'], r['torch_skipped'] or ''),
-              _aligned_bfloat16(shape, r['output_matmul'].get('bfloat16'))]
+              _aligned_bfloat16(shape, r['output_matmul'].get('bfloat16')),
+              _grouped(shape, r)]
   return found
+
+
+def _grouped(shape: str, result: dict) -> dict:
+  """The step run K updates a call (nplm train --updates_per_call) over torch.compile's."""
+  grouped = result.get('grouped')
+  if not grouped:
+    return figure(f'{shape} JAX K updates a call / torch.compile', None, '×', '',
+                  'not timed (--updates_per_call=1, or a report from before it was)')
+  k, rate = grouped['updates_per_call'], grouped['median']
+  peer_rate = (result.get('torch_compiled') or {}).get('median')
+  return figure(f'{shape} JAX {k} updates a call / torch.compile',
+                peer_rate and rate / peer_rate, '×', '≥ 1.5×',
+                f'{rate:,.0f} examples/s, {grouped["over_one_a_call"]:.2f}× one a call'
+                + ('' if peer_rate else f'; {result["torch_compiled_skipped"] or ""}'))
 
 
 def _aligned_bfloat16(shape: str, bfloat16: dict | None) -> dict:

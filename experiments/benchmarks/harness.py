@@ -96,9 +96,11 @@ def rate_summary(seconds: list[float], batches, loss) -> dict:
           'last_loss': loss}
 
 
-def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
+def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None,
+               updates_per_call: int = 1):
   """(run_steps, compiled step): run_steps does what the trainer's loop does per update, on
-  `mesh` (default: every device on 'data')."""
+  `mesh` (default: every device on 'data'); with `updates_per_call` > 1, as the loop's
+  --updates_per_call does: that many updates scanned in one call (Feed.steps)."""
   mesh = mesh or parallel.make_mesh()
   lm = build_language_model(config, counts, mesh)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
@@ -109,7 +111,10 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None):
   positions = np.zeros(config.batch_size, np.int32)  # Shapes and dtypes of a real batch.
   mask = np.ones(config.batch_size, np.float32)
   compiled = train_step.lower(state, padded, positions, mask, step_rng).compile()
-  run_steps = steps_runner(train_step, state, padded, step_rng)
+  if updates_per_call > 1:
+    run_steps = grouped_runner(feed, state, padded, step_rng, updates_per_call)
+  else:
+    run_steps = steps_runner(train_step, state, padded, step_rng)
   return (lambda batches: float(run_steps(batches))), compiled
 
 
@@ -213,6 +218,28 @@ def report(report: dict, formatter, out: str) -> None:
   print(formatter(report))
   if out:
     write_report(report, out, formatter)
+
+
+def grouped_runner(feed, state, padded, run_rng, updates_per_call: int):
+  """run_steps(batches) -> the last loss: the feed's `train_steps` over the batches,
+  `updates_per_call` in each call (stacked), the state carried (donated) from call to call;
+  the batches past the last whole group one a call, as the loop runs them."""
+  loop = {'state': state}
+
+  def run_steps(batches) -> np.ndarray:
+    state, losses = loop['state'], None
+    whole = len(batches) - len(batches) % updates_per_call
+    for start in range(0, whole, updates_per_call):
+      group = batches[start:start + updates_per_call]
+      positions, masks = (np.stack(part) for part in zip(*group))
+      state, losses = feed.train_steps(state, padded, positions, masks, run_rng)
+    for positions, mask in batches[whole:]:
+      state, losses = feed.train_step(state, padded, positions, mask, run_rng)
+    jax.block_until_ready((state, losses))
+    loop['state'] = state
+    return np.asarray(losses).reshape(-1)[-1]
+
+  return run_steps
 
 
 def interleaved_rates(runners: dict, batches, repeats: int) -> dict:

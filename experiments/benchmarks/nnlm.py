@@ -78,11 +78,13 @@ def peer_matmul_gflops(dims: list, repeats: int) -> float | None:
 
 
 def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, steps,
-                    repeats, with_torch=True, torch_compile='', programs_dir='') -> dict:
-  """nplm's step (float32 and --dtype=bfloat16) and PyTorch's (eager, and compiled with the
-  torch.compile backend `torch_compile` if set) on the same batches, their timed runs
-  interleaved; the float32 step's FLOPs and its share of the matmul rate. `programs_dir`:
-  each nplm step as compiled and where a run of it spent its time (`inspect_steps`)."""
+                    repeats, with_torch=True, torch_compile='', programs_dir='',
+                    updates_per_call=1) -> dict:
+  """nplm's step (float32 and --dtype=bfloat16; float32 `updates_per_call` in one call too,
+  if above 1) and PyTorch's (eager, and compiled with the torch.compile backend
+  `torch_compile` if set) on the same batches, their timed runs interleaved; the float32
+  step's FLOPs and its share of the matmul rate. `programs_dir`: each nplm step as compiled
+  and where a run of it spent its time (`inspect_steps`)."""
   config = harness.shape_config(shape, batch_size)
   vocab_size = len(counts)
   padded = batching.pad_split(np.asarray(train_ids), config.order, boundary_id)
@@ -91,6 +93,9 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
   run_bfloat16, compiled_bfloat16 = harness.jax_runner(config.replace(dtype='bfloat16'),
                                                        counts, padded)
   runners = {'jax': run_steps, 'jax_bfloat16': run_bfloat16}
+  if updates_per_call > 1:
+    runners['jax_grouped'] = harness.jax_runner(config, counts, padded,
+                                                updates_per_call=updates_per_call)[0]
   torch_about = 'disabled by --notorch'
   if with_torch:
     torch_run, torch_about = torch_runner(config, vocab_size, padded)
@@ -126,7 +131,13 @@ def benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size, ste
             'share_of_matmul': step_gflops / matmul, 'torch': None, 'jax_over_torch': None,
             'torch_skipped': None if 'torch' in rates else torch_about,
             'torch_compiled': None, 'jax_over_torch_compiled': None,
-            'torch_compiled_skipped': None if 'torch_compiled' in rates else compiled_about}
+            'torch_compiled_skipped': None if 'torch_compiled' in rates else compiled_about,
+            'grouped': None}
+  if 'jax_grouped' in rates:
+    result['grouped'] = {**rates['jax_grouped'], 'updates_per_call': updates_per_call,
+                         'over_one_a_call': rates['jax_grouped']['median'] / jax_rate['median']}
+    if 'torch' in rates:
+      result['grouped']['over_torch'] = rates['jax_grouped']['median'] / rates['torch']['median']
   if 'torch' in rates:
     result['torch'] = {**rates['torch'], **torch_about}
     result['output_matmul']['torch_gflops_per_s'] = peer_matmul_gflops(dims, repeats)
@@ -157,11 +168,12 @@ def inspect_steps(directory: Path, shape: str, batches, steps: dict) -> None:
 
 def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repeats=5,
                   shapes=None, with_torch=True, square=2048, torch_compile='',
-                  programs_dir='') -> dict:
+                  programs_dir='', updates_per_call=1) -> dict:
   """Everything the CLI reports, as a dict: importable, and runnable on any ids."""
   shapes = harness.SHAPES if shapes is None else shapes
   results = [benchmark_shape(name, shape, train_ids, counts, boundary_id, batch_size,
-                             steps, repeats, with_torch, torch_compile, programs_dir)
+                             steps, repeats, with_torch, torch_compile, programs_dir,
+                             updates_per_call)
              for name, shape in shapes.items()]
   square_matmul = {'size': square,
                    'gflops_per_s': harness.matmul_gflops(square, square, square, repeats)}
@@ -169,7 +181,7 @@ def run_benchmark(train_ids, counts, boundary_id, batch_size=256, steps=50, repe
     square_matmul['torch_gflops_per_s'] = peer_matmul_gflops([square] * 3, repeats)
   return {'machine': harness.machine_info(), 'vocab_size': len(counts),
           'settings': {'batch_size': batch_size, 'steps': steps, 'repeats': repeats,
-                       'torch_compile': torch_compile},
+                       'torch_compile': torch_compile, 'updates_per_call': updates_per_call},
           'square_matmul': square_matmul, 'shapes': results}
 
 
@@ -215,6 +227,13 @@ def format_report(report: dict, markdown: bool = False) -> str:
   if aligned:
     lines.append('bfloat16 output-layer matmul [B, D]·[D, |V|] timed alone, as is and with D and '
                  f'|V| rounded up to multiples of 8: {"; ".join(aligned)} GFLOP/s.')
+  grouped = [f'{r["shape"]} {g["median"]:,.0f} examples/s [{g["min"]:,.0f}–{g["max"]:,.0f}], '
+             f'{g["over_one_a_call"]:.2f}× one a call'
+             + (f', {g["over_torch"]:.2f}× PyTorch' if 'over_torch' in g else '')
+             for r in report['shapes'] if (g := r.get('grouped'))]
+  if grouped:
+    lines.append(f'nplm {report["settings"]["updates_per_call"]} updates a call '
+                 f'(nplm train --updates_per_call), float32: {"; ".join(grouped)}.')
   lines += _compiled_lines(report)
   lines.append("share = step GFLOP/s ÷ GFLOP/s of the step's forward output-layer matmul "
                '[B, D]·[D, |V|] timed alone; step GFLOP/s from XLA\'s count, or by hand where '
@@ -257,6 +276,9 @@ def define_flags() -> None:
                       'compiled it (SHAPE_DTYPE.hlo.txt) and where a run of it spent its '
                       'time (SHAPE_DTYPE.profile.txt, the profiler\'s events summed by '
                       'name); empty: not.')
+  flags.DEFINE_integer('updates_per_call', 8, 'Also times the float32 step this many '
+                       'updates a call, as `nplm train --updates_per_call` runs them (1: '
+                       'not).', lower_bound=1)
 
 
 def main(argv):
@@ -264,7 +286,8 @@ def main(argv):
   FLAGS = flags.FLAGS
   report = run_benchmark(train_ids, counts, boundary_id, FLAGS.batch_size, FLAGS.steps,
                          FLAGS.repeats, with_torch=FLAGS.torch, square=FLAGS.matmul_size,
-                         torch_compile=FLAGS.torch_compile, programs_dir=FLAGS.programs_dir)
+                         torch_compile=FLAGS.torch_compile, programs_dir=FLAGS.programs_dir,
+                         updates_per_call=FLAGS.updates_per_call)
   harness.report(report, format_report, FLAGS.out)
 
 

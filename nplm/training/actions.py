@@ -51,6 +51,11 @@ class Periodic:
   def due(self, step: int) -> bool:
     return bool(self.every) and step % self.every == 0 and not self.skip(step)
 
+  def next_due(self, step: int) -> int | None:
+    """The next step after `step` where it may be due (None: never): a call of several
+    updates ends there, so that the action sees that update's state."""
+    return (step // self.every + 1) * self.every if self.every else None
+
 
 @dataclasses.dataclass
 class Clocked:
@@ -78,6 +83,12 @@ class Clocked:
       return late
     return step % self.sync_every == 0 and parallel.any_process(late)
 
+  def next_due(self, step: int) -> int | None:
+    """None: due by the clock, read after each call (a call of several updates is not
+    split for it: its time is a fraction of the minutes between checkpoints)."""
+    del step
+    return None
+
 
 @dataclasses.dataclass
 class Traced:
@@ -95,6 +106,10 @@ class Traced:
   def due(self, step: int) -> bool:
     return bool(self.steps) and not self.done and step in (self.start, self.start + self.steps)
 
+  def next_due(self, step: int) -> int | None:
+    later = [s for s in (self.start, self.start + self.steps) if s > step]
+    return min(later) if self.steps and not self.done and later else None
+
   def action(self, info: StepInfo) -> None:
     del info
     if self.tracing:
@@ -109,3 +124,15 @@ class Traced:
     elif self.steps and not self.done:
       self.end(None)
     self.tracing, self.done = False, True
+
+
+def updates_in_one_call(wanted: int, step: int, actions: list, bounds: list) -> int:
+  """`wanted` updates after `step` where they end before any of `actions` may fall due and
+  before each of `bounds` (steps; None: none), else 1: an action sees the state of the
+  update it is due at, so a call of several ends there. Two programs at most: one update a
+  call, and `wanted`."""
+  if wanted == 1:
+    return 1
+  ends = [action.next_due(step) for action in actions] + list(bounds)
+  nearest = min((end for end in ends if end is not None), default=None)
+  return wanted if nearest is None or nearest - step >= wanted else 1

@@ -92,6 +92,11 @@ def _run_checks(config: Config) -> list[tuple[bool, str]]:
        f'--workdir={config.workdir} is a symbolic link that leads nowhere (a loop, or its '
        'target is missing): give a directory path'),
       (config.num_processes >= 1, f'--num_processes must be positive, got {config.num_processes}'),
+      (config.updates_per_call >= 1,
+       f'--updates_per_call must be positive, got {config.updates_per_call}'),
+      (config.updates_per_call == 1 or (config.num_processes == 1 and not config.distributed),
+       '--updates_per_call above 1 runs in one process only: leave it out of a multi-process '
+       'run'),
       (config.num_processes == 1 or bool(config.coordinator_address),
        '--num_processes above 1 needs --coordinator_address=host:port (of process 0)'),
       (0 <= config.process_id < config.num_processes,

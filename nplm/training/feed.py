@@ -51,6 +51,9 @@ class Feed:
 
   batch_axes = None  # State fields split over 'data' by example (nplm.parallel.state_maker).
   batch_layout: tuple  # Per data argument of the train step: None replicated, or 'data'.
+  # Per data argument: whether each update reads its own (stacked when several updates run
+  # in one call: `steps`) or every update the same array (a split placed once).
+  per_update: tuple
   scoring_layout: tuple  # The same for the scoring step's data arguments.
   scoring_unit = 'batch'  # What its progress lines count.
   trains_together = True  # K models of one shape in one vmapped step.
@@ -183,6 +186,7 @@ class Feed:
     if self.num_models > 1:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
     self.train_step = self.compile_update(sharding)
+    self.train_steps = self.compile_updates(sharding)
     self.log_prob_step = self.compile_scoring(sharding.params)
     pay = functools.partial(optimizer.pay_decay_debts, self.config)
     pay = pay if self.num_models == 1 else jax.vmap(pay)
@@ -210,6 +214,34 @@ class Feed:
                                  replicated),
                    out_shardings=(state_sharding, replicated))
 
+  def compile_updates(self, state_sharding):
+    """Several updates in one call (--updates_per_call): (states, *data, run keys) ->
+    (states, losses [updates, ...]), `jax.lax.scan` over the update with the data arguments
+    that each update reads its own (per_update) stacked along a leading axis. One call where
+    the loop would make several: their dispatch, which sets the rate of a small update on
+    an accelerator, paid once (experiments/benchmarks/dispatch.py)."""
+    data = len(self.batch_layout)
+    update = (self.update if self.num_models == 1
+              else jax.vmap(self.update, in_axes=(0, *[None] * data, 0)))
+
+    def updates(state, *arguments):
+      *data_arguments, run_rng = arguments
+      own = tuple(a for a, each in zip(data_arguments, self.per_update) if each)
+
+      def one(state, slices):
+        slices = iter(slices)
+        step_data = [next(slices) if each else a
+                     for a, each in zip(data_arguments, self.per_update)]
+        return update(state, *step_data, run_rng)
+      return jax.lax.scan(one, state, own)
+
+    replicated = parallel.sharding(self.mesh)
+    stacked = [parallel.sharding(self.mesh, *([None] if each else []), *([axis] if axis else []))
+               for axis, each in zip(self.batch_layout, self.per_update)]
+    return jax.jit(updates, donate_argnums=0,
+                   in_shardings=(state_sharding, *stacked, replicated),
+                   out_shardings=(state_sharding, replicated))
+
   def compile_scoring(self, params_sharding):
     """The jitted `score` (params, *data), over K stacked models when num_models > 1."""
     score = (self.score if self.num_models == 1
@@ -222,6 +254,20 @@ class Feed:
     losses for K models."""
     return parallel.wait_on_cpu_devices(self.train_step(state, *self.step_data(batch),
                                                         run_rng))
+
+  def compile_step(self, state, batch, run_rng) -> None:
+    """`step`'s program compiled for these arguments, not run (jit reuses it): for a loop
+    whose first call runs several updates, so that its later calls of one update do not
+    compile in the middle of training (2.5 s on a CPU, a seventh of a short run's)."""
+    self.train_step.lower(state, *self.step_data(batch), run_rng).compile()
+
+  def steps(self, state, batches: list, run_rng):
+    """(state, losses [len(batches), ...]) after one update on each of `batches` in turn,
+    in one call (compile_updates): the same numbers as `step` on each."""
+    data = [self.step_data(batch) for batch in batches]
+    stacked = [np.stack([np.asarray(d[i]) for d in data]) if each else data[0][i]
+               for i, each in enumerate(self.per_update)]
+    return parallel.wait_on_cpu_devices(self.train_steps(state, *stacked, run_rng))
 
   # --- exact log-probs ---------------------------------------------------------------
 

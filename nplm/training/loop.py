@@ -15,6 +15,7 @@ perplexities all come from exact, normalized log-probabilities of every token of
 feed's `log_probs`).
 """
 
+import itertools
 import logging
 import time
 from pathlib import Path
@@ -34,7 +35,8 @@ from nplm.run_files.model_run import what_is_kept
 from nplm.run_files.summary import RunStatus
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import cost, loop_lines, memory, optimizer
-from nplm.training.actions import Clocked, Interval, Periodic, StepInfo, Traced
+from nplm.training.actions import (Clocked, Interval, Periodic, StepInfo, Traced,
+                                   updates_in_one_call)
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus, warn_untrained_unk
@@ -163,14 +165,21 @@ class Loop:
                     leave=False)  # Its log lines: progress_line.
     self.interval, self.in_flight = Interval(), []
     self.stop.phase = TRAINING
-    for batch, examples in self.bar:
+    batches = iter(self.bar)
+    while group := list(itertools.islice(batches, self.updates_in_next_call(epoch))):
       if not self.compiled:
         self.stop.phase = 'compiling the train step'
         log.info('compiling the train step')
         self.compile_started = time.perf_counter()
-      self.states, losses = self.feed.step(self.states, batch, self.run_rngs)
-      self.count_update(losses, examples)
-      end = self.run_actions(losses, epoch)
+        if len(group) > 1:  # The calls of one update (before actions) compiled too.
+          self.feed.compile_step(self.states, group[0][0], self.run_rngs)
+      if len(group) == 1:
+        self.states, losses = self.feed.step(self.states, group[0][0], self.run_rngs)
+      else:
+        self.states, losses = self.feed.steps(self.states, [batch for batch, _ in group],
+                                              self.run_rngs)
+      self.count_call(losses, [examples for _, examples in group])
+      end = self.run_actions(losses, epoch, len(group) > 1)
       if end is not None or not self.runs.training:
         return end
     jax.block_until_ready(self.states)
@@ -178,12 +187,21 @@ class Loop:
     self.count_time(seconds, examples)
     return None
 
-  def count_update(self, losses, examples: int) -> None:
-    """The step and the clock moved on; the losses queued (a stop never waits for more than
-    IN_FLIGHT updates). The first update waits for its compilation: a stop requested during
-    it is saved with that update (run_actions), if the compilation ends in time."""
-    self.step += 1
-    self.interval.count(examples)
+  def updates_in_next_call(self, epoch: int) -> int:
+    """--updates_per_call, or 1 where an action, the epoch's end or --max_steps comes
+    sooner (actions.updates_in_one_call)."""
+    return updates_in_one_call(self.config.updates_per_call, self.step, self.actions,
+                               [(epoch + 1) * self.feed.steps_per_epoch,
+                                self.config.max_steps or None])
+
+  def count_call(self, losses, examples: list[int]) -> None:
+    """The step and the clock moved on by the call's updates (`examples` in each); its
+    losses queued (a stop never waits for more than IN_FLIGHT calls). The first call waits
+    for its compilation: a stop requested during it is saved with its updates
+    (run_actions), if the compilation ends in time."""
+    self.step += len(examples)
+    for each in examples:
+      self.interval.count(each)
     if not self.compiled:  # Throughput counts updates, not the compilation before them.
       jax.block_until_ready(losses)
       self.compiled, self.stop.phase = True, TRAINING
@@ -202,16 +220,17 @@ class Loop:
   def out_of_steps(self) -> bool:
     return bool(self.config.max_steps) and self.step >= self.config.max_steps
 
-  def run_actions(self, losses, epoch: int) -> RunStatus | None:
-    """The actions due at this step, once the losses are read; how the run ends here, if it
-    does (a stop request, --max_steps)."""
+  def run_actions(self, losses, epoch: int, several: bool = False) -> RunStatus | None:
+    """The actions due at this step, once the losses are read (`several`: the losses of a
+    call's updates, the last one this step's); how the run ends here, if it does (a stop
+    request, --max_steps)."""
     due = [action for action in self.actions if action.due(self.step)]
     # A multi-process run's processes agree at the actions' steps only.
     stopping = parallel.agreed_stop(self.stop.is_set(), bool(due))
     end = (RunStatus.INTERRUPTED if stopping else
            RunStatus.MAX_STEPS if self.out_of_steps() else None)
     if due or end:
-      info = self.read_losses(losses, epoch, end)
+      info = self.read_losses(losses, epoch, end, several)
       try:
         for action in due:
           action.action(info)
@@ -221,10 +240,12 @@ class Loop:
                            examples_per_s=f'{info.examples_per_second:,.0f}')
     return end
 
-  def read_losses(self, losses, epoch: int, end: RunStatus | None) -> StepInfo:
-    """The losses on the host (this waits for the update: honest clocks); a model whose loss
-    exploded stops; the others' training time counted."""
-    losses = np.reshape(parallel.fetch(losses), self.runs.count)
+  def read_losses(self, losses, epoch: int, end: RunStatus | None,
+                  several: bool = False) -> StepInfo:
+    """This step's losses on the host (this waits for the update: honest clocks); a model
+    whose loss exploded stops; the others' training time counted."""
+    losses = parallel.fetch(losses)
+    losses = np.reshape(losses[-1] if several else losses, self.runs.count)
     seconds, steps, examples = self.interval.take()
     self.runs.check_losses(losses, self.step)
     self.count_time(seconds, examples)

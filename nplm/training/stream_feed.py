@@ -46,6 +46,7 @@ class StreamFeed(Feed):
 
   batch_axes = {'carry': 2}  # The carry [layers, parts, B, H] is split over 'data' by stream.
   batch_layout = ('data', 'data', 'data', None)  # Words, targets, mask of the B streams; index.
+  per_update = (False, False, False, True)
   scoring_layout = (None, None, None, None)  # One stream's words, targets; index; carry.
   scoring_unit = 'segment'
   trains_together = False  # Each model carries its own streams' state: one by one.

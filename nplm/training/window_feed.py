@@ -59,6 +59,7 @@ class WindowFeed(Feed):
   """Feed-forward models on n-gram windows of a padded split kept on the devices."""
 
   batch_layout = (None, 'data', 'data')  # The padded split; positions, mask.
+  per_update = (False, True, True)
   scoring_layout = (None, 'data')  # The padded split; positions.
 
   @classmethod

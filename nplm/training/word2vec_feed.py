@@ -72,6 +72,7 @@ class Word2VecFeed(Feed):
   """A word2vec model: subsampled epoch streams, dynamic windows, the model's own scores."""
 
   batch_layout = (None, None, None)  # The epoch's stream, its positions, the update's number.
+  per_update = (False, False, True)
   scoring_layout = (None, 'data')  # The split's padded stream; positions.
 
   @classmethod

@@ -1,0 +1,111 @@
+"""--updates_per_call: several updates in one compiled call (a scan over their batches)
+train as one update a call does. The feed's `steps` against its `step` on the same batches;
+runs against the same runs one update a call (every logged loss, checkpoint and perplexity),
+with calls cut where an action falls due; the setting refused where it cannot hold."""
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from nplm import parallel
+from nplm.config import ConfigError
+from nplm.lm import build_language_model
+from nplm.run_files.checkpoint import finished_steps
+from nplm.trainer import run
+from nplm.training import actions
+from nplm.training.config_checks import validated
+from nplm.training.window_feed import WindowFeed
+from tests.test_rnn import rnn_config
+from tests.test_train import tiny_config
+from tests.test_word2vec import tiny_run_config
+
+RESULTS = ('status', 'steps', 'epochs', 'best_epoch', 'valid_ppl', 'test_ppl',
+           'valid_ppl_history')
+
+
+def test_the_feeds_steps_in_one_call_equal_its_steps_one_a_call(tiny_corpus, tmp_path):
+  config = tiny_config(tmp_path, batch_size=8)
+  mesh = parallel.make_mesh()
+  lm = build_language_model(config, tiny_corpus.vocab.counts, mesh)
+  feed = WindowFeed(config, lm, {'train': tiny_corpus.splits['train']},
+                    tiny_corpus.boundary_id, mesh)
+  batches = [batch for batch, _ in feed.start_epoch(None, 0, 0)[1]][:5]
+  run_rng = jax.random.key(3)
+  one_a_call = feed.create_state(jax.random.key(0))
+  losses = []
+  for batch in batches:
+    one_a_call, loss = feed.step(one_a_call, batch, run_rng)
+    losses.append(float(loss))
+  in_one_call, scanned = feed.steps(feed.create_state(jax.random.key(0)), batches, run_rng)
+  assert np.asarray(scanned).tolist() == losses
+  assert int(in_one_call.step) == int(one_a_call.step) == 5
+  for mine, theirs in zip(jax.tree.leaves(in_one_call.params),
+                          jax.tree.leaves(one_a_call.params)):
+    np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+
+
+def records(workdir) -> list[dict]:
+  """metrics.jsonl without its clocks."""
+  lines = [json.loads(line) for line in (workdir / 'metrics.jsonl').read_text().splitlines()]
+  return [{k: v for k, v in line.items() if 'per_second' not in k} for line in lines]
+
+
+def trained(config, corpus) -> dict:
+  summary, workdir = run(config, corpus), Path(config.workdir)
+  return {'summary': {k: summary.get(k) for k in RESULTS}, 'records': records(workdir),
+          'checkpoints': finished_steps(workdir / 'checkpoints')}
+
+
+CONFIGS = {'nnlm': tiny_config, 'lstm': rnn_config, 'word2vec': tiny_run_config}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family, changes', [
+    ('nnlm', {}),  # AdamW; --log_every=5 and --checkpoint_every=5: 4 a call cut at each.
+    ('nnlm', {'max_steps': 23, 'eval_every': 7, 'dropout': 0.2, 'head': 'tree'}),
+    ('lstm', {'head': 'nce', 'optimizer': 'sgd', 'learning_rate': 0.1, 'log_every': 5}),
+    ('word2vec', {'batch_size': 4, 'log_every': 6})])
+def test_a_run_of_several_updates_a_call_equals_it_one_a_call(tiny_corpus, tmp_path, family,
+                                                              changes):
+  config = CONFIGS[family]
+  one = trained(config(tmp_path / 'one', **changes), tiny_corpus)
+  several = trained(config(tmp_path / 'four', updates_per_call=4, **changes), tiny_corpus)
+  assert several == one
+  assert one['summary']['steps'] >= 20 and len(one['records']) >= 4
+
+
+@pytest.mark.slow
+def test_models_trained_together_several_updates_a_call_equal_them_one_a_call(tiny_corpus,
+                                                                              tmp_path):
+  def together(name, **changes):
+    configs = [tiny_config(tmp_path / f'{name}{seed}', seed=seed, data_seed=7, **changes)
+               for seed in (1, 2)]
+    run(configs, tiny_corpus)
+    return [records(tmp_path / f'{name}{seed}') for seed in (1, 2)]
+  assert together('four', updates_per_call=4) == together('one')
+
+
+def test_a_call_of_several_updates_ends_where_an_action_falls_due():
+  """Checked against the steps each action is due at, listed by hand."""
+  every_5 = actions.Periodic(5, print)
+  profile = actions.Traced(start=10, steps=3, begin=lambda: True, end=print)
+  clock = actions.Clocked(60.0, print, skip=lambda step: False, sync_every=5)
+  calls = {step: actions.updates_in_one_call(4, step, [every_5, profile, clock], [22, None])
+           for step in range(23)}
+  # Due: 5, 10, 13 (the profile's end), 15, 20; the epoch ends at 22.
+  assert [step for step, n in calls.items() if n == 4] == [0, 1, 5, 6, 15, 16]
+  assert all(n == 1 for step, n in calls.items() if step not in (0, 1, 5, 6, 15, 16))
+  assert actions.updates_in_one_call(1, 0, [every_5], [None]) == 1
+  assert actions.updates_in_one_call(8, 0, [clock], [None]) == 8  # By the clock: not cut.
+
+
+@pytest.mark.parametrize('changes, refusal', [
+    ({'updates_per_call': 0}, '--updates_per_call must be positive, got 0'),
+    ({'updates_per_call': 8, 'num_processes': 2, 'coordinator_address': 'host:1234'},
+     '--updates_per_call above 1 runs in one process only')])
+def test_a_setting_that_cannot_hold_is_refused(tmp_path, changes, refusal):
+  with pytest.raises(ConfigError, match=refusal):
+    validated(tiny_config(tmp_path, **changes))
