@@ -171,6 +171,21 @@ def test_a_stop_before_the_first_checkpoint_saves_and_resumes_to_the_same_number
   assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
 
 
+def test_a_stop_between_calls_of_several_updates_saves_and_resumes_to_the_same_numbers(
+    corpus, tmp_path, uninterrupted):
+  """--updates_per_call=4: Ctrl-C after the first call's progress line; the run saves at the
+  end of the call in flight (a multiple of 4) and resumes to the uninterrupted run's numbers
+  (one update a call)."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir, '--updates_per_call=4', '--log_every=4')
+  status, output, _ = signalled(argv, step_line(4), [signal.SIGINT])
+  assert status == 75, output
+  step = saved_step(output)
+  assert step % 4 == 0 and (workdir / 'checkpoints' / str(step)).is_dir(), output
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
 def test_a_stop_during_the_first_save_of_a_new_run_lets_it_finish(
     corpus, tmp_path, uninterrupted, loaded_machine):
   """SIGTERM while the first periodic checkpoint is being written: the save is finished, the
