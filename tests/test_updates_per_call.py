@@ -27,7 +27,7 @@ RESULTS = ('status', 'steps', 'epochs', 'best_epoch', 'valid_ppl', 'test_ppl',
 
 
 def test_the_feeds_steps_in_one_call_equal_its_steps_one_a_call(tiny_corpus, tmp_path):
-  config = tiny_config(tmp_path, batch_size=8)
+  config = tiny_config(tmp_path, batch_size=8, updates_per_call=5)
   mesh = parallel.make_mesh()
   lm = build_language_model(config, tiny_corpus.vocab.counts, mesh)
   feed = WindowFeed(config, lm, {'train': tiny_corpus.splits['train']},

@@ -102,6 +102,7 @@ def jax_runner(config: Config, counts, padded_split: np.ndarray, mesh=None,
   `mesh` (default: every device on 'data'); with `updates_per_call` > 1, as the loop's
   --updates_per_call does: that many updates scanned in one call (Feed.steps)."""
   mesh = mesh or parallel.make_mesh()
+  config = config.replace(updates_per_call=updates_per_call)
   lm = build_language_model(config, counts, mesh)
   init_rng, step_rng = jax.random.split(jax.random.key(config.seed))
   feed = WindowFeed(config, lm, {}, boundary_id=None, mesh=mesh)  # The split comes padded.

@@ -52,7 +52,8 @@ class Feed:
   batch_axes = None  # State fields split over 'data' by example (nplm.parallel.state_maker).
   batch_layout: tuple  # Per data argument of the train step: None replicated, or 'data'.
   # Per data argument: whether each update reads its own (stacked when several updates run
-  # in one call: `steps`) or every update the same array (a split placed once).
+  # in one call: `steps`, under --updates_per_call) or every update the same array (a split
+  # placed once).
   per_update: tuple
   scoring_layout: tuple  # The same for the scoring step's data arguments.
   scoring_unit = 'batch'  # What its progress lines count.
@@ -186,7 +187,8 @@ class Feed:
     if self.num_models > 1:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
     self.train_step = self.compile_update(sharding)
-    self.train_steps = self.compile_updates(sharding)
+    self.train_steps = (self.compile_updates(sharding) if self.config.updates_per_call > 1
+                        else None)
     self.log_prob_step = self.compile_scoring(sharding.params)
     pay = functools.partial(optimizer.pay_decay_debts, self.config)
     pay = pay if self.num_models == 1 else jax.vmap(pay)
