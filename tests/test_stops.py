@@ -180,6 +180,7 @@ def test_a_stop_between_calls_of_several_updates_saves_and_resumes_to_the_same_n
   argv = train_argv(corpus, workdir, '--updates_per_call=4', '--log_every=4')
   status, output, _ = signalled(argv, step_line(4), [signal.SIGINT])
   assert status == 75, output
+  assert ' steps per epoch (4 a call) · ' in output  # The start-up line says so.
   step = saved_step(output)
   assert step % 4 == 0 and (workdir / 'checkpoints' / str(step)).is_dir(), output
   resumed = finished(argv)

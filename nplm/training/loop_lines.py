@@ -52,10 +52,11 @@ def startup_line(config: Config, corpus: Corpus, runs: Runs, mesh, steps_per_epo
               else f'{runs.count} models trained together, workdirs '
                    f'{paths.shown(first)} … {paths.shown(last)}')
   state = f'resumed at step {step}' if step else 'new'
+  calls = (f' ({config.updates_per_call} a call)' if config.updates_per_call > 1 else '')
   return (f'{config.dataset} ({token_kind(config)}): |V| = {corpus.vocab.size:,}, tokens '
           f'{tokens} · model {models.model_class(config.model).describe(config)} · head '
           f'{config.head} · '
           f'{parameter_count(runs.template.params, corpus.vocab.size):,} '
-          f'parameters · {counted(steps_per_epoch, "step")} per epoch · '
+          f'parameters · {counted(steps_per_epoch, "step")} per epoch{calls} · '
           f'{counted(jax.device_count(), jax.devices()[0].platform + " device")}, mesh {shape} · '
           f'{workdirs} ({state})')
