@@ -20,8 +20,8 @@ _PROGRAM = """
 import sys, time
 from nplm.cli import run_experiment
 def main(argv):
-  print('working', flush=True)
-  try:
+  try:  # Before 'working': a Ctrl-C on a busy machine may land right after it.
+    print('working', flush=True)
     time.sleep(120)
   except KeyboardInterrupt:
     if len(sys.argv) > 1:
