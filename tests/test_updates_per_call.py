@@ -78,6 +78,18 @@ def test_a_run_of_several_updates_a_call_equals_it_one_a_call(tiny_corpus, tmp_p
 
 
 @pytest.mark.slow
+def test_a_run_resumed_where_its_first_call_is_one_update_equals_it_one_a_call(tiny_corpus,
+                                                                             tmp_path):
+  """Stopped at step 9 (--max_steps), then resumed to 30: the resumed invocation's first
+  call is one update (a progress line is due at 10), and both programs are compiled there."""
+  one = trained(tiny_config(tmp_path / 'one', max_steps=30), tiny_corpus)
+  run(tiny_config(tmp_path / 'four', max_steps=9, updates_per_call=4), tiny_corpus)
+  resumed = trained(tiny_config(tmp_path / 'four', max_steps=30, updates_per_call=4),
+                    tiny_corpus)
+  assert resumed == one
+
+
+@pytest.mark.slow
 def test_models_trained_together_several_updates_a_call_equal_them_one_a_call(tiny_corpus,
                                                                               tmp_path):
   def together(name, **changes):

@@ -257,19 +257,26 @@ class Feed:
     return parallel.wait_on_cpu_devices(self.train_step(state, *self.step_data(batch),
                                                         run_rng))
 
-  def compile_step(self, state, batch, run_rng) -> None:
-    """`step`'s program compiled for these arguments, not run (jit reuses it): for a loop
-    whose first call runs several updates, so that its later calls of one update do not
-    compile in the middle of training (2.5 s on a CPU, a seventh of a short run's)."""
+  def compile_steps(self, state, batch, run_rng) -> None:
+    """Both programs under --updates_per_call (one update a call, and that many) compiled
+    for a batch of this one's shapes, not run (jit reuses them): the loop's first call
+    compiles the other too, not a call in the middle of training (2.5 s on a CPU, a
+    seventh of a short run's)."""
     self.train_step.lower(state, *self.step_data(batch), run_rng).compile()
+    batches = [batch] * self.config.updates_per_call
+    self.train_steps.lower(state, *self._stacked(batches), run_rng).compile()
 
   def steps(self, state, batches: list, run_rng):
     """(state, losses [len(batches), ...]) after one update on each of `batches` in turn,
     in one call (compile_updates): the same numbers as `step` on each."""
+    return parallel.wait_on_cpu_devices(self.train_steps(state, *self._stacked(batches),
+                                                         run_rng))
+
+  def _stacked(self, batches: list) -> list:
+    """The data arguments of `batches`' updates, each update's own stacked (per_update)."""
     data = [self.step_data(batch) for batch in batches]
-    stacked = [np.stack([np.asarray(d[i]) for d in data]) if each else data[0][i]
-               for i, each in enumerate(self.per_update)]
-    return parallel.wait_on_cpu_devices(self.train_steps(state, *stacked, run_rng))
+    return [np.stack([np.asarray(d[i]) for d in data]) if each else data[0][i]
+            for i, each in enumerate(self.per_update)]
 
   # --- exact log-probs ---------------------------------------------------------------
 

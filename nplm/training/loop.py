@@ -171,8 +171,8 @@ class Loop:
         self.stop.phase = 'compiling the train step'
         log.info('compiling the train step')
         self.compile_started = time.perf_counter()
-        if len(group) > 1:  # The calls of one update (before actions) compiled too.
-          self.feed.compile_step(self.states, group[0][0], self.run_rngs)
+        if self.config.updates_per_call > 1:  # Both programs, whichever comes first.
+          self.feed.compile_steps(self.states, group[0][0], self.run_rngs)
       if len(group) == 1:
         self.states, losses = self.feed.step(self.states, group[0][0], self.run_rngs)
       else:
