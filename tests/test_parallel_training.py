@@ -57,10 +57,15 @@ def train_steps(config: Config, mesh):
   feed = feed_of(lm.model)(config, lm, SPLITS, BOUNDARY, mesh)
   state = feed.create_state(jax.random.key(0))
   state, batches = feed.start_epoch(state, 0, 0)
-  losses = []
-  for (batch, _), _ in zip(batches, range(STEPS)):
-    state, loss = feed.step(state, batch, jax.random.key(1))
-    losses.append(float(loss))
+  batches = [batch for (batch, _), _ in zip(batches, range(STEPS))]
+  if config.updates_per_call > 1:  # All in one call (--updates_per_call).
+    state, losses = feed.steps(state, batches, jax.random.key(1))
+    losses = np.asarray(losses).tolist()
+  else:
+    losses = []
+    for batch in batches:
+      state, loss = feed.step(state, batch, jax.random.key(1))
+      losses.append(float(loss))
   params = jax.tree.map(np.asarray, state.params)
   return losses, parallel.unpadded_output_rows(params, VOCAB), valid_perplexity(
       feed, state.params), params
@@ -79,7 +84,7 @@ def on_one_device(config: Config):
 
 def assert_same_as_one_device(config: Config, spec: str) -> None:
   losses, params, ppl, padded = train_steps(config, parallel.make_mesh(spec))
-  want_losses, want_params, want_ppl, _ = on_one_device(config)
+  want_losses, want_params, want_ppl, _ = on_one_device(config.replace(updates_per_call=1))
   np.testing.assert_allclose(losses, want_losses, **TOL)
   jax.tree.map(lambda got, want: np.testing.assert_allclose(got, want, **TOL), params,
                want_params)
@@ -111,6 +116,13 @@ def check_stream_data_parallel():
   assert_same_as_one_device(STREAM, 'data:8')
   assert_same_as_one_device(with_head(STREAM, 'nce').replace(tie_embeddings=True),
                             'data:2,model:4')
+
+
+def check_several_updates_a_call_on_a_mesh():
+  """--updates_per_call: the stacked batches split over 'data' as one update's are."""
+  assert_same_as_one_device(with_head(WINDOW, 'nce').replace(updates_per_call=STEPS),
+                            'data:2,model:4')
+  assert_same_as_one_device(STREAM.replace(updates_per_call=STEPS), 'data:8')
 
 
 def check_output_rows_are_split_over_model():

@@ -17,6 +17,7 @@ from nplm.run_files.checkpoint import finished_steps
 from nplm.trainer import run
 from nplm.training import actions
 from nplm.training.config_checks import validated
+from nplm.training.run_checks import warn_calls_cut
 from nplm.training.window_feed import WindowFeed
 from tests.test_rnn import rnn_config
 from tests.test_train import tiny_config
@@ -112,6 +113,19 @@ def test_a_call_of_several_updates_ends_where_an_action_falls_due():
   assert all(n == 1 for step, n in calls.items() if step not in (0, 1, 5, 6, 15, 16))
   assert actions.updates_in_one_call(1, 0, [every_5], [None]) == 1
   assert actions.updates_in_one_call(8, 0, [clock], [None]) == 8  # By the clock: not cut.
+
+
+def test_a_log_every_that_cuts_the_calls_is_said_with_a_multiple(tmp_path, caplog):
+  with caplog.at_level('WARNING'):
+    warn_calls_cut(tiny_config(tmp_path, log_every=200, updates_per_call=32))
+    warn_calls_cut(tiny_config(tmp_path, log_every=5, updates_per_call=8))
+    warn_calls_cut(tiny_config(tmp_path, log_every=200, updates_per_call=8))
+    warn_calls_cut(tiny_config(tmp_path, log_every=5))
+  assert [record.getMessage() for record in caplog.records] == [
+      '--log_every=200 is not a multiple of --updates_per_call=32: 8 of every 200 updates run '
+      'one a call; a multiple (e.g. --log_every=192) runs them all 32 a call',
+      '--log_every=5 is not a multiple of --updates_per_call=8: 5 of every 5 updates run one a '
+      'call; a multiple (e.g. --log_every=8) runs them all 8 a call']
 
 
 @pytest.mark.parametrize('changes, refusal', [

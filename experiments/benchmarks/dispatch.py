@@ -9,9 +9,9 @@ batch 1024) on a Zipf vocabulary of --vocab_size words, one process, one device.
   host spends in that call (its dispatch: arguments, launch), which an accelerator's update
   must outlast for the host not to set the pace (on a CPU the call also computes: 1.5 ms
   of a 5.1 ms update on a 2-core Xeon, not dispatch alone);
-- K a call, for each K of --steps_per_call: the same update (WindowFeed.update) scanned over
-  K batches in one jitted call (jax.lax.scan), the state donated from call to call: the
-  loop's calls under --updates_per_call=K (Feed.steps).
+- K a call, for each K of --steps_per_call: the same update scanned over K batches in one
+  jitted call (jax.lax.scan), the state donated from call to call: the loop's own programs,
+  one a call (Feed.train_step) and under --updates_per_call=K (Feed.train_steps).
 Each way trains the same --steps batches from the same state with the same keys, and their
 losses are compared (max |difference|). Compilation is left out (an untimed run first);
 the ways' timed runs alternate; medians of --repeats. At 281,015 words (the GPU check's row
@@ -58,23 +58,20 @@ def paced(call, state, calls_of, host_seconds: list):
   return run_steps
 
 
-def k_at_once(feed, k: int):
-  """(call, calls_of): K updates scanned in one jitted call, over K batches stacked."""
-  def updates(state, padded, positions, masks, rng):
-    return jax.lax.scan(lambda state, batch: feed.update(state, padded, *batch, rng),
-                        state, (positions, masks))
-
+def k_at_once(k: int):
+  """calls_of(batches): K batches stacked a call, for the feed's train_steps."""
   def calls_of(batches):
     return [tuple(np.stack(part) for part in zip(*batches[start:start + k]))
             for start in range(0, len(batches), k)]
 
-  return jax.jit(updates, donate_argnums=0), calls_of
+  return calls_of
 
 
 def measure(vocab_size: int, batch_size: int, steps: int, repeats: int, tokens: int,
             steps_per_call: list[int]) -> dict:
-  config = harness.shape_config(SHAPE, batch_size).replace(head='nce', optimizer='sgd',
-                                                           learning_rate=0.1)
+  config = harness.shape_config(SHAPE, batch_size).replace(
+      head='nce', optimizer='sgd', learning_rate=0.1,
+      updates_per_call=max(2, *steps_per_call))  # The loop's train_steps compiled.
   counts = zipf_counts(vocab_size)
   mesh = parallel.make_mesh()
   feed = WindowFeed(config, build_language_model(config, counts, mesh), {}, boundary_id=None,
@@ -83,9 +80,9 @@ def measure(vocab_size: int, batch_size: int, steps: int, repeats: int, tokens: 
   padded = jax.device_put(batching.pad_split(ids.astype(np.int32), config.order, 1))
   batches = harness.benchmark_batches(tokens, batch_size, steps)
   rng = jax.random.key(1)
-  update = jax.jit(feed.update, donate_argnums=0)
-  ways = {'one a call': (update, lambda batches: batches),
-          **{f'{k} a call': k_at_once(feed, k) for k in steps_per_call}}
+  feed.create_state(jax.random.key(0))  # Lays out the loop's programs: train_step(s).
+  ways = {'one a call': (feed.train_step, lambda batches: batches),
+          **{f'{k} a call': (feed.train_steps, k_at_once(k)) for k in steps_per_call}}
   host_seconds = {name: [] for name in ways}
 
   def runners():  # Each way from the same first state.

@@ -39,7 +39,7 @@ from nplm.training.actions import (Clocked, Interval, Periodic, StepInfo, Traced
                                    updates_in_one_call)
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
-from nplm.training.run_checks import check_corpus, warn_untrained_unk
+from nplm.training.run_checks import check_corpus, warn_calls_cut, warn_untrained_unk
 from nplm.training.runs import Runs, diverged_summary, periodic_validation, validates
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class Loop:
                        len(configs))
     check_corpus(self.config, self.lm, split_sizes)
     warn_untrained_unk(corpus)
+    warn_calls_cut(self.config)
     language_model = self.lm.model.language_model
     self.evaluated = self.config.evaluated_splits(split_sizes, language_model=language_model)
     self.validates = validates(self.config, language_model, self.evaluated)

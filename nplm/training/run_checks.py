@@ -59,6 +59,16 @@ def check_corpus(config: Config, lm, split_sizes: dict) -> None:
                 100 * (held - examples) / held, f'{largest:,}')
 
 
+def warn_calls_cut(config: Config) -> None:
+  """A warning where --log_every is not a multiple of --updates_per_call: the updates before
+  each progress line that do not fill a call run one a call, the speed-up lost on them."""
+  k, every = config.updates_per_call, config.log_every
+  if k > 1 and every % k:
+    log.warning('--log_every=%s is not a multiple of --updates_per_call=%s: %s of every %s '
+                'updates run one a call; a multiple (e.g. --log_every=%s) runs them all %s a '
+                'call', every, k, every % k, every, max(k, every - every % k), k)
+
+
 def warn_untrained_unk(corpus) -> None:
   """A warning where <unk> never occurs in training (--unk_max_count=0 on text without its
   own <unk>) while valid or test hold unknown words: each then costs whatever the model
