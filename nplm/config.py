@@ -129,11 +129,13 @@ class RunSettings:
   workdir: str = _knob(OBSERVATION, '', 'Receives checkpoints, metrics.jsonl, TensorBoard '
                        'events, summary.json.')
 
-  updates_per_call: int = _knob(DEVICES, 1, 'Updates run in one compiled call (a scan over '
+  updates_per_call: int = _knob(DEVICES, 0, 'Updates run in one compiled call (a scan over '
                                 'their batches), the same numbers: where an update is small, '
                                 'one call each is set by the host\'s dispatch, not the device '
                                 '(a GPU; experiments/benchmarks/dispatch.py). Updates before '
-                                'a due action or the epoch\'s end go one a call.')
+                                'a due action or the epoch\'s end go one a call. 0: chosen at '
+                                'the first progress line from the time an update took, for '
+                                'the NNLM and word2vec (nplm.training.actions), else 1.')
   mesh: str = _knob(DEVICES, '', "Device mesh, e.g. data:8 or data:2,model:4 ('model' splits "
                     'the output rows over the vocabulary); an axis left out takes the devices '
                     'that remain (empty: every device on data).')

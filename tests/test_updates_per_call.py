@@ -1,9 +1,11 @@
 """--updates_per_call: several updates in one compiled call (a scan over their batches)
 train as one update a call does. The feed's `steps` against its `step` on the same batches;
 runs against the same runs one update a call (every logged loss, checkpoint and perplexity),
-with calls cut where an action falls due; the setting refused where it cannot hold."""
+with calls cut where an action falls due; the setting refused where it cannot hold; and
+--updates_per_call=0, the default, choosing K from the first updates' time."""
 
 import json
+import logging
 from pathlib import Path
 
 import jax
@@ -15,7 +17,7 @@ from nplm.config import ConfigError
 from nplm.lm import build_language_model
 from nplm.run_files.checkpoint import finished_steps
 from nplm.trainer import run
-from nplm.training import actions
+from nplm.training import actions, stream_feed, window_feed
 from nplm.training.config_checks import validated
 from nplm.training.run_checks import warn_calls_cut
 from nplm.training.window_feed import WindowFeed
@@ -129,9 +131,57 @@ def test_a_log_every_that_cuts_the_calls_is_said_with_a_multiple(tmp_path, caplo
 
 
 @pytest.mark.parametrize('changes, refusal', [
-    ({'updates_per_call': 0}, '--updates_per_call must be positive, got 0'),
+    ({'updates_per_call': -1}, r'--updates_per_call must be positive \(or 0: chosen from the '
+                               r"first updates' time\), got -1"),
     ({'updates_per_call': 8, 'num_processes': 2, 'coordinator_address': 'host:1234'},
      '--updates_per_call above 1 runs in one process only')])
 def test_a_setting_that_cannot_hold_is_refused(tmp_path, changes, refusal):
   with pytest.raises(ConfigError, match=refusal):
     validated(tiny_config(tmp_path, **changes))
+
+
+def test_the_updates_a_call_are_chosen_from_the_time_an_update_takes():
+  """By hand: the most of 32, 16, 8 and 4 dividing --log_every whose call takes at most
+  0.25 s, where the run has a minute left."""
+  chosen = actions.chosen_updates_per_call
+  assert chosen(0.019, 3600, 200) == 8  # MLP9 on the Xeon: 16 would take 0.30 s.
+  assert chosen(0.0011, 3600, 256) == 32  # Row 7's NNLM at batch 64.
+  assert chosen(0.0011, 3600, 200) == 8  # 32 and 16 do not divide 200.
+  assert chosen(0.05, 3600, 200) == 4
+  assert chosen(0.0011, 3600, 10) == 1  # No power of two from 4 divides 10.
+  assert chosen(0.07, 3600, 256) == 1  # 4 a call would take 0.28 s.
+  assert chosen(0.15, 3600, 256) == 1  # The LSTM recipe's updates.
+  assert chosen(0.0011, 59, 256) == 1  # Less than a minute left.
+
+
+def chosen_lines(caplog) -> list[str]:
+  return [record.getMessage() for record in caplog.records
+          if record.name == 'nplm.training.loop' and 'a call from here on' in record.getMessage()]
+
+
+@pytest.mark.slow
+def test_several_a_call_are_chosen_for_the_nnlm_and_train_as_one_a_call(
+    tiny_corpus, tmp_path, monkeypatch, caplog):
+  """--updates_per_call=0 (the default) with the minute a run must have left patched away:
+  the tiny NNLM's sub-millisecond updates run 8 a call (the most dividing --log_every=8)
+  after the first progress line, to the numbers of one a call; the LSTM's feed stays at one."""
+  changes = {'log_every': 8, 'checkpoint_every': 0, 'epochs': 2}
+  one = trained(tiny_config(tmp_path / 'one', updates_per_call=1, **changes), tiny_corpus)
+  monkeypatch.setattr(actions, 'WORTH_SECONDS', 0)
+  calls = []
+  steps = window_feed.WindowFeed.steps
+  monkeypatch.setattr(window_feed.WindowFeed, 'steps', lambda self, state, batches, rng: (
+      calls.append(len(batches)), steps(self, state, batches, rng))[1])
+  with caplog.at_level(logging.INFO):
+    chosen = trained(tiny_config(tmp_path / 'chosen', **changes), tiny_corpus)
+  assert chosen == one
+  [line] = chosen_lines(caplog)
+  assert line.startswith('updates of ') and line.endswith(
+      ' ms one a call: 8 a call from here on, the same numbers (--updates_per_call=1 keeps one)')
+  assert calls and set(calls) == {8}
+  assert len(calls) * 8 >= one['summary']['steps'] // 2  # Most of the run's updates.
+  caplog.clear()
+  monkeypatch.setattr(stream_feed.StreamFeed, 'steps', lambda *args: pytest.fail('scanned'))
+  with caplog.at_level(logging.INFO):
+    run(rnn_config(tmp_path / 'lstm', log_every=8, epochs=2), tiny_corpus)
+  assert chosen_lines(caplog) == []

@@ -126,6 +126,28 @@ class Traced:
     self.tracing, self.done = False, True
 
 
+# --updates_per_call=0 (nplm.training.loop.choose_updates_per_call): K updates a call chosen
+# from the first progress line's time per update. On a 2-core Xeon a call cost MLP9's step
+# about 2.3 ms of 19 (8 a call 1.16x one a call), row 7's NNLM about 0.3 ms of 1.1 (1.41x),
+# the LSTM recipe's 150 ms updates nothing (0.96x): experiments/results/cpu/updates_per_call/.
+CALL_SECONDS = 0.25  # A call's updates at most this long: a stop request waits for a call.
+MOST_A_CALL = 32  # Row 7's NNLM gained 1.05x more from 8 to 32 a call.
+FEWEST_A_CALL = 4  # Fewer: the gain buys too little for a second program's compilation.
+WORTH_SECONDS = 60  # A run with less left ends before a second compilation pays back.
+
+
+def chosen_updates_per_call(update_seconds: float, seconds_left: float, log_every: int) -> int:
+  """K updates a call for updates of `update_seconds` (measured one a call): the most, a
+  power of two dividing --log_every, whose call takes at most CALL_SECONDS; 1 where that
+  is fewer than FEWEST_A_CALL or the run has less than WORTH_SECONDS left."""
+  if seconds_left < WORTH_SECONDS:
+    return 1
+  k = MOST_A_CALL
+  while k >= FEWEST_A_CALL and (k * update_seconds > CALL_SECONDS or log_every % k):
+    k //= 2
+  return k if k >= FEWEST_A_CALL else 1
+
+
 def updates_in_one_call(wanted: int, step: int, actions: list, bounds: list) -> int:
   """`wanted` updates after `step` where they end before any of `actions` may fall due and
   before each of `bounds` (steps; None: none), else 1: an action sees the state of the

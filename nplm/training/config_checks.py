@@ -92,9 +92,10 @@ def _run_checks(config: Config) -> list[tuple[bool, str]]:
        f'--workdir={config.workdir} is a symbolic link that leads nowhere (a loop, or its '
        'target is missing): give a directory path'),
       (config.num_processes >= 1, f'--num_processes must be positive, got {config.num_processes}'),
-      (config.updates_per_call >= 1,
-       f'--updates_per_call must be positive, got {config.updates_per_call}'),
-      (config.updates_per_call == 1 or (config.num_processes == 1 and not config.distributed),
+      (config.updates_per_call >= 0,
+       f'--updates_per_call must be positive (or 0: chosen from the first updates\' time), '
+       f'got {config.updates_per_call}'),
+      (config.updates_per_call <= 1 or (config.num_processes == 1 and not config.distributed),
        '--updates_per_call above 1 runs in one process only: leave it out of a multi-process '
        'run'),
       (config.num_processes == 1 or bool(config.coordinator_address),

@@ -58,6 +58,10 @@ class Feed:
   scoring_layout: tuple  # The same for the scoring step's data arguments.
   scoring_unit = 'batch'  # What its progress lines count.
   trains_together = True  # K models of one shape in one vmapped step.
+  # Whether --updates_per_call=0 may choose several updates a call: their numbers are one a
+  # call's to the last bit (tests/test_updates_per_call.py). Not the stream feed's: the
+  # Transformer's move in the last bits, and the LSTM's 150 ms updates gain nothing.
+  chooses_updates_per_call = False
 
   @classmethod
   def cpu_devices(cls, config) -> int:
@@ -187,8 +191,7 @@ class Feed:
     if self.num_models > 1:
       sharding = jax.tree.map(lambda _: parallel.sharding(self.mesh), sharding)
     self.train_step = self.compile_update(sharding)
-    self.train_steps = (self.compile_updates(sharding) if self.config.updates_per_call > 1
-                        else None)
+    self.train_steps = self.compile_updates(sharding)  # Compiled only if a call runs it.
     self.log_prob_step = self.compile_scoring(sharding.params)
     pay = functools.partial(optimizer.pay_decay_debts, self.config)
     pay = pay if self.num_models == 1 else jax.vmap(pay)
@@ -257,14 +260,18 @@ class Feed:
     return parallel.wait_on_cpu_devices(self.train_step(state, *self.step_data(batch),
                                                         run_rng))
 
-  def compile_steps(self, state, batch, run_rng) -> None:
-    """Both programs under --updates_per_call (one update a call, and that many) compiled
-    for a batch of this one's shapes, not run (jit reuses them): the loop's first call
-    compiles the other too, not a call in the middle of training (2.5 s on a CPU, a
-    seventh of a short run's)."""
+  def compile_steps(self, state, batch, run_rng, updates: int) -> None:
+    """Both programs of `updates` > 1 a call (one update a call, and that many) compiled for
+    a batch of this one's shapes, not run (jit reuses them): the loop's first call compiles
+    the other too, not a call in the middle of training (2.5 s on a CPU, a seventh of a
+    short run's)."""
     self.train_step.lower(state, *self.step_data(batch), run_rng).compile()
-    batches = [batch] * self.config.updates_per_call
-    self.train_steps.lower(state, *self._stacked(batches), run_rng).compile()
+    self.compile_several(state, batch, run_rng, updates)
+
+  def compile_several(self, state, batch, run_rng, updates: int) -> None:
+    """The program of `updates` updates a call compiled for a batch of this one's shapes,
+    not run."""
+    self.train_steps.lower(state, *self._stacked([batch] * updates), run_rng).compile()
 
   def steps(self, state, batches: list, run_rng):
     """(state, losses [len(batches), ...]) after one update on each of `batches` in turn,

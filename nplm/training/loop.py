@@ -36,7 +36,7 @@ from nplm.run_files.summary import RunStatus
 from nplm.stop_requests import SAVING, TRAINING, Interrupted, RunInterrupted, StopRequests
 from nplm.training import cost, loop_lines, memory, optimizer
 from nplm.training.actions import (Clocked, Interval, Periodic, StepInfo, Traced,
-                                   updates_in_one_call)
+                                   chosen_updates_per_call, updates_in_one_call)
 from nplm.training.families import feed_of
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus, warn_calls_cut, warn_untrained_unk
@@ -89,6 +89,9 @@ class Loop:
       raise
     self.planned_steps = loop_lines.planned_steps(self.config, self.feed.steps_per_epoch)
     self.compiled, self.cost_said = False, False
+    # --updates_per_call=0: one a call until the first progress line's rate chooses.
+    self.updates_per_call = self.config.updates_per_call or 1
+    self.batch = None  # The last call's first batch: the shapes a program is compiled for.
     self.set_hyperparameters()
     per_epoch, every = self.feed.steps_per_epoch, self.config.eval_every
 
@@ -172,8 +175,10 @@ class Loop:
         self.stop.phase = 'compiling the train step'
         log.info('compiling the train step')
         self.compile_started = time.perf_counter()
-        if self.config.updates_per_call > 1:  # Both programs, whichever comes first.
-          self.feed.compile_steps(self.states, group[0][0], self.run_rngs)
+        if self.updates_per_call > 1:  # Both programs, whichever comes first.
+          self.feed.compile_steps(self.states, group[0][0], self.run_rngs,
+                                  self.updates_per_call)
+      self.batch = group[0][0]
       if len(group) == 1:
         self.states, losses = self.feed.step(self.states, group[0][0], self.run_rngs)
       else:
@@ -191,7 +196,7 @@ class Loop:
   def updates_in_next_call(self, epoch: int) -> int:
     """--updates_per_call, or 1 where an action, the epoch's end or --max_steps comes
     sooner (actions.updates_in_one_call)."""
-    return updates_in_one_call(self.config.updates_per_call, self.step, self.actions,
+    return updates_in_one_call(self.updates_per_call, self.step, self.actions,
                                [(epoch + 1) * self.feed.steps_per_epoch,
                                 self.config.max_steps or None])
 
@@ -263,6 +268,7 @@ class Loop:
                                                  self.planned_steps, self.runs))
       if info.steps_per_second and not self.cost_said:
         self.cost_said = True
+        self.choose_updates_per_call(info)
         if self.runs.count == 1 and jax.process_count() == 1:
           self.stop.phase = 'timing a sampled head'
           cost.warn_if_costly(self.config, self.lm, self.corpus, self.mesh, type(self.feed),
@@ -270,6 +276,29 @@ class Loop:
                               info.examples_per_second / info.steps_per_second)
           self.stop.phase = TRAINING
           self.interval.restart()
+
+  def choose_updates_per_call(self, info: StepInfo) -> None:
+    """--updates_per_call=0: K updates a call from here on where the updates just timed one
+    a call are short enough (actions.chosen_updates_per_call), their program compiled now,
+    outside the training clock. A multi-process run, and a family whose numbers K a call
+    are not one a call's to the last bit, stay at one."""
+    if (self.config.updates_per_call or not self.feed.chooses_updates_per_call
+        or self.config.num_processes > 1 or jax.process_count() > 1):
+      return
+    update_seconds = 1 / info.steps_per_second
+    k = chosen_updates_per_call(update_seconds, (self.planned_steps - self.step) * update_seconds,
+                                self.config.log_every)
+    if k == 1:
+      return
+    self.stop.phase = f'compiling the train step {k} updates a call'
+    started = time.perf_counter()
+    self.feed.compile_several(self.states, self.batch, self.run_rngs, k)
+    self.phases['compile'] += time.perf_counter() - started
+    self.updates_per_call = k
+    log.info('updates of %.1f ms one a call: %s a call from here on, the same numbers '
+             '(--updates_per_call=1 keeps one)', 1000 * update_seconds, k)
+    self.stop.phase = TRAINING
+    self.interval.restart()
 
   def checkpoint(self, info: StepInfo, settle=None) -> None:
     """A periodic checkpoint, every --checkpoint_every updates: its rows' decay paid in the

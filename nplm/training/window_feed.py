@@ -60,6 +60,7 @@ class WindowFeed(Feed):
 
   batch_layout = (None, 'data', 'data')  # The padded split; positions, mask.
   per_update = (False, True, True)
+  chooses_updates_per_call = True
   scoring_layout = (None, 'data')  # The padded split; positions.
 
   @classmethod

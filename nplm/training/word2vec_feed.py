@@ -73,6 +73,7 @@ class Word2VecFeed(Feed):
 
   batch_layout = (None, None, None)  # The epoch's stream, its positions, the update's number.
   per_update = (False, False, True)
+  chooses_updates_per_call = True
   scoring_layout = (None, 'data')  # The split's padded stream; positions.
 
   @classmethod
