@@ -30,14 +30,18 @@ pytestmark = pytest.mark.slow
 
 SAVE_DELAY = 4.0  # Longer than the 3 s a save used to get after a signal.
 # `nplm train` with every checkpoint save slowed by argv[1] seconds once its files are
-# written into Orbax's temporary directory, before it is renamed, and its first update and
-# its report by argv[2] seconds, as a long compilation or a busy exit would (the planted
-# moments).
+# written into Orbax's temporary directory, before it is renamed, and its first update, the
+# compilation of K updates a call and its report by argv[2] seconds, as a long compilation or
+# a busy exit would (the planted moments); any run long enough for --updates_per_call=0 to
+# choose K (FLAGS' --log_every=1 keeps one a call: no K from 4 divides it).
 _CHILD = """
 import sys, time
 import orbax.checkpoint as ocp
+from nplm.training import actions
 from nplm.training.feed import Feed
+actions.WORTH_SECONDS = 0
 finalize, step = ocp.CompositeCheckpointHandler.finalize, Feed.step
+several = Feed.compile_several
 def slow_finalize(self, *args, **kwargs):
   time.sleep(float(sys.argv[1]))
   return finalize(self, *args, **kwargs)
@@ -46,7 +50,11 @@ def slow_first_step(self, *args, **kwargs):
     self.planted = True
     time.sleep(float(sys.argv[2]))
   return step(self, *args, **kwargs)
+def slow_compile_several(self, *args, **kwargs):
+  time.sleep(float(sys.argv[2]))
+  return several(self, *args, **kwargs)
 ocp.CompositeCheckpointHandler.finalize, Feed.step = slow_finalize, slow_first_step
+Feed.compile_several = slow_compile_several
 from nplm.cli import train
 report = train.report
 def slow_report(summary):
@@ -183,6 +191,26 @@ def test_a_stop_between_calls_of_several_updates_saves_and_resumes_to_the_same_n
   assert ' steps per epoch (4 a call) · ' in output  # The start-up line says so.
   step = saved_step(output)
   assert step % 4 == 0 and (workdir / 'checkpoints' / str(step)).is_dir(), output
+  resumed = finished(argv)
+  assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def test_a_stop_while_k_updates_a_call_compile_saves_and_resumes_to_the_same_numbers(
+    corpus, tmp_path, uninterrupted):
+  """--updates_per_call=0 (the default): Ctrl-C while the program of the 4 updates a call
+  chosen at the first progress line compiles (slowed by 2 s, which slows the report too: not
+  beyond the 3 s a stopped program has to end once the loop has returned); the run saves at
+  the end of the next call and resumes to the uninterrupted run's numbers (one a call)."""
+  workdir = tmp_path / 'run'
+  argv = train_argv(corpus, workdir, '--log_every=4')
+  status, output, _ = signalled(argv, step_line(4), [signal.SIGINT], compile_delay=2.0)
+  assert status == 75, output
+  assert ('SIGINT while compiling the train step 4 updates a call: saving a checkpoint and '
+          'stopping.') in output, output
+  assert re.search(r'updates of [\d.]+ ms one a call: 4 a call from here on', output), output
+  step = saved_step(output)
+  assert step % 4 == 0 and step > 4 and (workdir / 'checkpoints' / str(step)).is_dir(), output
+  assert 'Traceback' not in output
   resumed = finished(argv)
   assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
 
