@@ -134,8 +134,9 @@ class RunSettings:
                                 'one call each is set by the host\'s dispatch, not the device '
                                 '(a GPU; experiments/benchmarks/dispatch.py). Updates before '
                                 'a due action or the epoch\'s end go one a call. 0: chosen at '
-                                'the first progress line from the time an update took, for '
-                                'the NNLM and word2vec (nplm.training.actions), else 1.')
+                                'the first progress line from the time an update took there, '
+                                'for the NNLM and word2vec; 1 for the others '
+                                '(docs/devices-and-launch.md).')
   mesh: str = _knob(DEVICES, '', "Device mesh, e.g. data:8 or data:2,model:4 ('model' splits "
                     'the output rows over the vocabulary); an axis left out takes the devices '
                     'that remain (empty: every device on data).')
