@@ -244,16 +244,18 @@ class _Watchdog:
     while (not second and not self.returned.is_set()
            and time.monotonic() < requested + self.time_allowed()):
       second = bool(self.signals(0.05))  # None: the loop returned (closed the writer).
-    if self.returned.is_set() and not second:  # The program is saying why it stops.
+    ending = self.returned.is_set() and not second
+    if ending:  # The program is saying why it stops.
       time.sleep(max(0.0, self.returned_at + QUICK_SECONDS - time.monotonic()))
-    said = None
-    if not self.returned.is_set() or second:
-      what = (f'{"a second " if second else ""}'
-              f'{self.stop.signal_name or signal.Signals(first[0]).name} while {self.stop.phase}')
-      try:
-        said = self.message(what)
-      except Exception:  # It reads the workdir; the end must come whatever it finds there.
-        said = f'Interrupted ({what}) at once.'
+    # Said however the process ends here: an ending slower than QUICK_SECONDS (a busy
+    # machine's report) has perhaps not said yet what is kept.
+    name = self.stop.signal_name or signal.Signals(first[0]).name
+    what = (f'{name} while the program ended' if ending else
+            f'{"a second " if second else ""}{name} while {self.stop.phase}')
+    try:
+      said = self.message(what)
+    except Exception:  # It reads the workdir; the end must come whatever it finds there.
+      said = f'Interrupted ({what}) at once.'
     _exit_with_outputs_flushed(self.status, said)
 
   def time_allowed(self) -> float:

@@ -34,8 +34,10 @@ SAVE_DELAY = 4.0  # Longer than the 3 s a save used to get after a signal.
 # compilation of K updates a call and its report by argv[2] seconds, as a long compilation or
 # a busy exit would (the planted moments); any run long enough for --updates_per_call=0 to
 # choose K (FLAGS' --log_every=1 keeps one a call: no K from 4 divides it).
-_CHILD = """
+COMPILING_SEVERAL = 'planted: compiling several updates a call, slowed'
+_CHILD = f"""
 import sys, time
+COMPILING_SEVERAL = {COMPILING_SEVERAL!r}
 import orbax.checkpoint as ocp
 from nplm.training import actions
 from nplm.training.feed import Feed
@@ -51,7 +53,9 @@ def slow_first_step(self, *args, **kwargs):
     time.sleep(float(sys.argv[2]))
   return step(self, *args, **kwargs)
 def slow_compile_several(self, *args, **kwargs):
-  time.sleep(float(sys.argv[2]))
+  if float(sys.argv[2]):
+    print(COMPILING_SEVERAL, file=sys.stderr, flush=True)
+    time.sleep(float(sys.argv[2]))
   return several(self, *args, **kwargs)
 ocp.CompositeCheckpointHandler.finalize, Feed.step = slow_finalize, slow_first_step
 Feed.compile_several = slow_compile_several
@@ -203,7 +207,8 @@ def test_a_stop_while_k_updates_a_call_compile_saves_and_resumes_to_the_same_num
   the end of the next call and resumes to the uninterrupted run's numbers (one a call)."""
   workdir = tmp_path / 'run'
   argv = train_argv(corpus, workdir, '--log_every=4')
-  status, output, _ = signalled(argv, step_line(4), [signal.SIGINT], compile_delay=2.0)
+  status, output, _ = signalled(argv, lambda lines: lines[-1].strip() == COMPILING_SEVERAL,
+                                [signal.SIGINT], compile_delay=2.0)
   assert status == 75, output
   assert ('SIGINT while compiling the train step 4 updates a call: saving a checkpoint and '
           'stopping.') in output, output
@@ -332,6 +337,23 @@ def test_a_stop_during_a_short_compilation_saves_its_update(corpus, tmp_path, un
   assert (workdir / 'checkpoints' / '1').is_dir()
   resumed = finished(argv)
   assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+
+
+def test_a_stopped_run_whose_end_is_slow_still_says_what_is_kept(corpus, tmp_path):
+  """Ctrl-C: the run saves and returns, then its report takes 4 s (planted), beyond the 3 s
+  a stopped program has to end: the process is ended then, 75, and says which checkpoint is
+  kept (the report had not said it yet)."""
+  workdir = tmp_path / 'run'
+  status, output, seconds = signalled(train_argv(corpus, workdir), step_line(2),
+                                      [signal.SIGINT], delay=0.0, compile_delay=4.0)
+  assert status == 75 and seconds < 25, (seconds, output)
+  last = output.strip().splitlines()[-1]
+  assert last.startswith('Interrupted (SIGINT while the program ended) at once; the last '
+                         'checkpoint in '), output
+  kept = re.search(r'\(step (\d+)\) is kept\. Rerun the same command to resume from it\.$',
+                   last)
+  assert kept and (workdir / 'checkpoints' / kept.group(1)).is_dir(), output
+  assert 'Traceback' not in output
 
 
 def test_a_second_ctrl_c_while_the_stopped_program_ends_is_quiet(corpus, tmp_path):
