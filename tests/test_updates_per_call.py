@@ -69,6 +69,12 @@ CONFIGS = {'nnlm': tiny_config, 'lstm': rnn_config, 'word2vec': tiny_run_config}
 @pytest.mark.parametrize('family, changes', [
     ('nnlm', {}),  # AdamW; --log_every=5 and --checkpoint_every=5: 4 a call cut at each.
     ('nnlm', {'max_steps': 23, 'eval_every': 7, 'dropout': 0.2, 'head': 'tree'}),
+    # The heads that draw samples or share rows, each update its own draws (the default
+    # chooses K for the NNLM under every head).
+    ('nnlm', {'head': 'is', 'num_samples': 8, 'optimizer': 'lazy_adam'}),
+    ('nnlm', {'head': 'nce', 'num_samples': 8, 'optimizer': 'sgd', 'learning_rate': 0.1}),
+    ('nnlm', {'head': 'class'}),
+    ('nnlm', {'head': 'adaptive'}),
     ('lstm', {'head': 'nce', 'optimizer': 'sgd', 'learning_rate': 0.1, 'log_every': 5}),
     ('word2vec', {'batch_size': 4, 'log_every': 6})])
 def test_a_run_of_several_updates_a_call_equals_it_one_a_call(tiny_corpus, tmp_path, family,
