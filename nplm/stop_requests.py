@@ -26,8 +26,10 @@
   (nplm.parallel.agreed_stop): the other phases run to their end, and no deadline applies.
 """
 
+import _thread
 import contextlib
 import functools
+import gc
 import logging
 import os
 import select
@@ -69,10 +71,13 @@ class Interrupted(BaseException):
 class _Interrupting:
   """One `interrupting` context: what it does, and the signal that came, if one did."""
 
-  def __init__(self, what: str):
-    self.what, self.signum = what, None
+  def __init__(self, what: str, again: '_SignalAgain'):
+    self.what, self.signum, self.again = what, None, again
 
   def handler(self, signum, frame):
+    if raising_here_is_dropped(frame):
+      self.again.later(signum)
+      return
     first = self.signum is None
     self.signum = signum
     if first:  # Later ones would cut short the unwinding of the first.
@@ -85,6 +90,54 @@ class _Interrupting:
                        f'rerun the same command to start it again{unfinished}.')
 
 
+def raising_here_is_dropped(frame) -> bool:
+  """Whether an exception raised by a signal handler that interrupted `frame` would be
+  printed and dropped by Python ("Exception ignored in"), not reach the code below it: inside
+  a garbage collector's callback (JAX runs one at each collection's start and end, and a
+  Ctrl-C during its C call lands there: one in six while reading a checkpoint) or a
+  __del__. Such a handler has the signal delivered again (_SignalAgain) instead."""
+  callbacks = {getattr(callback, '__code__', None) for callback in gc.callbacks}
+  while frame is not None:
+    if frame.f_code in callbacks or frame.f_code.co_name == '__del__':
+      return True
+    frame = frame.f_back
+  return False
+
+
+class _SignalAgain:
+  """Delivers a signal to the main thread again, a moment later, from a thread of its own:
+  for a handler that must not raise where the signal landed (raising_here_is_dropped). By
+  then the main thread is out of the callback, or its handler asks again. Not from the
+  handler: a call that trips a signal checks for it before it returns, so the handler would
+  run again inside itself. A thread started with the context, not by the handler: starting
+  one takes a lock the interrupted code may hold."""
+
+  def __init__(self):
+    self.signum, self.asked, self.closed = None, threading.Event(), False
+    self.delivering = threading.Lock()
+    threading.Thread(target=self.deliver, name='nplm-signal-again', daemon=True).start()
+
+  def later(self, signum) -> None:
+    self.signum = signum
+    self.asked.set()
+
+  def deliver(self) -> None:
+    while True:
+      self.asked.wait()
+      time.sleep(0.01)  # The callback's end; and no busy loop should one last.
+      with self.delivering:
+        if self.closed:
+          return
+        self.asked.clear()
+        _thread.interrupt_main(self.signum)
+
+  def close(self) -> None:
+    """No delivery from now on: the context's handler is about to be replaced."""
+    with self.delivering:
+      self.closed = True
+    self.asked.set()
+
+
 _interrupting: list[_Interrupting] = []  # The active `interrupting` contexts, innermost last.
 
 
@@ -93,20 +146,22 @@ def interrupting(what: str):
   """While the context lasts, the first SIGINT or SIGTERM raises Interrupted('Interrupted
   (SIGTERM) while <what>; ...') from the handler, wherever the main thread is (a blocking
   wait included): the code it interrupts unwinds (TFDS removes its incomplete directory);
-  later signals are ignored until the context ends, so that the cleanup runs to its end. An
-  exception raised inside a __del__ or a garbage collector's callback (JAX has one) is
-  printed and dropped by Python: long tasks call `check_interrupted` at safe points, which
-  raises it again, as the context's end does. Outside the main thread (signals reach only
-  it) this does nothing."""
+  later signals are ignored until the context ends, so that the cleanup runs to its end. A
+  signal that lands inside a __del__ or a garbage collector's callback (JAX has one), where
+  Python would print and drop the exception, comes again once out of it
+  (raising_here_is_dropped); long tasks also call `check_interrupted` at safe points, which
+  raises it again should another path drop it, as the context's end does. Outside the main
+  thread (signals reach only it) this does nothing."""
   if threading.current_thread() is not threading.main_thread():
     yield
     return
-  context = _Interrupting(what)
+  context = _Interrupting(what, _SignalAgain())
   previous = {s: signal.signal(s, context.handler) for s in SIGNALS}
   _interrupting.append(context)
   try:
     yield
   finally:
+    context.again.close()
     _interrupting.remove(context)
     for s, h in previous.items():
       signal.signal(s, h)
@@ -137,6 +192,7 @@ class StopRequests:
     self.heeded: bool | None = None
     self.said = ''  # What the first request's announcement says.
     self.wake = threading.Event()  # A request came, or the context ended.
+    self.again: _SignalAgain | None = None  # In the main thread's context.
 
   def is_set(self) -> bool:
     return self.requested.is_set()
@@ -145,6 +201,9 @@ class StopRequests:
     if self.requested.is_set():
       if self.watched:
         return  # The watchdog ends the process at once, with its message.
+      if raising_here_is_dropped(frame):
+        self.again.later(signum)
+        return
       raise KeyboardInterrupt
     self.signal_name, self.requested_in = signal.Signals(signum).name, self.phase
     then = ('stopping once it is saved' if self.phase == SAVING else
@@ -284,6 +343,7 @@ def stop_requests():
     return
   announcer = threading.Thread(target=stop.announce, name='nplm-stop-said', daemon=True)
   announcer.start()
+  stop.again = _SignalAgain()
   previous = {s: signal.signal(s, stop.handler) for s in SIGNALS}
   watchdog = (_Watchdog(stop, *_deadline) if _deadline is not None
               and jax.process_count() == 1 else None)
@@ -291,6 +351,7 @@ def stop_requests():
   try:
     yield stop
   finally:
+    stop.again.close()
     _running.remove(stop)
     stop.wake.set()
     announcer.join(FLUSH_SECONDS)  # A request said before what the program says of it.

@@ -145,3 +145,68 @@ def test_a_ctrl_c_the_loop_did_not_heed_is_handed_to_the_caller():
     assert done.returncode == 0, done.stderr
     said[heeded] = done.stdout.strip()
   assert said == {'heeded': 'the caller goes on', 'not heeded': 'the caller got the Ctrl-C'}
+
+
+# A signal sent from inside a garbage collector's callback or a __del__ (a C call after it,
+# for the handler to land there, as a Ctrl-C lands in JAX's callback during its C call), in
+# an `interrupting` context and as a second Ctrl-C to a loop with no deadline; then five
+# seconds of Python. Prints where each case's exception came: in those five seconds, or only
+# after them (Python printed and dropped it; the context's end raised it again).
+_DROPPED_PLACES = """
+import gc, os, signal, time
+from nplm import stop_requests
+
+def send():
+  os.kill(os.getpid(), signal.SIGINT)
+  time.sleep(0.05)
+
+def signal_in(place):
+  if place == 'gc':
+    armed = [True]
+    def callback(phase, info):
+      if armed[0]:
+        armed[0] = False
+        send()
+    gc.callbacks.append(callback)
+    gc.collect()
+    gc.callbacks.remove(callback)
+  else:
+    class Collected:
+      def __del__(self):
+        send()
+    Collected()
+
+def where_it_came(case, place):
+  context = (stop_requests.interrupting('testing') if case == 'interrupting'
+             else stop_requests.stop_requests())
+  try:
+    with context as stop:
+      if case == 'second':
+        os.kill(os.getpid(), signal.SIGINT)
+        while not stop.is_set():
+          time.sleep(0.01)
+      started = time.monotonic()
+      signal_in(place)
+      while time.monotonic() < started + 5:
+        pass
+    return 'after the loop'
+  except (stop_requests.Interrupted, KeyboardInterrupt):
+    return 'in the loop' if time.monotonic() < started + 5 else 'after the loop'
+
+for case, place in (('interrupting', 'gc'), ('interrupting', '__del__'), ('second', 'gc')):
+  print(case, place, where_it_came(case, place), flush=True)
+"""
+
+
+def test_a_signal_landing_where_python_drops_exceptions_comes_again_at_once():
+  """A reader's Ctrl-C (nplm evaluate, score, ...) that lands in JAX's garbage collector
+  callback stops it there and then, not at the end of the evaluation: Python drops an
+  exception raised inside such a callback or a __del__, and it came again only at the
+  context's end (one in six Ctrl-Cs while a checkpoint was read)."""
+  done = subprocess.run([sys.executable, '-c', _DROPPED_PLACES], cwd=ROOT, env=BUFFERED,
+                        capture_output=True, text=True, timeout=120, check=False)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.splitlines() == ['interrupting gc in the loop',
+                                      'interrupting __del__ in the loop',
+                                      'second gc in the loop'], done.stderr[-2000:]
+  assert 'Exception ignored' not in done.stderr, done.stderr[-2000:]
