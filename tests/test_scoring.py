@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 
+from nplm.cli import score as score_program
 from nplm.data.vocab import END_OF_SENTENCE, UNK
 from nplm.errors import ConfigError
 from nplm.ngram import KneserNey
@@ -169,6 +170,11 @@ def test_score_reads_a_file_and_stdin_from_another_directory(runs, tmp_path):
                stdin='\n'.join(SENTENCES[:3]))
   for result in (from_file, from_stdin, piped):
     assert result.returncode == 0, result.stderr
+  # The file named as an argument, a habit from tools that read files: refused, not scored.
+  named = nplm('score', '--workdir=model', 'sentences.txt', cwd=tmp_path)
+  assert named.returncode == 2 and named.stdout == '', named.stderr
+  assert named.stderr.startswith("error: 'sentences.txt' is a file here") and (
+      '--file=sentences.txt' in named.stderr and len(named.stderr.splitlines()) == 1)
   want = score_sentences(model, SENTENCES[:3])
   lines = from_file.stdout.splitlines()
   assert from_stdin.stdout == from_file.stdout and len(lines) == 3
@@ -223,3 +229,18 @@ def test_score_refuses_bad_input_in_one_line(runs, tmp_path, content, args, phra
   assert stderr.startswith('error: ') and phrase in stderr, stderr
   assert len(stderr.strip().splitlines()) == 1 and 'Traceback' not in stderr
   assert result.stdout == ''
+
+
+def test_an_argument_naming_a_file_is_refused_and_other_arguments_are_sentences(
+    tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / 'sentences.txt').write_text('the jury met\n')
+  (tmp_path / 'texts').mkdir()
+  for argument in ('sentences.txt', './sentences.txt', f'{tmp_path}/sentences.txt',
+                   ' sentences.txt '):
+    with pytest.raises(ConfigError, match=r"is a file here.*--file=.*sentences\.txt reads"):
+      score_program.sentences_of(['the jury', argument], None)
+  kept = ['the jury met', 'sentences.txt is a name', 'texts', 'missing.txt', 'the']
+  assert list(score_program.sentences_of(kept, None)) == kept
+  with pytest.raises(ConfigError, match='prefixes themselves'):
+    score_program.sentences_of(['sentences.txt'], None, units='prefixes')

@@ -19,6 +19,7 @@ dataset was (nplm.use.sentences).
 """
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -56,7 +57,20 @@ def sentences_of(arguments: Sequence[str], file: str | None,
   if not arguments:
     raise ConfigError(f'give one or more {units}, each one quoted argument, or --file=PATH, '
                       'or `-` to read them from stdin')
+  for argument in arguments:
+    _refuse_a_file_name(argument, units)
   return iter(arguments)
+
+
+def _refuse_a_file_name(argument: str, units: str) -> None:
+  """A ConfigError for an argument of one word that names a file here (`nplm score
+  sentences.txt`, a habit from tools that read files): scored, it would be one sentence of an
+  unknown word, a number about the file's name."""
+  word = argument.strip()
+  if word and len(word.split()) == 1 and os.path.isfile(paths.absolute(word)):
+    raise ConfigError(f'{word!r} is a file here, and arguments are the {units} themselves: '
+                      f'--file={word} reads its lines (to use the word {word!r} itself, give '
+                      'it on stdin with `-`)')
 
 
 def _opened(file: str):
