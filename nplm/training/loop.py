@@ -27,9 +27,7 @@ from tqdm import tqdm
 from nplm import parallel, stop_requests
 from nplm.config import Config
 from nplm.data.corpus import Corpus
-from nplm.display import counted, duration
 from nplm.lm import build_language_model
-from nplm.perplexity import perplexity
 from nplm.run_files import profile
 from nplm.run_files.model_run import what_is_kept
 from nplm.run_files.summary import RunStatus
@@ -38,15 +36,17 @@ from nplm.training import cost, loop_lines, memory, optimizer
 from nplm.training.actions import (Clocked, Interval, Periodic, StepInfo, Traced,
                                    chosen_updates_per_call, updates_in_one_call)
 from nplm.training.families import feed_of
+from nplm.training.loop_evaluation import LoopEvaluation
 from nplm.training.feed import prefix_name
 from nplm.training.run_checks import check_corpus, warn_calls_cut, warn_untrained_unk
-from nplm.training.runs import Runs, diverged_summary, periodic_validation, validates
+from nplm.training.runs import Runs, periodic_validation, validates
 
 log = logging.getLogger(__name__)
 
 
-class Loop:
-  """One invocation of the loop over K >= 1 models' workdirs: trains, evaluates, saves."""
+class Loop(LoopEvaluation):
+  """One invocation of the loop over K >= 1 models' workdirs: trains, evaluates (its
+  evaluation methods: nplm.training.loop_evaluation), saves."""
 
   def __init__(self, configs: list[Config], corpus: Corpus, stop: StopRequests,
                started: float, load_seconds: float | None = None):
@@ -345,98 +345,6 @@ class Loop:
     self.stop.unsaved = False
     self.checkpoint_clock.reset()
     self.phases['checkpoints'] += time.perf_counter() - started
-
-  # --- evaluation -----------------------------------------------------------------------
-
-  def split_nll(self, split: str, params, progress: str) -> np.ndarray:
-    """Σ -log p over every token of the split, per model [K], from the exact log-probs."""
-    log_probs = self.feed.log_probs(params, split, progress)
-    return -np.sum(np.reshape(log_probs, (self.runs.count, -1)), axis=1)
-
-  def validate(self, runs: list[int]) -> list[int]:
-    """Validates those of `runs` that have not validated this step on the valid split or its
-    first --valid_tokens_per_eval tokens (returned); each notes its best, decides its stop and
-    its rate's decay (the caller saves them: Runs.save_latest). A stop request
-    (RunInterrupted) or a failure (out of memory) is raised once the states are saved: it
-    loses nothing."""
-    runs = self.runs.unvalidated(self.step, runs) if self.validates else []
-    if not runs:
-      return runs
-    per_epoch = self.feed.steps_per_epoch
-    epoch = (self.step // per_epoch if self.step % per_epoch == 0
-             else round(self.step / per_epoch, 2))
-    self.states = self.feed.pay_decay_debts(self.states)  # As they are saved.
-    if jax.process_count() > 1:  # Saved before: one process's failure cannot save alone.
-      self.save_unsaved()
-    try:
-      nll = self.validation_nll(f'validating at step {self.step}')
-    except Exception:  # Not a second Ctrl-C (KeyboardInterrupt): that one stops at once.
-      self.save_unsaved()
-      raise
-    self.runs.record_validation(nll, runs, self.step, epoch)
-    self.set_hyperparameters()
-    return runs
-
-  def validation_nll(self, phase: str) -> np.ndarray:
-    """Σ -log p per model [K] of the validated tokens under the current parameters."""
-    self.stop.phase = phase
-    started = time.perf_counter()
-    nll = self.split_nll(self.validation_split, self.states.params, phase)
-    self.phases['validation'] += time.perf_counter() - started
-    return nll
-
-  def validate_last(self) -> dict[int, float]:
-    """{k: valid perplexity} of the runs' last parameters where no validation scored them
-    (a run that ended between validations: --max_steps, --eval_every) and they compete with
-    a best (none validated yet, or --patience=0, reports them anyway), so that the final
-    evaluation may report them; not recorded in the runs' progress, so that a run resumed
-    beyond this end goes on as one never stopped here."""
-    runs = [k for k in self.runs.unvalidated(self.step, range(self.runs.count))
-            if self.runs.all[k].has_a_best_to_beat]
-    if not runs:
-      return {}
-    nll = self.validation_nll(f'validating the last update (step {self.step})')
-    return {k: self.runs.validation_ppl(nll[k]) for k in runs}
-
-  def summaries(self, status: RunStatus) -> list[dict]:
-    """Each model's summary (also its summary.json): exact perplexities of the splits
-    --eval_splits names; a diverged model's is its error and no file. Stopped by a request:
-    each 'interrupted' (the checkpoints are all saved)."""
-    if status == RunStatus.INTERRUPTED:
-      return self.runs.unfinished_summaries(status, self.step)
-    if all(run.diverged for run in self.runs.all):
-      return [diverged_summary(run) for run in self.runs.all]
-    try:
-      last = self.validate_last()
-      self.stop.phase = 'running the final evaluation'
-      choices = self.runs.report_choices(self.states, self.evaluated, last, self.step)
-      # Released before any best is restored (every state is saved): one state in memory at
-      # a time, as memory.require_fit counts.
-      self.states = None
-      params = self.runs.final_params(choices)
-      stop_requests.check()
-      nll = self.final_nll(params)
-    except RunInterrupted:
-      return self.runs.unfinished_summaries(RunStatus.INTERRUPTED, self.step)
-    return [self.runs.summary(k, status, {name: nll[name][k] for name in nll}, params[k],
-                              self.mesh, self.step, self.phases)
-            for k in range(self.runs.count)]
-
-  def final_nll(self, params: list) -> dict:
-    """Σ -log p of each split --eval_splits names, per model, the whole split; each split's
-    perplexities logged."""
-    if self.runs.count > 1:
-      log.info('final evaluation of %d models: %s', self.runs.count, ', '.join(self.evaluated))
-    nll = {}
-    for name in self.evaluated:
-      started, tokens = time.perf_counter(), len(self.corpus.splits[name])
-      nll[name] = self.split_nll(name, self.runs.join(params), f'final evaluation: {name}')
-      seconds = self.phases['evaluation'][name] = time.perf_counter() - started
-      ppl = ', '.join(f'{perplexity(n, tokens)["ppl"]:.2f}' for n in nll[name])
-      log.info('final evaluation: %s perplexity %s (%s, %s)', name, ppl,
-               counted(tokens, 'token'), duration(seconds))
-    return nll
-
 
 
 def train(configs: list[Config], corpus: Corpus, started: float | None = None,
