@@ -177,7 +177,7 @@ class Model:
   def generate(self, prompt: str = '', seed: int = 0, **sampling) -> str | list[str]:
     """Text continuing `prompt` (`nplm generate`); `sampling`: the fields of
     nplm.use.generation.Sampling (length, sentences, temperature, top_k, top_p, no_unk,
-    samples). One text, or a list when samples > 1."""
+    spell_unk, samples). One text, or a list when samples > 1."""
     refuse_unknown(sampling, generation.Sampling, 'sampling setting')
     texts = generation.generate_text(self.read, prompt, generation.Sampling(**sampling), seed)
     return texts[0] if len(texts) == 1 else texts

@@ -1,5 +1,6 @@
 """nplm generate: greedy, top-k and top-p draws, sentence ends, text out, the program."""
 
+import dataclasses
 import re
 import subprocess
 import types
@@ -11,7 +12,9 @@ import pytest
 
 from nplm.data import tokenizers
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
-from nplm.use.generation import Sampling, as_text, generate, generate_text, sampling_logits
+from nplm.ngram import spelling
+from nplm.use.generation import (Sampling, as_text, generate, generate_text, sampling_logits,
+                                  shown_unknowns, text_pieces)
 from tests import cli
 from tests.test_prediction import numpy_next_log_probs
 
@@ -162,6 +165,52 @@ def test_greedy_runs_on_across_sentence_ends_of_a_text_dataset():
   assert text == 'the said\nthe said\nthe said'
 
 
+UNKNOWN_AFTER_THE = {TEXT_END: 'the', 'the': UNK, UNK: 'jury', 'jury': TEXT_END}
+
+
+def test_a_drawn_unk_prints_as_a_word_drawn_from_q_the_same_for_a_seed():
+  """Each <unk> drawn becomes a word outside the vocabulary, drawn from the model's q with the
+  generator of (seed, sample, place): the other tokens as drawn, a sample the same drawn
+  alone or beside others, and <unk> kept where asked, at temperature 0, and where q learned
+  from no word that fell to <unk> (a text's own <unk>)."""
+  model = bigram_model(UNKNOWN_AFTER_THE)
+  model.spelling = spelling.fit({'zebra': 3, 'gnus': 2, 'zeal': 1}, model.vocab.words,
+                                model.vocab.counts, order=3)
+  draw = Sampling(30, samples=3)
+  kept = [text.split() for text in generate_text(model, '', dataclasses.replace(
+      draw, spell_unk=False), seed=5)]
+  spelt = [text.split() for text in generate_text(model, '', draw, seed=5)]
+  assert sum(words.count(UNK) for words in kept) >= 5
+  for i, (before, after) in enumerate(zip(kept, spelt)):
+    assert len(before) == len(after)
+    places = [t for t, word in enumerate(before) if word == UNK]
+    for t, (word, shown) in enumerate(zip(before, after)):
+      assert shown == word if word != UNK else shown not in model.vocab.words, (word, shown)
+    tokens = model.vocab.decode(generate(model, [], draw, seed=5)[i])  # Ends included.
+    rngs = [np.random.default_rng([5, i, t]) for t, token in enumerate(tokens) if token == UNK]
+    assert [after[t] for t in places] == [
+        model.spelling.draw(rng, set(model.vocab.words)) for rng in rngs]
+    alone = ''.join(text_pieces(model, '', draw, seed=5, sample=i))
+    assert alone.split() == after
+  (greedy,) = generate_text(model, 'the', Sampling(4, temperature=0))
+  assert greedy.split() == ['the', UNK, 'jury', 'the']  # </text> prints a blank line.
+  model.spelling = spelling.fit({}, model.vocab.words, model.vocab.counts, order=3)
+  assert UNK in generate_text(model, '', draw, seed=5)[0].split()
+
+
+def test_a_spelt_word_that_ends_a_sentence_ends_it_for_the_counter_too():
+  """--sentences counts the text that prints: a spelt word ending in '.' ends a sentence."""
+  model = bigram_model({TEXT_END: 'the', 'the': UNK, UNK: 'jury', 'jury': 'the'})
+  model.spelling = spelling.fit({'hom.': 3, 'sa.': 2}, model.vocab.words, model.vocab.counts,
+                                order=3)
+  texts = generate_text(model, '', Sampling(60, samples=12, sentences=1), seed=3)
+  assert all(reader_count(text, closed=True) == 1 for text in texts), texts
+  assert sum(text.endswith('.') for text in texts) >= 2, texts  # Others end at </text>.
+  unspelt = generate_text(model, '', Sampling(60, samples=4, sentences=1, spell_unk=False),
+                          seed=3)
+  assert all('.' not in text for text in unspelt)  # No end: each runs to the length.
+
+
 @pytest.mark.parametrize('sentences,length,brown,text', [
     (1, 20, 'the jury </p>', 'the said <eos>'),
     (2, 20, 'the jury </p> </text> the jury </p>', 'the said <eos> the said <eos>'),
@@ -198,14 +247,16 @@ def test_sampled_sentences_count_every_end_and_stop_where_the_unbounded_sample_w
   assert all(len(ids) == 300 for ids in free)
   stopped = generate(trained, prompt, Sampling(300, temperature=1.5, samples=6, sentences=2),
                      seed=4)
-  text = lambda ids: as_text(trained, ['The', 'jury', *trained.vocab.decode(ids)])  # noqa: E731
-  assert sum(reader_count(text(ids), False) for ids in free) > 12  # Ends crossed on the way.
-  for short, long in zip(stopped, free):
+  def text(ids, sample):  # As it prints: an <unk> spelt.
+    shown = shown_unknowns(trained, trained.vocab.decode(ids), Sampling(), 4, sample)
+    return as_text(trained, ['The', 'jury', *shown])
+  assert sum(reader_count(text(ids, i), False) for i, ids in enumerate(free)) > 12
+  for i, (short, long) in enumerate(zip(stopped, free)):
     assert short.tolist() == long[:len(short)].tolist()
     if len(short) < 300:
-      assert reader_count(text(short), closed=True) == 2
+      assert reader_count(text(short, i), closed=True) == 2
     else:
-      assert reader_count(text(short), closed=False) < 2
+      assert reader_count(text(short, i), closed=False) < 2
 
 
 # --- text out ----------------------------------------------------------------------------
@@ -214,9 +265,11 @@ def test_sampled_sentences_count_every_end_and_stop_where_the_unbounded_sample_w
 def test_characters_print_joined_one_line_per_sentence(runs):
   trained = runs['chars']
   texts = generate_text(trained, 'the ju', Sampling(80, samples=3, sentences=2), seed=1)
-  for text, ids in zip(texts, generate(trained, trained.vocab.encode(list('the ju')),
-                                       Sampling(80, samples=3, sentences=2), seed=1)):
-    chars = ''.join('\n' if t == END_OF_SENTENCE else t for t in trained.vocab.decode(ids))
+  drawn = generate(trained, trained.vocab.encode(list('the ju')),
+                   Sampling(80, samples=3, sentences=2), seed=1)
+  for i, (text, ids) in enumerate(zip(texts, drawn)):
+    shown = shown_unknowns(trained, trained.vocab.decode(ids), Sampling(), 1, i)
+    chars = ''.join('\n' if t == END_OF_SENTENCE else t for t in shown)
     assert text == ('the ju' + chars).removesuffix('\n')
     assert text.count('\n') <= 1
 

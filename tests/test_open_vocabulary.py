@@ -295,3 +295,15 @@ def test_a_text_run_recorded_with_every_type_kept_resumes_where_its_vocabulary_i
   with pytest.raises(IncompatibleCheckpointError, match='gives a different vocabulary'):
     run(Config(workdir=str(tmp_path / 'raw'), dataset=f'text:{minutes / "text"}', epochs=2,
                **tiny))
+
+
+def test_a_drawn_spelling_follows_q_and_is_never_a_vocabulary_word():
+  """Spelling.draw against q's own scores (which the brute-force sums above check): the
+  likeliest strings come as often as q says, within 4 standard errors."""
+  model = spelling.fit(ALPHABET_WORDS, VOCAB, np.array([9, 5, 4, 3, 2]), order=3)
+  rng, draws = np.random.default_rng(0), 4000
+  counts = collections.Counter(model.draw(rng, set(VOCAB)) for _ in range(draws))
+  assert not set(counts) & {*VOCAB, ''}
+  for word, count in counts.most_common(5):
+    q = math.exp(model.log_prob([word])[0])
+    assert abs(count / draws - q) < 4 * math.sqrt(q * (1 - q) / draws), (word, count, q)

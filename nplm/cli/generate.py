@@ -13,8 +13,9 @@ drawn: a line at its end, a long one in pieces, so that any --length prints as i
 holds no more than a line's last tokens; Ctrl-C or SIGTERM stops it at once (status 75).
 Several --samples print one after the other, each as it would be drawn beside the others.
 Control characters print escaped, as nplm score prints them. Temperature, then top-k, then
-top-p reshape each draw, as in Hugging Face's generate; --temperature=0 is greedy. The same
---seed gives the same text.
+top-p reshape each draw, as in Hugging Face's generate; --temperature=0 is greedy. A drawn
+<unk> prints as a word outside the vocabulary drawn from the open vocabulary's spelling
+model (--spell_unk; nplm.use.generation.shown_unknowns). The same --seed gives the same text.
 """
 
 import sys
@@ -70,7 +71,8 @@ def main(argv):
   cli.show_progress_lines()
   try:
     sampling = Sampling(length=FLAGS.length, temperature=FLAGS.temperature, top_k=FLAGS.top_k,
-                        top_p=FLAGS.top_p, no_unk=FLAGS.no_unk, samples=FLAGS.samples,
+                        top_p=FLAGS.top_p, no_unk=FLAGS.no_unk, spell_unk=FLAGS.spell_unk,
+                        samples=FLAGS.samples,
                         sentences=FLAGS.sentences).validate()
     with interrupting(f'sampling from {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
@@ -110,6 +112,10 @@ def run_program(argv=None) -> None:
                       'reads it.')
   flags.DEFINE_integer('samples', 1, 'How many samples to draw.')
   flags.DEFINE_bool('no_unk', False, 'Never draw <unk> (the class of all rare words).')
+  flags.DEFINE_bool('spell_unk', True, 'Print a drawn <unk> as a word drawn from the open '
+                    "vocabulary's spelling model q (the model gives a word w outside the "
+                    'vocabulary p(<unk> | h) q(w)); false prints <unk>. Greedy '
+                    '(--temperature=0) prints <unk>.')
   flags.mark_flag_as_required('workdir')
   cli.start(main, argv)
 

@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +71,32 @@ class Spelling:
     words = list(counts)
     weights = np.fromiter(counts.values(), np.float64, len(words))
     return -math.fsum((weights * self.log_prob(words)).tolist())
+
+  def draw(self, rng: np.random.Generator, excluded: Container[str]) -> str:
+    """A word drawn from q: q_c's characters one at a time after the start marks, to the end
+    mark, drawn again while it spells '' or a word of `excluded` (the vocabulary): a draw
+    from q = q_c / Z, taken at the first try with probability Z. An unseen character is any
+    code point outside the alphabet, evenly, as char_log_probs charges it."""
+    ids = np.arange(len(self.alphabet) + 2)
+    while True:
+      context, word = [END] * (self.order - 1), []
+      while True:
+        windows = np.column_stack([np.tile(context, (len(ids), 1)), ids])
+        probs = np.exp(self.chars.log_prob_windows(windows))
+        char = int(rng.choice(ids, p=probs / probs.sum()))
+        if char == END:
+          break
+        word.append(self._unseen_character(rng) if char == UNSEEN else self.alphabet[char - 2])
+        context = [*context[1:], char]
+      if word and ''.join(word) not in excluded:
+        return ''.join(word)
+
+  def _unseen_character(self, rng: np.random.Generator) -> str:
+    while True:
+      point = int(rng.integers(CODE_POINTS))
+      character = chr(point + 0x800 if point >= 0xD800 else point)  # Past the surrogates.
+      if character not in self.alphabet:
+        return character
 
 
 def char_log_probs(chars: KneserNey, alphabet: str, words: Sequence[str]) -> np.ndarray:

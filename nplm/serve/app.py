@@ -60,7 +60,8 @@ class Service:
       return answers.complete(self.completer, request['prefix'], request['k'],
                               request['max_words'])
     sampling = Sampling(**{name: request[name] for name in (
-        'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'samples', 'sentences')})
+        'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'spell_unk', 'samples',
+        'sentences')})
     return answers.samples(model, request['prompt'], sampling, request['seed'])
 
   def info(self) -> dict:

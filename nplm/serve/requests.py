@@ -124,7 +124,8 @@ def fields_of(limits: Limits) -> dict[str, dict[str, Callable]]:
                    'top_p': number(1.0, 0.0, 1.0, above_lowest=True, meaning=' (1: all tokens)'),
                    'seed': integer(0, 0), 'samples': integer(1, 1, limits.samples,
                                                              'max_samples'),
-                   'sentences': integer(0, 0), 'no_unk': boolean(False)},
+                   'sentences': integer(0, 0), 'no_unk': boolean(False),
+                   'spell_unk': boolean(True)},
   }
 
 

@@ -11,6 +11,9 @@ reshaped as Hugging Face's `generate` reshapes it, in this order:
   top-p (nucleus, [Holtzman et al. 2020]): only the smallest set of most probable tokens
     whose mass reaches p; 1 keeps all.
 Both cuts keep every token tied with the last one kept, and the survivors are renormalized.
+A drawn `<unk>` shows as a word drawn from the open vocabulary's spelling model (`spell_unk`,
+`shown_unknowns`): the model gives a word w outside V the probability p(<unk> | h) · q(w)
+(nplm.ngram.spelling), so a draw of <unk> then of w from q is a draw of w.
 A prompt that ends in a word being typed (nplm.use.prompts: "The jury sa"; a subword model's
 last word) is read without it, and each sample spells it out first: while it does, the draw
 is from the model given that its text goes on with what was typed (each token weighed by
@@ -49,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nplm.data.vocab import PARAGRAPH_END
+from nplm.data.vocab import PARAGRAPH_END, SPECIAL_TOKENS, UNK
 from nplm.errors import ConfigError
 from nplm.use.spelling_weights import SpellingWeights, read_and_weigh
 
@@ -71,6 +74,7 @@ class Sampling:
   no_unk: bool = False  # Never draw `<unk>`.
   samples: int = 1  # Independent samples, drawn side by side as one batch.
   sentences: int = 0  # Stop a sample after this many sentence ends; 0 = at `length` only.
+  spell_unk: bool = True  # A drawn <unk> shown as a word drawn from q (`shown_unknowns`).
 
   def validate(self) -> Sampling:
     if not 1 <= self.length <= MOST:
@@ -192,6 +196,7 @@ def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: i
   banned = model.vocab.unk_id if sampling.no_unk else None
   previous = model.vocab.words[int(prompt[0, -1]) if prompt.size else model.boundary_id]
   counters = [SentenceEnds(model, previous) for _ in range(samples)]
+  spell = speller(model, sampling, seed) if sampling.sentences else None
   going = np.ones(samples, bool)
   nodes = [() if spelling else None] * samples  # Where each is in spelling's tree.
   for t in range(sampling.length):
@@ -205,7 +210,8 @@ def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: i
              for node, word in zip(nodes, words)]
     kept = going.copy()
     for i in np.flatnonzero(going) if sampling.sentences else ():
-      ended = counters[i].read(model.vocab.words[int(words[i])])
+      token = model.vocab.words[int(words[i])]
+      ended = counters[i].read(spell(first + i, t) if spell and token == UNK else token)
       if counters[i].count == sampling.sentences:
         going[i], kept[i] = False, ended == 'at'
     yield words, kept
@@ -236,7 +242,37 @@ def text_pieces(model, prompt: str = '', sampling: Sampling = Sampling(), seed: 
   typing, spelling = read_and_weigh(model, prompt)
   steps = _steps(model, typing.prompt.ids, sampling, seed, sample, 1, spelling)
   drawn = (model.vocab.words[int(words[0])] for words, kept in steps if kept[0])
-  return written(model, itertools.chain(typing.prompt.tokens, drawn), piece_tokens)
+  shown = shown_unknowns(model, drawn, sampling, seed, sample)
+  return written(model, itertools.chain(typing.prompt.tokens, shown), piece_tokens)
+
+
+def shown_unknowns(model, drawn: Iterable[str], sampling: Sampling, seed: int,
+                   sample: int) -> Iterator[str]:
+  """A sample's drawn tokens as they print: each `<unk>` spelt (`speller`)."""
+  spell = speller(model, sampling, seed)
+  for place, token in enumerate(drawn):
+    yield spell(sample, place) if spell and token == UNK else token
+
+
+def speller(model, sampling: Sampling, seed: int):
+  """spell(sample, place), for a `<unk>` drawn there: a word outside the vocabulary drawn
+  from the model's q (q's own draw at any temperature: temperature, top-k and top-p shape
+  the tokens' draw, <unk>'s share in it included), from a generator of its own for (seed,
+  sample, place), so that a seed gives the same text however the samples are drawn, and the
+  sentence counter reads the word that prints. None where `<unk>` stays: `sampling.spell_unk` off, at
+  temperature 0 (no draw names the likeliest spelling), and where the model has no spelling
+  model or learned it from no word that fell to <unk> (its text's own `<unk>`, PTB's: the
+  text withholds those words)."""
+  # getattr: a reader of the protocol (nplm.use) may have no spelling model at all.
+  spelling = (getattr(model, 'spelling', None)
+              if sampling.spell_unk and sampling.temperature > 0 else None)
+  if spelling is None or 'fell to <unk>' not in spelling.trained_on.get('what', ''):
+    return None
+  excluded = {*model.vocab.words, *SPECIAL_TOKENS}
+
+  def spell(sample: int, place: int) -> str:
+    return spelling.draw(np.random.default_rng([seed % 2 ** 63, sample, place]), excluded)
+  return spell
 
 
 def written(model, tokens: Iterable[str], piece_tokens: int = PIECE_TOKENS) -> Iterator[str]:
@@ -281,8 +317,9 @@ def generate_text(model, prompt: str = '', sampling: Sampling = Sampling(),
                   seed: int = 0) -> list[str]:
   """The typed prompt and each sample's continuation as text, one line per sentence."""
   typing, spelling = read_and_weigh(model, prompt)
-  return [as_text(model, [*typing.prompt.tokens, *model.vocab.decode(ids)])
-          for ids in generate(model, typing.prompt.ids, sampling, seed, spelling)]
+  return [as_text(model, [*typing.prompt.tokens,
+                          *shown_unknowns(model, model.vocab.decode(ids), sampling, seed, i)])
+          for i, ids in enumerate(generate(model, typing.prompt.ids, sampling, seed, spelling))]
 
 
 def as_text(model, tokens: Sequence[str]) -> str:
