@@ -109,33 +109,39 @@ class _SignalAgain:
   for a handler that must not raise where the signal landed (raising_here_is_dropped). By
   then the main thread is out of the callback, or its handler asks again. Not from the
   handler: a call that trips a signal checks for it before it returns, so the handler would
-  run again inside itself. A thread started with the context, not by the handler: starting
-  one takes a lock the interrupted code may hold."""
+  run again inside itself. The handler asks through a pipe (a write takes no lock, which the
+  code it interrupted may hold, as an Event's would); the thread starts with the context,
+  not in the handler, for the same reason."""
 
   def __init__(self):
-    self.signum, self.asked, self.closed = None, threading.Event(), False
+    self.signum, self.closed = None, False
+    self.reader, self.writer = os.pipe()
+    os.set_blocking(self.writer, False)  # A full pipe holds requests enough.
     self.delivering = threading.Lock()
     threading.Thread(target=self.deliver, name='nplm-signal-again', daemon=True).start()
 
   def later(self, signum) -> None:
     self.signum = signum
-    self.asked.set()
+    if not self.closed:  # Its fd, once closed, may be another file's.
+      with contextlib.suppress(BlockingIOError):
+        os.write(self.writer, b'\0')
 
   def deliver(self) -> None:
-    while True:
-      self.asked.wait()
-      time.sleep(0.01)  # The callback's end; and no busy loop should one last.
-      with self.delivering:
-        if self.closed:
-          return
-        self.asked.clear()
-        _thread.interrupt_main(self.signum)
+    try:
+      while os.read(self.reader, 64):  # b'': the context ended (closed the writer).
+        time.sleep(0.01)  # The callback's end; and no busy loop should one last.
+        with self.delivering:
+          if self.closed:
+            return
+          _thread.interrupt_main(self.signum)
+    finally:
+      os.close(self.reader)
 
   def close(self) -> None:
     """No delivery from now on: the context's handler is about to be replaced."""
     with self.delivering:
       self.closed = True
-    self.asked.set()
+    os.close(self.writer)
 
 
 _interrupting: list[_Interrupting] = []  # The active `interrupting` contexts, innermost last.
