@@ -22,6 +22,7 @@ COMMANDS = {
     'rank': 'Alternative sentences ordered by their probability under a trained model.',
     'predict': 'The most probable next tokens after a prefix, with their probabilities.',
     'complete': 'Completions of a prefix as a search box offers them, with their probabilities.',
+    'correct': 'Sentences with their misspelt words corrected (a noisy channel and the model).',
     'generate': 'Text sampled from a trained model.',
     'serve': 'A trained model behind HTTP: JSON answers, and a page that completes as you type.',
     'neighbours': 'Nearest words by their learned feature vectors.',

@@ -40,8 +40,8 @@ PRELOADED = ('jax', 'flax.linen', 'optax', 'orbax.checkpoint', 'absl.app',
              'tests.readme_substitutions', 'tests.conftest',
              *(f'nplm.cli.{name}' for name in (
                  '__main__', 'train', 'evaluate', 'ngram', 'score', 'rank', 'predict',
-                 'complete', 'generate', 'neighbours', 'mix', 'compare', 'export', 'sweep',
-                 'table1', 'clean', 'serve')))  # Not embeddings: it imports gensim.
+                 'complete', 'correct', 'generate', 'neighbours', 'mix', 'compare', 'export',
+                 'sweep', 'table1', 'clean', 'serve')))  # Not embeddings: it imports gensim.
 NOT_PRELOADED = ('gensim', 'tensorflow')  # They start threads.
 PLAIN = '--plain'  # A command's first argument: `python -m MODULE ARGS` as it is.
 

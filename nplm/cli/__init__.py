@@ -1,6 +1,7 @@
 """The command-line programs (`nplm <command>`, or `python -m experiments.<command>` in a
 checkout) and what they share: flags from Config, progress lines, one-line errors."""
 
+import contextlib
 import dataclasses
 import errno
 import functools
@@ -182,6 +183,19 @@ def refuse_arguments(argv: list[str]) -> None:
   if len(argv) > 1:
     fail(f'unexpected arguments {" ".join(argv[1:])!r}: flags start with -- (in a flagfile '
          'too); see --help')
+
+
+@contextlib.contextmanager
+def failing_on_user_errors():
+  """A user's mistake (USER_ERRORS) or a file that cannot be read (OSError) inside ends the
+  program with its one line (`fail`); a closed stdout (BrokenPipeError, an OSError too) goes
+  on to the dispatcher, which exits quietly, and a stop request to `start`'s wrapper."""
+  try:
+    yield
+  except BrokenPipeError:
+    raise
+  except (*USER_ERRORS, OSError) as error:
+    fail(error)
 
 
 def fail(error: Exception | str) -> None:

@@ -28,7 +28,7 @@ from absl import flags
 from nplm import cli
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
-from nplm.stop_requests import Interrupted, interrupting
+from nplm.stop_requests import interrupting
 from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
                                  Completer, Completion, check_bounds)
 from nplm.use import answers
@@ -51,7 +51,7 @@ def report(prefix: str, completions: Sequence[Completion]) -> str:
 
 def main(argv):
   cli.show_progress_lines()
-  try:
+  with cli.failing_on_user_errors():
     check_bounds(FLAGS.k, FLAGS.max_words)
     prefixes = sentences_of(argv[1:], FLAGS.file, units='prefixes')
     with interrupting(f'completing with {FLAGS.workdir}'):
@@ -66,12 +66,6 @@ def main(argv):
                 flush=True)
         else:
           print(('\n' if number else '') + report(prefix, completions), flush=True)
-  except Interrupted as stop:
-    cli.stop_interrupted(str(stop))
-  except BrokenPipeError:
-    raise  # A reader that stopped reading (`| head`): the dispatcher exits quietly.
-  except (*cli.USER_ERRORS, OSError) as error:
-    cli.fail(error)
 
 
 def run_program(argv=None) -> None:

@@ -31,7 +31,7 @@ from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
 from nplm.use.trained import load_trained
 from nplm.use.sentences import SentenceScore, TokenScore, scored
-from nplm.stop_requests import Interrupted, interrupting
+from nplm.stop_requests import interrupting
 
 
 def define_input_flags() -> None:
@@ -147,7 +147,7 @@ def report_lines(scores: Iterable[SentenceScore], details: bool = False,
 def main(argv):
   cli.show_progress_lines()
   options = flags.FLAGS
-  try:
+  with cli.failing_on_user_errors():
     sentences = sentences_of(argv[1:], options.file)
     with interrupting(f'scoring with {options.workdir}'):
       model = load_trained(options.workdir)
@@ -155,12 +155,6 @@ def main(argv):
         print(f'note: {model.spelling_note}', file=sys.stderr)
       for line in report_lines(scored(model, sentences), options.details, options.json):
         print(line)
-  except Interrupted as stop:
-    cli.stop_interrupted(str(stop))
-  except BrokenPipeError:
-    raise  # A reader that stopped reading (`| head`): the dispatcher exits quietly.
-  except (*cli.USER_ERRORS, OSError) as error:
-    cli.fail(error)
 
 
 def run_program(argv=None) -> None:

@@ -106,6 +106,14 @@ def scored(model, sentences: Iterable[str],
   """The scores of a stream of sentences, in order, about `batch_tokens` tokens scored at a
   time. Scores are held back until some token of the input is in the vocabulary: input that
   has none (another language, another tokenization) is refused rather than scored."""
+  return scored_tokens(model, ((text, model.tokenizer.tokens(text)) for text in sentences),
+                       batch_tokens)
+
+
+def scored_tokens(model, sentences: Iterable[tuple[str, Sequence[str]]],
+                  batch_tokens: int = BATCH_TOKENS) -> Iterator[SentenceScore]:
+  """`scored` of sentences given as (text, its tokens): a sentence built token by token (a
+  correction's candidates), scored as those tokens whatever its text reads as."""
   model.require_language_model()
   held, known = [], False
   for texts, words, ids, lengths, any_known in _batches(model, sentences, batch_tokens):
@@ -123,16 +131,15 @@ def scored(model, sentences: Iterable[str],
                       'tokenization?')
 
 
-def _batches(model, sentences: Iterable[str], batch_tokens: int):
+def _batches(model, sentences: Iterable[tuple[str, Sequence[str]]], batch_tokens: int):
   """(texts, tokens per sentence, ids of all of them with the end marks, lengths, whether a
   typed token is in the vocabulary) for each run of whole sentences that fills at most
   `batch_tokens` (a longer sentence alone), each sentence counted with its c boundary
   tokens where the context is finite."""
-  tokenizer, vocab, end = model.tokenizer, model.vocab, model.sentence_end
+  vocab, end = model.vocab, model.sentence_end
   padding = model.context_length or 0
   texts, words, count = [], [], 0
-  for number, text in enumerate(sentences, 1):
-    tokens = tokenizer.tokens(text)
+  for number, (text, tokens) in enumerate(sentences, 1):
     if not tokens:
       raise ConfigError(f'sentence {number} has no words to score ({text!r})')
     if end is not None:

@@ -1,0 +1,130 @@
+"""Spelling correction with a language model: the noisy channel of Mays, Damerau and Mercer
+(1991), over the open vocabulary.
+
+A typed sentence x = x_1 … x_n was meant as some w = w_1 … w_n, and the correction is
+
+    ŵ = argmax_w  P(w) · Π_i P(x_i | w_i)
+
+with P(w) the model's probability of the sentence (open: an unknown word w_i costs
+p(<unk> | h) · q(w_i), so a name typed right can stay) and the channel of Mays et al.: a
+word is typed as meant with probability α, else as one of the strings one edit away (Damerau
+1964: a letter inserted, deleted, replaced, or two adjacent letters swapped), each alike:
+
+    P(x | w) = α  if x = w,   (1 - α) / |E(w)|  if x ∈ E(w)
+
+E(w) being every string one edit from w over the alphabet of the vocabulary's words. The
+candidates for x_i are x_i itself and the vocabulary's words one edit from it; so a
+non-word ("hom") and a real word that the context rejects ("minuets" in "about 15 minuets
+from") are corrected alike. The search is greedy, as one error a sentence is Mays et al.'s
+case: each round scores every sentence that changes one more word (all of them at once,
+nplm.use.sentences) and keeps the best while it gains, at most `max_changes` rounds. Only
+words (tokens with a letter in them) are changed, never punctuation, numbers or end marks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+
+from nplm.data.tokenizers import token_kind
+from nplm.data.vocab import SPECIAL_TOKENS
+from nplm.errors import ConfigError
+from nplm.use.sentences import scored_tokens
+
+ALPHA = 0.99  # P(a word is typed as meant): Mays et al. (1991) tried 0.9 to 0.9999.
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+  position: int  # Which token of the sentence.
+  typed: str
+  corrected: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Correction:
+  text: str  # As typed.
+  tokens: tuple[str, ...]  # The corrected tokens.
+  corrected: str  # The corrected tokens as text (the model's tokenizer).
+  changes: tuple[Change, ...]
+  log_prob: float  # ln P(w) · Π P(x | w) of the correction.
+  typed_log_prob: float  # The same for the sentence as typed (no change).
+
+  def as_dict(self) -> dict:
+    return {'text': self.text, 'corrected': self.corrected,
+            'changes': [dataclasses.asdict(change) for change in self.changes],
+            'log_prob': self.log_prob, 'typed_log_prob': self.typed_log_prob}
+
+
+def edits(word: str, alphabet: str) -> set[str]:
+  """E(word): every string one edit from it, the word itself left out (Damerau 1964)."""
+  splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+  deleted = {a + b[1:] for a, b in splits if b}
+  swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+  replaced = {a + c + b[1:] for a, b in splits if b for c in alphabet}
+  inserted = {a + c + b for a, b in splits for c in alphabet}
+  return (deleted | swapped | replaced | inserted) - {word}
+
+
+class Corrector:
+  """The corrections of sentences under one model (the vocabulary's edits computed once)."""
+
+  def __init__(self, model, alpha: float = ALPHA, max_changes: int = 2):
+    if model.config.tokens != 'words' or model.tokenizer.name not in ('words', 'nltk'):
+      raise ConfigError('spelling correction reads words: this model reads '
+                        f'{token_kind(model.config)}; use a word-level run')
+    if not 0 < alpha < 1:
+      raise ConfigError(f'--alpha must be in (0, 1), not {alpha}')
+    if max_changes < 1:
+      raise ConfigError(f'--max_changes must be at least 1, not {max_changes}')
+    self.model, self.alpha, self.max_changes = model, alpha, max_changes
+    words = [w for w in model.vocab.words if w not in SPECIAL_TOKENS]
+    self.words = frozenset(words)
+    self.alphabet = ''.join(sorted({c for w in words for c in w}))
+
+  @functools.lru_cache(maxsize=1 << 16)
+  def candidates(self, typed: str) -> tuple[str, ...]:
+    """The vocabulary's words one edit from `typed`, sorted."""
+    if not any(c.isalpha() for c in typed):
+      return ()
+    return tuple(sorted(edits(typed, self.alphabet) & self.words))
+
+  @functools.lru_cache(maxsize=1 << 16)
+  def log_channel(self, typed: str, meant: str) -> float:
+    """ln P(typed | meant) (the module docstring's channel)."""
+    if typed == meant:
+      return math.log(self.alpha)
+    return math.log(1 - self.alpha) - math.log(len(edits(meant, self.alphabet)))
+
+  def correct(self, text: str) -> Correction:
+    typed = tuple(self.model.tokenizer.tokens(text))
+    if not typed:
+      raise ConfigError(f'nothing to correct in {text!r}: it holds no words')
+    tokens, changes = typed, ()
+    channel = len(typed) * math.log(self.alpha)
+    best = self._scored([tokens])[0] + channel
+    start = best
+    for _ in range(self.max_changes):
+      changed = {change.position for change in changes}
+      variants = [(i, word) for i, x in enumerate(typed) if i not in changed
+                  for word in self.candidates(x)]
+      if not variants:
+        break
+      sentences = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
+      gains = [self.log_channel(typed[i], word) - math.log(self.alpha) for i, word in variants]
+      totals = [lm + channel + gain for lm, gain in zip(self._scored(sentences), gains)]
+      top = max(range(len(totals)), key=totals.__getitem__)
+      if totals[top] <= best:
+        break
+      i, word = variants[top]
+      tokens, best, channel = sentences[top], totals[top], channel + gains[top]
+      changes = tuple(sorted((*changes, Change(i, typed[i], word)), key=lambda c: c.position))
+    return Correction(text, tokens, self.model.tokenizer.detokenize(list(tokens)), changes,
+                      best, start)
+
+  def _scored(self, sentences: Sequence[tuple[str, ...]]) -> list[float]:
+    """ln P(w) of each token sequence, open vocabulary."""
+    pairs = ((' '.join(tokens), list(tokens)) for tokens in sentences)
+    return [score.log_prob for score in scored_tokens(self.model, pairs)]

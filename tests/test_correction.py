@@ -1,0 +1,117 @@
+"""Spelling correction (nplm.use.correction, nplm correct): the edits against a brute-force
+edit distance, the corrections against an exhaustive search of P(w) · P(typed | w) with the
+channel computed here, and the command as a user types it."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nplm.errors import ConfigError
+from nplm.use.correction import Corrector, edits
+from nplm.use.sentences import score_sentences
+from tests import cli
+
+
+def distance(a: str, b: str) -> int:
+  """The optimal string alignment distance (Damerau 1964: insert, delete, replace, swap two
+  adjacent letters), by dynamic programming."""
+  d = np.zeros((len(a) + 1, len(b) + 1), int)
+  d[:, 0], d[0, :] = range(len(a) + 1), range(len(b) + 1)
+  for i, j in itertools.product(range(1, len(a) + 1), range(1, len(b) + 1)):
+    d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+    if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+      d[i, j] = min(d[i, j], d[i - 2, j - 2] + 1)
+  return int(d[-1, -1])
+
+
+@pytest.mark.parametrize('word', ['', 'a', 'ab', 'aba', 'cab'])
+def test_the_edits_are_every_string_at_distance_one(word):
+  alphabet = 'abc'
+  strings = {''.join(s) for n in range(len(word) + 2)
+             for s in itertools.product(alphabet, repeat=n)}
+  assert edits(word, alphabet) == {s for s in strings if distance(word, s) == 1}
+
+
+@pytest.fixture(scope='module')
+def nnlm(quick_runs):
+  return quick_runs('nnlm')
+
+
+def objective(model, alpha: float, typed: list[str], meant: tuple[str, ...],
+              alphabet: str) -> float:
+  """ln P(meant) + Σ ln P(typed_i | meant_i), the channel counted here from the edits'
+  brute-force definition."""
+  lm = score_sentences(model, [' '.join(meant)])[0].log_prob
+  channel = sum(math.log(alpha) if x == w else
+                math.log(1 - alpha) - math.log(len(edits(w, alphabet)))
+                for x, w in zip(typed, meant))
+  return lm + channel
+
+
+@pytest.mark.slow
+def test_one_change_is_the_best_of_every_sentence_one_word_away(nnlm):
+  """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
+  every sentence that replaces one word by a vocabulary word one edit from it."""
+  corrector = Corrector(nnlm, alpha=0.9, max_changes=1)
+  for text in ('teh jury said', 'the jyry sad it', 'the grand jury'):
+    typed = text.split()
+    options = [tuple(typed)] + [
+        (*typed[:i], w, *typed[i + 1:]) for i, x in enumerate(typed)
+        for w in sorted({v for v in nnlm.vocab.words if distance(x, v) == 1} & corrector.words)]
+    values = [objective(nnlm, 0.9, typed, option, corrector.alphabet) for option in options]
+    correction = corrector.correct(text)
+    best = options[int(np.argmax(values))]
+    assert correction.tokens == best, (text, values)
+    assert correction.log_prob == pytest.approx(max(values), abs=1e-6)
+    assert correction.typed_log_prob == pytest.approx(values[0], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_more_changes_only_gain_and_a_likely_sentence_stays(nnlm):
+  corrector = Corrector(nnlm, alpha=0.9, max_changes=3)
+  typed = 'teh jyry said'.split()
+  correction = corrector.correct('teh jyry said')
+  assert len(correction.changes) >= 2
+  assert correction.log_prob == pytest.approx(
+      objective(nnlm, 0.9, typed, correction.tokens, corrector.alphabet), abs=1e-6)
+  assert correction.log_prob > correction.typed_log_prob
+  kept = Corrector(nnlm, alpha=0.999999).correct('the jury said')
+  assert kept.changes == () and kept.corrected == 'the jury said'
+
+
+@pytest.mark.slow
+def test_the_command_corrects_each_line_and_refuses_what_it_cannot(quick_runs, tmp_path):
+  nnlm = quick_runs('nnlm')
+  workdir = nnlm.config.workdir
+  (tmp_path / 'typed.txt').write_text('teh jury said\n\nthe jury said\n')
+  done = cli.run('correct', f'--workdir={workdir}', '--file=typed.txt', '--alpha=0.9',
+                 cwd=tmp_path)
+  assert done.returncode == 0, done.stderr
+  corrector = Corrector(nnlm, alpha=0.9)
+  want = [corrector.correct(text).corrected for text in ('teh jury said', 'the jury said')]
+  assert done.stdout.splitlines() == want
+  as_json = cli.run('correct', f'--workdir={workdir}', '--json', '--alpha=0.9', '-',
+                    cwd=tmp_path, stdin='teh jury said\n')
+  record = json.loads(as_json.stdout)
+  assert record['text'] == 'teh jury said' and record['corrected'] == want[0]
+  assert [c['typed'] for c in record['changes']] == ['teh']
+  chars = quick_runs('chars').config.workdir
+  for args, phrase in (([f'--workdir={workdir}', '--alpha=1'], '--alpha must be in (0, 1)'),
+                       ([f'--workdir={chars}'], 'reads words')):
+    refused = cli.run('correct', *args, 'teh jury', cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.startswith('error: '), refused.stderr
+    assert phrase in refused.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr
+
+
+def test_settings_that_cannot_work_are_refused_by_name():
+  class Words:
+    config = type('Config', (), {'tokens': 'words'})
+    tokenizer = type('Tokenizer', (), {'name': 'words'})
+    vocab = type('Vocab', (), {'words': ('<unk>', 'the')})
+  with pytest.raises(ConfigError, match='--max_changes must be at least 1'):
+    Corrector(Words, max_changes=0)
+  with pytest.raises(ConfigError, match=r'--alpha must be in \(0, 1\)'):
+    Corrector(Words, alpha=0)
