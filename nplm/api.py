@@ -26,7 +26,8 @@ from pathlib import Path
 from nplm import display, flagfiles, host_memory
 from nplm.config import Config, ConfigError, config_class
 from nplm.data.lines import read_lines
-from nplm.use import completion, embeddings, evaluation, generation, prediction, sentences
+from nplm.use import (completion, correction, embeddings, evaluation, generation, prediction,
+                      sentences)
 from nplm.use.trained import load_trained
 
 __all__ = ['Config', 'Model', 'load', 'train']
@@ -173,6 +174,14 @@ class Model:
     if isinstance(prefix, str):
       return completer.complete(prefix, k, max_words)
     return [completer.complete(one, k, max_words) for one in _listed(prefix)]
+
+  def correct(self, sentences_: str | Sequence[str], alpha: float = correction.ALPHA,
+              max_changes: int = 2) -> correction.Correction | list[correction.Correction]:
+    """Each sentence with its misspelt words corrected (`nplm correct`; `.corrected` its
+    text, `.changes` what changed): one Correction for a string, a list for a list."""
+    corrector = correction.Corrector(self.read, alpha, max_changes)
+    corrected = [corrector.correct(one) for one in _listed(sentences_)]
+    return corrected[0] if isinstance(sentences_, str) else corrected
 
   def generate(self, prompt: str = '', seed: int = 0, **sampling) -> str | list[str]:
     """Text continuing `prompt` (`nplm generate`); `sampling`: the fields of

@@ -103,6 +103,7 @@ def test_load_gives_the_numbers_the_commands_print(trained):
           f'    "rank": [s.text for s in model.rank({sentences!r})],\n'
           '    "predict": [p.as_dict() for p in model.predict("the jury", k=4)],\n'
           '    "generate": model.generate("the jury", length=12, seed=3),\n'
+          '    "correct": model.correct("teh jury sayd it", alpha=0.9).as_dict(),\n'
           '    "vector": model.vectors()["the"].tolist()}))\n')
   done = python(code, home)
   assert done.returncode == 0, done.stderr
@@ -121,6 +122,9 @@ def test_load_gives_the_numbers_the_commands_print(trained):
   generated = nplm('generate', '--workdir=runs/shown', '--prompt=the jury', '--length=12',
                    '--seed=3', cwd=home)
   assert got['generate'] == generated.rstrip('\n')
+  corrected = nplm('correct', '--workdir=runs/shown', '--json', '--alpha=0.9',
+                   'teh jury sayd it', cwd=home)
+  assert got['correct'] == json.loads(corrected)
   # The vectors are the model's C, row by row as its vocabulary numbers the words.
   from nplm.use.trained import load_trained
   read = load_trained(home / 'runs' / 'shown')

@@ -83,6 +83,21 @@ def test_more_changes_only_gain_and_a_likely_sentence_stays(nnlm):
 
 
 @pytest.mark.slow
+def test_the_text_keeps_its_spacing_quotes_and_case_and_a_sentence_of_unknown_words_stays(
+    nnlm):
+  """Only the changed words are replaced in the text as typed (Brown's tokenizer rewrote
+  its quotes as `` and '' and cut off its punctuation); one capitalized stays so."""
+  corrector = Corrector(nnlm, alpha=0.9, max_changes=3)
+  correction = corrector.correct('Teh jury sayd, "it was fine".')
+  assert [(c.typed, c.corrected) for c in correction.changes] == [('Teh', 'The'),
+                                                                  ('sayd', 'said')]
+  assert correction.corrected == 'The jury said, "it was fine".'
+  assert correction.tokens[-3:] == ('fine', "''", '.')
+  unknown = corrector.correct('THE JURY SAYD')  # No word of it in the vocabulary: not refused.
+  assert unknown.changes == () and unknown.corrected == 'THE JURY SAYD'
+
+
+@pytest.mark.slow
 def test_the_command_corrects_each_line_and_refuses_what_it_cannot(quick_runs, tmp_path):
   nnlm = quick_runs('nnlm')
   workdir = nnlm.config.workdir

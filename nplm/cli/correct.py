@@ -11,9 +11,10 @@ correction is the sentence w that maximizes P(w) · P(typed | w), found greedily
 a round, at most --max_changes words. A word not in the vocabulary (a misspelling, or a name
 typed right) and a real word that its context rejects ("minuets" for "minutes") are corrected
 alike; a name the model finds likely as spelt stays. Prints each sentence corrected, one per
-line, as the model's tokenizer writes it (a filter: sentences in, sentences out); --details
-adds a line per change with the gain in ln P; --json one JSON object per sentence. Sentences
-come as for nplm score: arguments, --file or stdin.
+line, as typed with only the changed words replaced (a filter: sentences in, sentences out);
+--details adds a line per change with the gain in ln P; --json one JSON object per sentence.
+Sentences come as for nplm score: arguments, --file or stdin; one with no word in the
+vocabulary comes out as it went in.
 """
 
 import json

@@ -121,10 +121,32 @@ class Corrector:
       i, word = variants[top]
       tokens, best, channel = sentences[top], totals[top], channel + gains[top]
       changes = tuple(sorted((*changes, Change(i, typed[i], word)), key=lambda c: c.position))
-    return Correction(text, tokens, self.model.tokenizer.detokenize(list(tokens)), changes,
+    return Correction(text, tokens, self._rewritten(text, typed, tokens, changes), changes,
                       best, start)
+
+  def _rewritten(self, text: str, typed: Sequence[str], tokens: Sequence[str],
+                 changes: Sequence[Change]) -> str:
+    """`text` as typed with only the changed words replaced (its spacing, punctuation and
+    case kept; a word typed capitalized stays so), where the typed tokens are found in it in
+    order (case aside; a token the tokenizer rewrote, a quote as ``, is passed over); else
+    the corrected tokens as the tokenizer writes them."""
+    spans, cursor, folded = [], 0, text.casefold()
+    for token in typed:
+      start = folded.find(token.casefold(), cursor)
+      spans.append(None if start < 0 else (start, start + len(token)))
+      cursor = cursor if start < 0 else start + len(token)
+    if any(spans[change.position] is None for change in changes):
+      return self.model.tokenizer.detokenize(list(tokens))
+    for change in sorted(changes, key=lambda c: -c.position):
+      start, end = spans[change.position]
+      word = change.corrected
+      if text[start:end][:1].isupper() and word[:1].islower():
+        word = word[:1].upper() + word[1:]
+      text = text[:start] + word + text[end:]
+    return text
 
   def _scored(self, sentences: Sequence[tuple[str, ...]]) -> list[float]:
     """ln P(w) of each token sequence, open vocabulary."""
     pairs = ((' '.join(tokens), list(tokens)) for tokens in sentences)
-    return [score.log_prob for score in scored_tokens(self.model, pairs)]
+    return [score.log_prob
+            for score in scored_tokens(self.model, pairs, all_unknown_refused=False)]

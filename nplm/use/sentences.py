@@ -111,11 +111,14 @@ def scored(model, sentences: Iterable[str],
 
 
 def scored_tokens(model, sentences: Iterable[tuple[str, Sequence[str]]],
-                  batch_tokens: int = BATCH_TOKENS) -> Iterator[SentenceScore]:
+                  batch_tokens: int = BATCH_TOKENS,
+                  all_unknown_refused: bool = True) -> Iterator[SentenceScore]:
   """`scored` of sentences given as (text, its tokens): a sentence built token by token (a
-  correction's candidates), scored as those tokens whatever its text reads as."""
+  correction's candidates), scored as those tokens whatever its text reads as. Input with no
+  word in the vocabulary is scored too where not `all_unknown_refused` (one sentence among
+  a file's: a correction leaves it as it is)."""
   model.require_language_model()
-  held, known = [], False
+  held, known = [], not all_unknown_refused
   for texts, words, ids, lengths, any_known in _batches(model, sentences, batch_tokens):
     scores = _scored_batch(model, texts, words, ids, lengths)
     known = known or any_known
