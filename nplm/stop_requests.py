@@ -26,10 +26,8 @@
   (nplm.parallel.agreed_stop): the other phases run to their end, and no deadline applies.
 """
 
-import _thread
 import contextlib
 import functools
-import gc
 import logging
 import os
 import select
@@ -71,13 +69,10 @@ class Interrupted(BaseException):
 class _Interrupting:
   """One `interrupting` context: what it does, and the signal that came, if one did."""
 
-  def __init__(self, what: str, again: '_SignalAgain'):
-    self.what, self.signum, self.again = what, None, again
+  def __init__(self, what: str):
+    self.what, self.signum = what, None
 
   def handler(self, signum, frame):
-    if raising_here_is_dropped(frame):
-      self.again.later(signum)
-      return
     first = self.signum is None
     self.signum = signum
     if first:  # Later ones would cut short the unwinding of the first.
@@ -90,60 +85,6 @@ class _Interrupting:
                        f'rerun the same command to start it again{unfinished}.')
 
 
-def raising_here_is_dropped(frame) -> bool:
-  """Whether an exception raised by a signal handler that interrupted `frame` would be
-  printed and dropped by Python ("Exception ignored in"), not reach the code below it: inside
-  a garbage collector's callback (JAX runs one at each collection's start and end, and a
-  Ctrl-C during its C call lands there: one in six while reading a checkpoint) or a
-  __del__. Such a handler has the signal delivered again (_SignalAgain) instead."""
-  callbacks = {getattr(callback, '__code__', None) for callback in gc.callbacks}
-  while frame is not None:
-    if frame.f_code in callbacks or frame.f_code.co_name == '__del__':
-      return True
-    frame = frame.f_back
-  return False
-
-
-class _SignalAgain:
-  """Delivers a signal to the main thread again, a moment later, from a thread of its own:
-  for a handler that must not raise where the signal landed (raising_here_is_dropped). By
-  then the main thread is out of the callback, or its handler asks again. Not from the
-  handler: a call that trips a signal checks for it before it returns, so the handler would
-  run again inside itself. The handler asks through a pipe (a write takes no lock, which the
-  code it interrupted may hold, as an Event's would); the thread starts with the context,
-  not in the handler, for the same reason."""
-
-  def __init__(self):
-    self.signum, self.closed = None, False
-    self.reader, self.writer = os.pipe()
-    os.set_blocking(self.writer, False)  # A full pipe holds requests enough.
-    self.delivering = threading.Lock()
-    threading.Thread(target=self.deliver, name='nplm-signal-again', daemon=True).start()
-
-  def later(self, signum) -> None:
-    self.signum = signum
-    if not self.closed:  # Its fd, once closed, may be another file's.
-      with contextlib.suppress(BlockingIOError):
-        os.write(self.writer, b'\0')
-
-  def deliver(self) -> None:
-    try:
-      while os.read(self.reader, 64):  # b'': the context ended (closed the writer).
-        time.sleep(0.01)  # The callback's end; and no busy loop should one last.
-        with self.delivering:
-          if self.closed:
-            return
-          _thread.interrupt_main(self.signum)
-    finally:
-      os.close(self.reader)
-
-  def close(self) -> None:
-    """No delivery from now on: the context's handler is about to be replaced."""
-    with self.delivering:
-      self.closed = True
-    os.close(self.writer)
-
-
 _interrupting: list[_Interrupting] = []  # The active `interrupting` contexts, innermost last.
 
 
@@ -152,22 +93,20 @@ def interrupting(what: str):
   """While the context lasts, the first SIGINT or SIGTERM raises Interrupted('Interrupted
   (SIGTERM) while <what>; ...') from the handler, wherever the main thread is (a blocking
   wait included): the code it interrupts unwinds (TFDS removes its incomplete directory);
-  later signals are ignored until the context ends, so that the cleanup runs to its end. A
-  signal that lands inside a __del__ or a garbage collector's callback (JAX has one), where
-  Python would print and drop the exception, comes again once out of it
-  (raising_here_is_dropped); long tasks also call `check_interrupted` at safe points, which
-  raises it again should another path drop it, as the context's end does. Outside the main
-  thread (signals reach only it) this does nothing."""
+  later signals are ignored until the context ends, so that the cleanup runs to its end. An
+  exception raised inside a __del__ or a garbage collector's callback (JAX has one) is
+  printed and dropped by Python: long tasks call `check_interrupted` at safe points, which
+  raises it again, as the context's end does. Outside the main thread (signals reach only
+  it) this does nothing."""
   if threading.current_thread() is not threading.main_thread():
     yield
     return
-  context = _Interrupting(what, _SignalAgain())
+  context = _Interrupting(what)
   previous = {s: signal.signal(s, context.handler) for s in SIGNALS}
   _interrupting.append(context)
   try:
     yield
   finally:
-    context.again.close()
     _interrupting.remove(context)
     for s, h in previous.items():
       signal.signal(s, h)
@@ -198,7 +137,6 @@ class StopRequests:
     self.heeded: bool | None = None
     self.said = ''  # What the first request's announcement says.
     self.wake = threading.Event()  # A request came, or the context ended.
-    self.again: _SignalAgain | None = None  # In the main thread's context.
 
   def is_set(self) -> bool:
     return self.requested.is_set()
@@ -207,9 +145,6 @@ class StopRequests:
     if self.requested.is_set():
       if self.watched:
         return  # The watchdog ends the process at once, with its message.
-      if raising_here_is_dropped(frame):
-        self.again.later(signum)
-        return
       raise KeyboardInterrupt
     self.signal_name, self.requested_in = signal.Signals(signum).name, self.phase
     then = ('stopping once it is saved' if self.phase == SAVING else
@@ -251,7 +186,10 @@ def pace(dispatched: list) -> None:
   """Called after each computation dispatched into `dispatched` (their results, in order):
   waits for the one IN_FLIGHT places back, so that few are queued; on a stop request, for
   those queued too (the process could not end before them: waited for here, under the
-  program's deadline), then RunInterrupted."""
+  program's deadline), then RunInterrupted. A safe point of the readers' evaluation passes
+  too (check_interrupted): a stop request whose exception Python dropped (it landed in JAX's
+  garbage collector callback) ends the pass here, not after the whole split."""
+  check_interrupted()
   if len(dispatched) > IN_FLIGHT:
     jax.block_until_ready(dispatched[-1 - IN_FLIGHT])
   if _running and _running[-1].is_set() and jax.process_count() == 1:
@@ -349,7 +287,6 @@ def stop_requests():
     return
   announcer = threading.Thread(target=stop.announce, name='nplm-stop-said', daemon=True)
   announcer.start()
-  stop.again = _SignalAgain()
   previous = {s: signal.signal(s, stop.handler) for s in SIGNALS}
   watchdog = (_Watchdog(stop, *_deadline) if _deadline is not None
               and jax.process_count() == 1 else None)
@@ -357,7 +294,6 @@ def stop_requests():
   try:
     yield stop
   finally:
-    stop.again.close()
     _running.remove(stop)
     stop.wake.set()
     announcer.join(FLUSH_SECONDS)  # A request said before what the program says of it.
