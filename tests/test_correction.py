@@ -121,6 +121,19 @@ def test_the_command_corrects_each_line_and_refuses_what_it_cannot(quick_runs, t
     assert phrase in refused.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr
 
 
+def test_only_letters_are_edited_the_writers_punctuation_stays():
+  class Words:  # A text cut at spaces: its quotes and stops stay on the words.
+    config = type('Config', (), {'tokens': 'words'})
+    tokenizer = type('Tokenizer', (), {'name': 'words'})
+    vocab = type('Vocab', (), {'words': ('<unk>', 'it', 'fine', 'fine.', 'the', '"it', 'hat')})
+  corrector = Corrector(Words)
+  assert corrector.candidates('"it') == ()  # Not 'it': the quote is the writer's.
+  assert corrector.candidates('"iy') == ('"it',)
+  assert corrector.candidates('fine".') == ()  # Not 'fine.'.
+  assert corrector.candidates('fime.') == ('fine.',)
+  assert corrector.candidates('teh') == ('the',) and corrector.candidates('...') == ()
+
+
 def test_settings_that_cannot_work_are_refused_by_name():
   class Words:
     config = type('Config', (), {'tokens': 'words'})

@@ -18,7 +18,8 @@ non-word ("hom") and a real word that the context rejects ("minuets" in "about 1
 from") are corrected alike. The search is greedy, as one error a sentence is Mays et al.'s
 case: each round scores every sentence that changes one more word (all of them at once,
 nplm.use.sentences) and keeps the best while it gains, at most `max_changes` rounds. Only
-words (tokens with a letter in them) are changed, never punctuation, numbers or end marks.
+words (tokens with a letter in them) are changed, and only in their letters: punctuation,
+digits and end marks stay as typed.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Change:
 class Correction:
   text: str  # As typed.
   tokens: tuple[str, ...]  # The corrected tokens.
-  corrected: str  # The corrected tokens as text (the model's tokenizer).
+  corrected: str  # `text` with only the changed words replaced (see Corrector._rewritten).
   changes: tuple[Change, ...]
   log_prob: float  # ln P(w) · Π P(x | w) of the correction.
   typed_log_prob: float  # The same for the sentence as typed (no change).
@@ -68,6 +69,10 @@ def edits(word: str, alphabet: str) -> set[str]:
   return (deleted | swapped | replaced | inserted) - {word}
 
 
+def _non_letters(word: str) -> list[str]:
+  return [c for c in word if not c.isalpha()]
+
+
 class Corrector:
   """The corrections of sentences under one model (the vocabulary's edits computed once)."""
 
@@ -86,10 +91,13 @@ class Corrector:
 
   @functools.lru_cache(maxsize=1 << 16)
   def candidates(self, typed: str) -> tuple[str, ...]:
-    """The vocabulary's words one edit from `typed`, sorted."""
+    """The vocabulary's words one edit of a letter from `typed`, sorted: its other characters
+    stay as typed (a text cut at spaces keeps '"it' and 'fine".' as tokens, whose quotes are
+    the writer's, not a misspelling of 'it' and 'fine.')."""
     if not any(c.isalpha() for c in typed):
       return ()
-    return tuple(sorted(edits(typed, self.alphabet) & self.words))
+    return tuple(sorted(w for w in edits(typed, self.alphabet) & self.words
+                        if _non_letters(w) == _non_letters(typed)))
 
   @functools.lru_cache(maxsize=1 << 16)
   def log_channel(self, typed: str, meant: str) -> float:
@@ -104,17 +112,19 @@ class Corrector:
       raise ConfigError(f'nothing to correct in {text!r}: it holds no words')
     tokens, changes = typed, ()
     channel = len(typed) * math.log(self.alpha)
-    best = self._scored([tokens])[0] + channel
-    start = best
+    best = start = None  # Scored with the first round's variants: one call, not two.
     for _ in range(self.max_changes):
       changed = {change.position for change in changes}
       variants = [(i, word) for i, x in enumerate(typed) if i not in changed
                   for word in self.candidates(x)]
+      sentences = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
+      scores = self._scored(sentences if best is not None else [tokens, *sentences])
+      if best is None:
+        best = start = scores.pop(0) + channel
       if not variants:
         break
-      sentences = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
       gains = [self.log_channel(typed[i], word) - math.log(self.alpha) for i, word in variants]
-      totals = [lm + channel + gain for lm, gain in zip(self._scored(sentences), gains)]
+      totals = [lm + channel + gain for lm, gain in zip(scores, gains)]
       top = max(range(len(totals)), key=totals.__getitem__)
       if totals[top] <= best:
         break
