@@ -76,7 +76,7 @@ def total_line(result: dict) -> str:
               'no total printed')
 
 
-DAMAGE = {'1 newest checkpoint: 2 bytes flipped': flip_bytes,
+DAMAGE = {'1 newest checkpoint: 1 byte in 64 flipped': flip_bytes,
           '3a newest checkpoint: data file truncated': truncate,
           '3b newest checkpoint: state/_METADATA deleted':
               lambda d: (d / 'state' / '_METADATA').unlink(),
