@@ -9,10 +9,14 @@ import math
 import numpy as np
 import pytest
 
+from nplm.config import Config
 from nplm.errors import ConfigError
+from nplm.trainer import run
 from nplm.use.correction import Corrector, edits
 from nplm.use.sentences import score_sentences
+from nplm.use.trained import load_trained
 from tests import cli
+from tests.conftest import QUICK, write_text_corpus
 
 
 def distance(a: str, b: str) -> int:
@@ -40,6 +44,24 @@ def nnlm(quick_runs):
   return quick_runs('nnlm')
 
 
+@pytest.fixture(scope='module')
+def word_models(quick_runs, tmp_path_factory):
+  """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
+  recurrent one ('lstm'), and a finite context that scores each sentence's <eos> ('text':
+  the tiny corpus as text:DIR, a quick run of its own)."""
+  def model(kind: str):
+    if kind != 'text':
+      return quick_runs(kind)
+    root = tmp_path_factory.mktemp('text_words')
+    config = Config(workdir=str(root / 'run'), data_dir=str(root / 'tfds'),
+                    dataset=f'text:{write_text_corpus(root / "text")}', order=3,
+                    feature_size=8, hidden_size=12, batch_size=16, eval_batch_size=64,
+                    learning_rate=1e-2, unk_max_count=1, **QUICK)
+    run(config)
+    return load_trained(config.workdir)
+  return model
+
+
 def objective(model, alpha: float, typed: list[str], meant: tuple[str, ...],
               alphabet: str) -> float:
   """ln P(meant) + Σ ln P(typed_i | meant_i), the channel counted here from the edits'
@@ -52,19 +74,29 @@ def objective(model, alpha: float, typed: list[str], meant: tuple[str, ...],
 
 
 @pytest.mark.slow
-def test_one_change_is_the_best_of_every_sentence_one_word_away(nnlm):
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text'])
+def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
-  every sentence that replaces one word by a vocabulary word one edit from it."""
-  corrector = Corrector(nnlm, alpha=0.9, max_changes=1)
-  for text in ('teh jury said', 'the jyry sad it', 'the grand jury'):
+  every sentence that replaces one word by a vocabulary word one edit from it, each scored
+  whole (a finite context's corrector rescores only the tokens a change reaches)."""
+  model = word_models(kind)
+  assert model.context_length == (None if kind == 'lstm' else 2)
+  assert (model.sentence_end is not None) == (kind == 'text')
+  corrector = Corrector(model, alpha=0.9, max_changes=1)
+  for text in ('teh jury said', 'the jyry sad it', 'the grand jury', 'it was teh end of the dya'):
     typed = text.split()
     options = [tuple(typed)] + [
         (*typed[:i], w, *typed[i + 1:]) for i, x in enumerate(typed)
-        for w in sorted({v for v in nnlm.vocab.words if distance(x, v) == 1} & corrector.words)]
-    values = [objective(nnlm, 0.9, typed, option, corrector.alphabet) for option in options]
+        for w in sorted({v for v in model.vocab.words if distance(x, v) == 1} & corrector.words)]
+    values = [objective(model, 0.9, typed, option, corrector.alphabet) for option in options]
     correction = corrector.correct(text)
     best = options[int(np.argmax(values))]
     assert correction.tokens == best, (text, values)
+    # Every option's ln P, its changed tokens (and end mark) rescored alone, as whole.
+    variants = [(i, w) for i, x in enumerate(typed) for w in corrector.candidates(x)]
+    typed_log_probs, scored = corrector._variant_log_probs(tuple(typed), None, variants)  # pylint: disable=protected-access
+    lm = [score_sentences(model, [' '.join(option)])[0].log_prob for option in options]
+    assert [typed_log_probs.sum(), *[s.sum() for s in scored]] == pytest.approx(lm, abs=1e-6)
     assert correction.log_prob == pytest.approx(max(values), abs=1e-6)
     assert correction.typed_log_prob == pytest.approx(values[0], abs=1e-6)
 
@@ -125,13 +157,15 @@ def test_only_letters_are_edited_the_writers_punctuation_stays():
   class Words:  # A text cut at spaces: its quotes and stops stay on the words.
     config = type('Config', (), {'tokens': 'words'})
     tokenizer = type('Tokenizer', (), {'name': 'words'})
-    vocab = type('Vocab', (), {'words': ('<unk>', 'it', 'fine', 'fine.', 'the', '"it', 'hat')})
+    vocab = type('Vocab', (), {'words': ('<unk>', 'it', 'fine', 'fine.', 'the', '"it', 'hat',
+                                         '.', 'I.')})
   corrector = Corrector(Words)
   assert corrector.candidates('"it') == ()  # Not 'it': the quote is the writer's.
   assert corrector.candidates('"iy') == ('"it',)
   assert corrector.candidates('fine".') == ()  # Not 'fine.'.
   assert corrector.candidates('fime.') == ('fine.',)
   assert corrector.candidates('teh') == ('the',) and corrector.candidates('...') == ()
+  assert corrector.candidates('a.') == ('I.',)  # Not '.': a word stays a word.
 
 
 def test_settings_that_cannot_work_are_refused_by_name():

@@ -27,7 +27,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
+
+import numpy as np
 
 from nplm.data.tokenizers import token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
@@ -73,6 +75,17 @@ def _non_letters(word: str) -> list[str]:
   return [c for c in word if not c.isalpha()]
 
 
+def letter_edits(typed: str, words: Set[str], alphabet: str) -> tuple[str, ...]:
+  """The `words` one edit of a letter from `typed`, sorted: its other characters stay as
+  typed (a text cut at spaces keeps '"it' and 'fine".' as tokens, whose quotes are the
+  writer's, not a misspelling of 'it' and 'fine.'), and a word stays a word ('a.' is not
+  '.')."""
+  if not any(c.isalpha() for c in typed):
+    return ()
+  return tuple(sorted(w for w in edits(typed, alphabet) & words
+                      if _non_letters(w) == _non_letters(typed) and any(map(str.isalpha, w))))
+
+
 class Corrector:
   """The corrections of sentences under one model (the vocabulary's edits computed once)."""
 
@@ -91,13 +104,8 @@ class Corrector:
 
   @functools.lru_cache(maxsize=1 << 16)
   def candidates(self, typed: str) -> tuple[str, ...]:
-    """The vocabulary's words one edit of a letter from `typed`, sorted: its other characters
-    stay as typed (a text cut at spaces keeps '"it' and 'fine".' as tokens, whose quotes are
-    the writer's, not a misspelling of 'it' and 'fine.')."""
-    if not any(c.isalpha() for c in typed):
-      return ()
-    return tuple(sorted(w for w in edits(typed, self.alphabet) & self.words
-                        if _non_letters(w) == _non_letters(typed)))
+    """The vocabulary's words one edit of a letter from `typed` (letter_edits)."""
+    return letter_edits(typed, self.words, self.alphabet)
 
   @functools.lru_cache(maxsize=1 << 16)
   def log_channel(self, typed: str, meant: str) -> float:
@@ -112,27 +120,56 @@ class Corrector:
       raise ConfigError(f'nothing to correct in {text!r}: it holds no words')
     tokens, changes = typed, ()
     channel = len(typed) * math.log(self.alpha)
-    best = start = None  # Scored with the first round's variants: one call, not two.
+    current = start = None  # current: ln p of each token of `tokens` (and of an end mark).
     for _ in range(self.max_changes):
       changed = {change.position for change in changes}
       variants = [(i, word) for i, x in enumerate(typed) if i not in changed
                   for word in self.candidates(x)]
-      sentences = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
-      scores = self._scored(sentences if best is not None else [tokens, *sentences])
-      if best is None:
-        best = start = scores.pop(0) + channel
+      current, scored = self._variant_log_probs(tokens, current, variants)
+      if start is None:  # The sentence as typed, scored in the first round's call.
+        best = start = current.sum() + channel
       if not variants:
         break
       gains = [self.log_channel(typed[i], word) - math.log(self.alpha) for i, word in variants]
-      totals = [lm + channel + gain for lm, gain in zip(scores, gains)]
+      totals = [log_probs.sum() + channel + gain for log_probs, gain in zip(scored, gains)]
       top = max(range(len(totals)), key=totals.__getitem__)
       if totals[top] <= best:
         break
       i, word = variants[top]
-      tokens, best, channel = sentences[top], totals[top], channel + gains[top]
+      tokens = tokens[:i] + (word,) + tokens[i + 1:]
+      best, channel, current = totals[top], channel + gains[top], scored[top]
       changes = tuple(sorted((*changes, Change(i, typed[i], word)), key=lambda c: c.position))
     return Correction(text, tokens, self._rewritten(text, typed, tokens, changes), changes,
-                      best, start)
+                      float(best), float(start))
+
+  def _variant_log_probs(self, tokens: tuple[str, ...], current: np.ndarray | None,
+                         variants: Sequence[tuple[int, str]]):
+    """(ln p of each token of `tokens`, scored where `current` is None, else `current`; the
+    same for each variant, `tokens` with word i replaced), open vocabulary, in one call.
+
+    A model of a finite context c rescores only what a change at i changes: tokens i to
+    i + c (and the end mark where they reach it), each read after the c tokens before it
+    (tokens[i - c:i + c + 1], from the sentence's start where i < c, scored as a sentence:
+    its first tokens, which see boundary tokens instead of theirs, are not taken). A
+    recurrent model rescores each variant whole. A token before i keeps its ln p."""
+    c, n = self.model.context_length, len(tokens)
+    pieces = []
+    for i, word in variants:
+      start = 0 if c is None else max(0, i - c)
+      stop = n if c is None else min(n, i + c + 1)
+      pieces.append((start, stop, tokens[start:i] + (word,) + tokens[i + 1:stop]))
+    sentences = [piece for _, _, piece in pieces]
+    scores = iter(self._scored(sentences if current is not None else [tokens, *sentences]))
+    if current is None:
+      current = next(scores).token_log_probs
+    scored = []
+    for (i, _), (start, stop, _), score in zip(variants, pieces, scores):
+      log_probs, taken = current.copy(), score.token_log_probs
+      log_probs[i:stop] = taken[i - start:stop - start]  # Those before i are unchanged.
+      if stop == n and len(current) > n:  # The end mark, read after the variant's last tokens.
+        log_probs[n] = taken[-1]
+      scored.append(log_probs)
+    return current, scored
 
   def _rewritten(self, text: str, typed: Sequence[str], tokens: Sequence[str],
                  changes: Sequence[Change]) -> str:
@@ -155,8 +192,7 @@ class Corrector:
       text = text[:start] + word + text[end:]
     return text
 
-  def _scored(self, sentences: Sequence[tuple[str, ...]]) -> list[float]:
-    """ln P(w) of each token sequence, open vocabulary."""
+  def _scored(self, sentences: Sequence[tuple[str, ...]]) -> list:
+    """The SentenceScore of each token sequence, open vocabulary."""
     pairs = ((' '.join(tokens), list(tokens)) for tokens in sentences)
-    return [score.log_prob
-            for score in scored_tokens(self.model, pairs, all_unknown_refused=False)]
+    return list(scored_tokens(self.model, pairs, all_unknown_refused=False))
