@@ -118,6 +118,13 @@ def test_every_endpoint_answers_as_its_command_does(served):
   assert 'warning' not in want and len(want['completions']) == 3
   assert all(c['tokens'][0].startswith('ju') and c['text'].startswith(f'the {c["tokens"][0]}')
              for c in want['completions'])
+  typed = ['teh jury said it .', 'The jury sayd, "it was fine".', 'the jury said it .']
+  for settings, flags in (({}, []), ({'alpha': 0.9, 'max_changes': 1},
+                                     ['--alpha=0.9', '--max_changes=1'])):
+    want = [json.loads(line) for line in command_json(
+        home, 'correct', workdir, '--json', *flags, *typed).splitlines()]
+    assert server.ask('/correct', {'texts': typed, **settings}) == (200, {'corrections': want})
+  assert [c['typed'] for c in want[0]['changes']] == ['teh']
 
 
 def serving_page_curls() -> list[str]:
@@ -169,6 +176,10 @@ def test_the_serving_pages_curl_lines_answer_as_it_says(served):
     ('/generate', b'{"top_p": 0}', 400, '"top_p" must be above 0 and at most 1'),
     ('/generate', b'{"samples": 9}', 400, 'the limit is 8 (nplm serve --max_samples)'),
     ('/generate', b'{"no_unk": "yes"}', 400, '"no_unk" must be true or false, not a string'),
+    ('/correct', b'{"texts": ["teh jury"], "alpha": 1}', 400,
+     '"alpha" must be above 0 and below 1 (P(a word is typed as meant)), not 1'),
+    ('/correct', b'{"texts": ["teh jury"], "max_changes": 5}', 400,
+     '"max_changes" is 5; the limit is 4 (nplm serve --max_corrected_words)'),
     ('/translate', b'{}', 404, 'no POST /translate: POST /score, /rank, /predict'),
     ('/score', None, 405, '/score takes POST, not GET'),
 ])
@@ -228,7 +239,8 @@ def test_too_many_waiting_are_refused_and_sigterm_finishes_those_in_flight(quick
 
 @pytest.mark.slow
 def test_any_family_is_served_a_recurrent_model_and_an_ngram_run(quick_runs, tmp_path):
-  """The LSTM and a KN3 fitted by nplm ngram: each predicts and scores as its commands do."""
+  """The LSTM and a KN3 fitted by nplm ngram (text:, sentences ending in <eos>): each
+  predicts, scores and corrects as its commands do; a character model refuses /correct."""
   text = write_text_corpus(tmp_path / 'text')
   fit = cli.run('ngram', f'--dataset=text:{text}', f'--data_dir={tmp_path / "tfds"}',
                 '--out=kn3', '--order=3', cwd=tmp_path, timeout=600)
@@ -244,8 +256,19 @@ def test_any_family_is_served_a_recurrent_model_and_an_ngram_run(quick_runs, tmp
       [want] = [json.loads(line) for line in command_json(
           tmp_path, 'score', f'--workdir={workdir}', '--json', 'the end .').splitlines()]
       assert server.ask('/score', {'texts': ['the end .']}) == (200, {'scores': [want]})
+      [want] = [json.loads(line) for line in command_json(
+          tmp_path, 'correct', f'--workdir={workdir}', '--json', 'teh end .').splitlines()]
+      assert server.ask('/correct', {'texts': ['teh end .']}) == (200, {'corrections': [want]})
     finally:
       assert server.stop()[0] == 0
+  server = Server(tmp_path, quick_runs('chars').config.workdir)
+  try:
+    status, answer = server.ask('/correct', {'texts': ['teh end .']})
+    assert (status, list(answer)) == (400, ['error'])
+    assert 'spelling correction reads words' in answer['error']
+    assert server.ask('/health') == (200, {'status': 'ok'})  # The refusal left it serving.
+  finally:
+    assert server.stop()[0] == 0
 
 
 @pytest.mark.slow
@@ -329,6 +352,21 @@ def test_the_page_completes_as_you_type_ranks_and_charts_in_a_browser(served):
     _, want = server.ask('/score', {'texts': [sentence], 'tokens': True})
     rows = [row.text.split('\n') for row in browser.find_elements(By.CSS_SELECTOR, '.bar-row')]
     assert rows == [[t['word'], f'{t["log_prob"]:.2f}'] for t in want['scores'][0]['tokens']]
+
+    typed = browser.find_element(By.ID, 'typed')
+    typed.clear()
+    typed.send_keys('teh jury said it .')
+    browser.find_element(By.ID, 'correct').click()
+    _, want = server.ask('/correct', {'texts': ['teh jury said it .']})
+    [correction] = want['corrections']
+    assert correction['changes'], correction  # The quick model corrects "teh".
+    wait.until(lambda b: listed('changes') == [f'{c["typed"]} → {c["corrected"]}'
+                                               for c in correction['changes']])
+    shown = browser.execute_script('const p = document.getElementById("corrected"); return '
+                                   '[p.firstChild.textContent, p.lastChild.textContent]')
+    gain = correction['log_prob'] - correction['typed_log_prob']
+    assert shown == [correction['corrected'], f'ln P(w) P(typed | w) +{gain:.2f}']
+    assert not browser.find_element(By.ID, 'correct-error').text
     assert not browser.find_element(By.ID, 'complete-error').text
   finally:
     browser.quit()

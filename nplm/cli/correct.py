@@ -25,6 +25,7 @@ from nplm import cli
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.stop_requests import interrupting
+from nplm.use import answers
 from nplm.use.correction import ALPHA, Correction, Corrector
 from nplm.use.trained import load_trained
 
@@ -50,11 +51,12 @@ def main(argv):
     with interrupting(f'correcting with {FLAGS.workdir}'):
       corrector = Corrector(load_trained(FLAGS.workdir), FLAGS.alpha, FLAGS.max_changes)
       for sentence in sentences:
-        correction = corrector.correct(sentence)
         if FLAGS.json:
-          print(json.dumps(correction.as_dict(), ensure_ascii=False), flush=True)
+          print(json.dumps(answers.correction(corrector, sentence), ensure_ascii=False),
+                flush=True)
         else:
-          print('\n'.join(report_lines(correction, FLAGS.details)), flush=True)
+          print('\n'.join(report_lines(corrector.correct(sentence), FLAGS.details)),
+                flush=True)
 
 
 def run_program(argv=None) -> None:

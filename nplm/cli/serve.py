@@ -1,5 +1,5 @@
-"""A trained model behind HTTP: JSON answers to score, rank, predict, complete and generate
-(the same numbers as those commands), and a page that completes as you type.
+"""A trained model behind HTTP: JSON answers to score, rank, predict, complete, generate and
+correct (the same numbers as those commands), and a page that completes as you type.
 
   nplm serve --workdir=runs/mlp9                   # http://127.0.0.1:8080/
   curl -s localhost:8080/predict -d '{"prefix": "The jury said", "k": 5}'
@@ -26,7 +26,8 @@ FLAGS = flags.FLAGS
 # The flag of each Limits field.
 LIMIT_FLAGS = {'max_body_bytes': 'body_bytes', 'max_text_chars': 'text_chars',
                'max_texts': 'texts', 'max_k': 'k', 'max_completion_words': 'max_words',
-               'max_length': 'length', 'max_samples': 'samples', 'max_pending': 'pending'}
+               'max_length': 'length', 'max_samples': 'samples', 'max_pending': 'pending',
+               'max_corrected_words': 'changes'}
 
 
 def limits_from_flags() -> Limits:
@@ -71,11 +72,13 @@ def run_program(argv=None) -> None:
   for flag, field, text in [
       ('max_body_bytes', 'body_bytes', "A request's JSON body, in bytes."),
       ('max_text_chars', 'text_chars', 'Characters of one text, prefix or prompt.'),
-      ('max_texts', 'texts', 'Sentences in one /score or /rank request.'),
+      ('max_texts', 'texts', 'Sentences in one /score, /rank or /correct request.'),
       ('max_k', 'k', 'Predictions or completions one request may list (its "k").'),
       ('max_completion_words', 'max_words', 'Words a completion may add ("max_words").'),
       ('max_length', 'length', 'Tokens a sample may draw ("length").'),
       ('max_samples', 'samples', 'Samples in one /generate request.'),
+      ('max_corrected_words', 'changes', 'Words /correct may change in a sentence '
+       '("max_changes").'),
       ('max_pending', 'pending', 'Requests waiting for the model at once; beyond, 503.')]:
     flags.DEFINE_integer(flag, getattr(defaults, field), text)
   flags.mark_flag_as_required('workdir')

@@ -1,5 +1,5 @@
 """`nplm serve`: one trained model behind HTTP, answering POST /score, /rank, /predict,
-/complete and /generate as the commands answer (nplm.use.answers: one function behind both),
+/complete, /generate and /correct as the commands answer (nplm.use.answers: one function behind both),
 with GET /health, GET /info and the page at / (nplm/serve/page).
 
 aiohttp (docs/decisions.md says why): the event loop reads requests and writes answers, so a
@@ -27,6 +27,7 @@ from nplm.use.ngram_run import is_ngram_dir
 from nplm.serve.requests import Limits, RequestError, fields_of, parsed
 from nplm.use import answers
 from nplm.use.completion import Completer
+from nplm.use.correction import ALPHA, Corrector
 from nplm.use.generation import Sampling
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class Service:
     model.require_language_model()
     self.model, self.limits, self.fields = model, limits, fields_of(limits)
     self.completer = Completer(model)
+    self._corrector = None  # Built at the first /correct (a character model refuses it).
     self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='nplm-model')
     self.pending = 0
     self.perplexities = recorded_perplexities(Path(model.config.workdir))
@@ -59,10 +61,22 @@ class Service:
     if endpoint == 'complete':
       return answers.complete(self.completer, request['prefix'], request['k'],
                               request['max_words'])
+    if endpoint == 'correct':
+      return answers.corrections(self.corrector(request['alpha'], request['max_changes']),
+                                 request['texts'])
     sampling = Sampling(**{name: request[name] for name in (
         'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'spell_unk', 'samples',
         'sentences')})
     return answers.samples(model, request['prompt'], sampling, request['seed'])
+
+  def corrector(self, alpha: float, max_changes: int) -> Corrector:
+    """The corrector of the default settings, built once (the words' candidates it found
+    kept for later requests); other settings, one of their own."""
+    if (alpha, max_changes) != (ALPHA, 2):
+      return Corrector(self.model, alpha, max_changes)
+    if self._corrector is None:
+      self._corrector = Corrector(self.model)
+    return self._corrector
 
   def info(self) -> dict:
     """The run: where, on what, which model, its exact perplexities, and the limits."""
@@ -112,7 +126,7 @@ async def one_line_errors(request: web.Request, handler):
                       '--max_body_bytes)')
   except web.HTTPNotFound:
     return error(404, f'no {request.method} {request.path}: POST /score, /rank, /predict, '
-                      '/complete or /generate; GET /, /health or /info')
+                      '/complete, /generate or /correct; GET /, /health or /info')
   except web.HTTPMethodNotAllowed as refused:
     return error(405, f'{request.path} takes {", ".join(sorted(refused.allowed_methods))}, '
                       f'not {request.method}')

@@ -7,6 +7,7 @@ import math
 from typing import Any, Callable
 
 from nplm.use.completion import DEFAULT_MAX_WORDS, MOST_WORDS
+from nplm.use.correction import ALPHA
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,11 +15,12 @@ class Limits:
   """What one request may ask for; beyond, it is refused naming the limit."""
   body_bytes: int = 64 * 1024  # A request's JSON body.
   text_chars: int = 2_000  # One text, prefix or prompt.
-  texts: int = 64  # Sentences in one /score or /rank request.
+  texts: int = 64  # Sentences in one /score, /rank or /correct request.
   k: int = 100  # Predictions or completions listed.
   max_words: int = MOST_WORDS  # Words a completion adds.
   length: int = 200  # Tokens a sample draws.
   samples: int = 8  # Samples in one /generate request.
+  changes: int = 4  # Words /correct may change in a sentence (its "max_changes").
   pending: int = 64  # Requests waiting for the model or in it; beyond: 503, retry later.
   read_seconds: float = 10.0  # A client's time to send its body.
 
@@ -81,17 +83,19 @@ def integer(default: int, lowest: int, highest: int | None = None,
 
 
 def number(default: float, lowest: float, highest: float | None = None,
-           above_lowest: bool = False, meaning: str = '') -> Callable:
-  """A finite number from `lowest` (or above it) to `highest`; `meaning` says what the
-  bounds mean in the refusal."""
+           above_lowest: bool = False, below_highest: bool = False,
+           meaning: str = '') -> Callable:
+  """A finite number from `lowest` (or above it) to `highest` (or below it); `meaning` says
+  what the bounds mean in the refusal."""
   def read(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
         value):
       raise _refuse(f'"{name}" must be a finite number, not {_kind(value)}')
-    if (value <= lowest if above_lowest else value < lowest) or (
-        highest is not None and value > highest):
+    if (value <= lowest if above_lowest else value < lowest) or (highest is not None and (
+        value >= highest if below_highest else value > highest)):
       low = f'above {lowest:g}' if above_lowest else f'at least {lowest:g}'
-      high = f' and at most {highest:g}' if highest is not None else ''
+      high = '' if highest is None else (f' and below {highest:g}' if below_highest
+                                         else f' and at most {highest:g}')
       raise _refuse(f'"{name}" must be {low}{high}{meaning}, not {value:g}')
     return float(value)
   read.default = default
@@ -126,6 +130,11 @@ def fields_of(limits: Limits) -> dict[str, dict[str, Callable]]:
                                                              'max_samples'),
                    'sentences': integer(0, 0), 'no_unk': boolean(False),
                    'spell_unk': boolean(True)},
+      'correct': {'texts': texts(limits),
+                  'alpha': number(ALPHA, 0.0, 1.0, above_lowest=True, below_highest=True,
+                                  meaning=' (P(a word is typed as meant))'),
+                  'max_changes': integer(min(2, limits.changes), 1, limits.changes,
+                                         'max_corrected_words')},
   }
 
 

@@ -1,5 +1,5 @@
 """What each reading of a trained model answers, as JSON-ready dicts: what `nplm score`,
-`rank`, `predict` and `complete` print with --json, what `nplm generate` writes, and what
+`rank`, `predict`, `complete` and `correct` print with --json, what `nplm generate` writes, and what
 `nplm serve` returns for the same request (one function behind both, so the numbers agree).
 """
 
@@ -7,6 +7,7 @@ from typing import Iterable, Sequence
 
 from nplm.errors import ConfigError
 from nplm.use.completion import Completer, Completion, check_bounds
+from nplm.use.correction import Corrector
 from nplm.use.generation import Sampling, text_pieces
 from nplm.use.prediction import Prediction, predictions
 from nplm.use.prompts import read_typing, unknown_note
@@ -64,6 +65,15 @@ def samples(model, prompt: str, sampling: Sampling, seed: int) -> dict:
   texts = [''.join(text_pieces(model, prompt, sampling, seed, sample))
            for sample in range(sampling.samples)]
   return with_note({'prompt': prompt, 'samples': texts}, read_typing(model, prompt).prompt)
+
+
+def correction(corrector: Corrector, text: str) -> dict:
+  """`nplm correct --json`'s line for one sentence."""
+  return corrector.correct(text).as_dict()
+
+
+def corrections(corrector: Corrector, texts: Sequence[str]) -> dict:
+  return {'corrections': [correction(corrector, text) for text in texts]}
 
 
 def with_note(answer: dict, prompt) -> dict:

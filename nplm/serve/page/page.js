@@ -85,6 +85,29 @@ async function score() {
   }
 }
 
+async function correct() {
+  try {
+    const answer = await ask("/correct", {texts: [$("typed").value]});
+    const correction = answer.corrections[0];
+    $("correct-error").textContent = "";
+    $("corrected").replaceChildren(correction.corrected);
+    if (correction.changes.length) {
+      const gain = document.createElement("span");
+      gain.className = "probability";
+      gain.textContent = "ln P(w) P(typed | w) +" +
+          (correction.log_prob - correction.typed_log_prob).toFixed(2);
+      $("corrected").append(gain);
+    }
+    $("changes").replaceChildren(...correction.changes.map((c) => {
+      const li = document.createElement("li");
+      li.textContent = `${c.typed} → ${c.corrected}`;
+      return li;
+    }));
+  } catch (error) {
+    $("correct-error").textContent = error.message;
+  }
+}
+
 async function describeRun() {
   const response = await fetch("/info");
   const info = await response.json();
@@ -97,5 +120,6 @@ async function describeRun() {
 $("prefix").addEventListener("input", completeSoon);
 $("rank").addEventListener("click", rank);
 $("score").addEventListener("click", score);
+$("correct").addEventListener("click", correct);
 describeRun();
 complete();
