@@ -158,7 +158,7 @@ def test_only_letters_are_edited_the_writers_punctuation_stays():
     config = type('Config', (), {'tokens': 'words'})
     tokenizer = type('Tokenizer', (), {'name': 'words'})
     vocab = type('Vocab', (), {'words': ('<unk>', 'it', 'fine', 'fine.', 'the', '"it', 'hat',
-                                         '.', 'I.')})
+                                         '.', 'I.', 'acquiring', 'Southeast', 'southeast')})
   corrector = Corrector(Words)
   assert corrector.candidates('"it') == ()  # Not 'it': the quote is the writer's.
   assert corrector.candidates('"iy') == ('"it',)
@@ -166,6 +166,10 @@ def test_only_letters_are_edited_the_writers_punctuation_stays():
   assert corrector.candidates('fime.') == ('fine.',)
   assert corrector.candidates('teh') == ('the',) and corrector.candidates('...') == ()
   assert corrector.candidates('a.') == ('I.',)  # Not '.': a word stays a word.
+  # A capital first letter is the writer's; a lower-case one may be corrected.
+  assert corrector.candidates('Acquiring') == () and corrector.candidates('Southeast') == ()
+  assert corrector.candidates('southeast') == ('Southeast',)
+  assert corrector.candidates('acquirng') == ('acquiring',)  # A letter left out, mended.
 
 
 def test_settings_that_cannot_work_are_refused_by_name():

@@ -78,12 +78,15 @@ def _non_letters(word: str) -> list[str]:
 def letter_edits(typed: str, words: Set[str], alphabet: str) -> tuple[str, ...]:
   """The `words` one edit of a letter from `typed`, sorted: its other characters stay as
   typed (a text cut at spaces keeps '"it' and 'fine".' as tokens, whose quotes are the
-  writer's, not a misspelling of 'it' and 'fine.'), and a word stays a word ('a.' is not
-  '.')."""
+  writer's, not a misspelling of 'it' and 'fine.'), a word stays a word ('a.' is not '.'),
+  and a capital first letter is the writer's ('Acquiring' is not 'acquiring': a sentence's
+  first word; the corrected text keeps the capital, so the change would not show)."""
   if not any(c.isalpha() for c in typed):
     return ()
+  lowered = typed[:1].lower() + typed[1:] if typed[:1].isupper() else None
   return tuple(sorted(w for w in edits(typed, alphabet) & words
-                      if _non_letters(w) == _non_letters(typed) and any(map(str.isalpha, w))))
+                      if _non_letters(w) == _non_letters(typed) and any(map(str.isalpha, w))
+                      and w != lowered))
 
 
 class Corrector:
