@@ -176,7 +176,8 @@ class Model:
     return [completer.complete(one, k, max_words) for one in _listed(prefix)]
 
   def correct(self, sentences_: str | Sequence[str], alpha: float = correction.ALPHA,
-              max_changes: int = 2) -> correction.Correction | list[correction.Correction]:
+              max_changes: int = correction.MAX_CHANGES
+              ) -> correction.Correction | list[correction.Correction]:
     """Each sentence with its misspelt words corrected (`nplm correct`; `.corrected` its
     text, `.changes` what changed): one Correction for a string, a list for a list."""
     corrector = correction.Corrector(self.read, alpha, max_changes)

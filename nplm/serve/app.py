@@ -1,6 +1,6 @@
 """`nplm serve`: one trained model behind HTTP, answering POST /score, /rank, /predict,
-/complete, /generate and /correct as the commands answer (nplm.use.answers: one function behind both),
-with GET /health, GET /info and the page at / (nplm/serve/page).
+/complete, /generate and /correct as the commands answer (nplm.use.answers: one function
+behind both), with GET /health, GET /info and the page at / (nplm/serve/page).
 
 aiohttp (docs/decisions.md says why): the event loop reads requests and writes answers, so a
 slow client holds no one else up; the model runs on one worker thread, requests in turn
@@ -27,7 +27,7 @@ from nplm.use.ngram_run import is_ngram_dir
 from nplm.serve.requests import Limits, RequestError, fields_of, parsed
 from nplm.use import answers
 from nplm.use.completion import Completer
-from nplm.use.correction import ALPHA, Corrector
+from nplm.use.correction import ALPHA, MAX_CHANGES, Corrector
 from nplm.use.generation import Sampling
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Service:
   def corrector(self, alpha: float, max_changes: int) -> Corrector:
     """The corrector of the default settings, built once (the words' candidates it found
     kept for later requests); other settings, one of their own."""
-    if (alpha, max_changes) != (ALPHA, 2):
+    if (alpha, max_changes) != (ALPHA, MAX_CHANGES):
       return Corrector(self.model, alpha, max_changes)
     if self._corrector is None:
       self._corrector = Corrector(self.model)

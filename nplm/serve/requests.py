@@ -7,7 +7,7 @@ import math
 from typing import Any, Callable
 
 from nplm.use.completion import DEFAULT_MAX_WORDS, MOST_WORDS
-from nplm.use.correction import ALPHA
+from nplm.use.correction import ALPHA, MAX_CHANGES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +133,7 @@ def fields_of(limits: Limits) -> dict[str, dict[str, Callable]]:
       'correct': {'texts': texts(limits),
                   'alpha': number(ALPHA, 0.0, 1.0, above_lowest=True, below_highest=True,
                                   meaning=' (P(a word is typed as meant))'),
-                  'max_changes': integer(min(2, limits.changes), 1, limits.changes,
+                  'max_changes': integer(min(MAX_CHANGES, limits.changes), 1, limits.changes,
                                          'max_corrected_words')},
   }
 

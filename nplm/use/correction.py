@@ -37,6 +37,7 @@ from nplm.errors import ConfigError
 from nplm.use.sentences import scored_tokens
 
 ALPHA = 0.99  # P(a word is typed as meant): Mays et al. (1991) tried 0.9 to 0.9999.
+MAX_CHANGES = 2  # Words changed per sentence at most, by default.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +93,7 @@ def letter_edits(typed: str, words: Set[str], alphabet: str) -> tuple[str, ...]:
 class Corrector:
   """The corrections of sentences under one model (the vocabulary's edits computed once)."""
 
-  def __init__(self, model, alpha: float = ALPHA, max_changes: int = 2):
+  def __init__(self, model, alpha: float = ALPHA, max_changes: int = MAX_CHANGES):
     if model.config.tokens != 'words' or model.tokenizer.name not in ('words', 'nltk'):
       raise ConfigError('spelling correction reads words: this model reads '
                         f'{token_kind(model.config)}; use a word-level run')
