@@ -176,11 +176,12 @@ class Model:
     return [completer.complete(one, k, max_words) for one in _listed(prefix)]
 
   def correct(self, sentences_: str | Sequence[str], alpha: float = correction.ALPHA,
-              max_changes: int = correction.MAX_CHANGES
+              max_changes: int = correction.MAX_CHANGES,
+              second_edit: float = correction.SECOND_EDIT
               ) -> correction.Correction | list[correction.Correction]:
     """Each sentence with its misspelt words corrected (`nplm correct`; `.corrected` its
     text, `.changes` what changed): one Correction for a string, a list for a list."""
-    corrector = correction.Corrector(self.read, alpha, max_changes)
+    corrector = correction.Corrector(self.read, alpha, max_changes, second_edit)
     corrected = [corrector.correct(one) for one in _listed(sentences_)]
     return corrected[0] if isinstance(sentences_, str) else corrected
 

@@ -1,10 +1,8 @@
-"""Spelling correction (nplm.use.correction, nplm correct): the edits against a brute-force
-edit distance, the corrections against an exhaustive search of P(w) · P(typed | w) with the
-channel computed here, and the command as a user types it."""
+"""Spelling correction (nplm.use.correction, nplm correct): the corrections against an
+exhaustive search of P(w) · P(typed | w) (the channel, tests/test_spelling_channel.py's), and
+the command as a user types it."""
 
-import itertools
 import json
-import math
 
 import numpy as np
 import pytest
@@ -12,31 +10,12 @@ import pytest
 from nplm.config import Config
 from nplm.errors import ConfigError
 from nplm.trainer import run
-from nplm.use.correction import Corrector, edits
+from nplm.use.correction import Corrector
+from nplm.use.spelling_channel import edits
 from nplm.use.sentences import score_sentences
 from nplm.use.trained import load_trained
 from tests import cli
 from tests.conftest import QUICK, write_text_corpus
-
-
-def distance(a: str, b: str) -> int:
-  """The optimal string alignment distance (Damerau 1964: insert, delete, replace, swap two
-  adjacent letters), by dynamic programming."""
-  d = np.zeros((len(a) + 1, len(b) + 1), int)
-  d[:, 0], d[0, :] = range(len(a) + 1), range(len(b) + 1)
-  for i, j in itertools.product(range(1, len(a) + 1), range(1, len(b) + 1)):
-    d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
-    if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-      d[i, j] = min(d[i, j], d[i - 2, j - 2] + 1)
-  return int(d[-1, -1])
-
-
-@pytest.mark.parametrize('word', ['', 'a', 'ab', 'aba', 'cab'])
-def test_the_edits_are_every_string_at_distance_one(word):
-  alphabet = 'abc'
-  strings = {''.join(s) for n in range(len(word) + 2)
-             for s in itertools.product(alphabet, repeat=n)}
-  assert edits(word, alphabet) == {s for s in strings if distance(word, s) == 1}
 
 
 @pytest.fixture(scope='module')
@@ -62,33 +41,41 @@ def word_models(quick_runs, tmp_path_factory):
   return model
 
 
-def objective(model, alpha: float, typed: list[str], meant: tuple[str, ...],
-              alphabet: str) -> float:
-  """ln P(meant) + Σ ln P(typed_i | meant_i), the channel counted here from the edits'
-  brute-force definition."""
+def objective(model, channel, typed: list[str], meant: tuple[str, ...]) -> float:
+  """ln P(meant) + Σ ln P(typed_i | meant_i)."""
   lm = score_sentences(model, [' '.join(meant)])[0].log_prob
-  channel = sum(math.log(alpha) if x == w else
-                math.log(1 - alpha) - math.log(len(edits(w, alphabet)))
-                for x, w in zip(typed, meant))
-  return lm + channel
+  return lm + sum(channel.log_prob(x, w) for x, w in zip(typed, meant))
+
+
+def reached(typed: str, words, alphabet: str) -> list[str]:
+  """The `words` one edit from `typed`; two for a typed word outside them (the strings two
+  edits reach, every one built), the writer's non-letters kept."""
+  near = edits(typed, alphabet)
+  if typed not in words:
+    near |= {x for y in near for x in edits(y, alphabet)}
+  keeps = lambda w: [c for c in w if not c.isalpha()] == [c for c in typed if not c.isalpha()]
+  return sorted(w for w in near & words if w != typed and keeps(w))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
-  every sentence that replaces one word by a vocabulary word one edit from it, each scored
-  whole (a finite context's corrector rescores only the tokens a change reaches)."""
+  every sentence that replaces one word by a vocabulary word one edit from it (two for a
+  word outside the vocabulary), each scored whole (a finite context's corrector rescores
+  only the tokens a change reaches)."""
   model = word_models(kind)
   assert model.context_length == (None if kind == 'lstm' else 2)
   assert (model.sentence_end is not None) == (kind == 'text')
-  corrector = Corrector(model, alpha=0.9, max_changes=1)
-  for text in ('teh jury said', 'the jyry sad it', 'the grand jury', 'it was teh end of the dya'):
+  corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)
+  for text in ('teh jury said', 'the jyry sad it', 'the grand jury', 'it was teh end of the dya',
+               'the jyri said'):
     typed = text.split()
     options = [tuple(typed)] + [
         (*typed[:i], w, *typed[i + 1:]) for i, x in enumerate(typed)
-        for w in sorted({v for v in model.vocab.words if distance(x, v) == 1} & corrector.words)]
-    values = [objective(model, 0.9, typed, option, corrector.alphabet) for option in options]
+        for w in reached(x, corrector.words, corrector.channel.alphabet)]
+    values = [objective(model, corrector.channel, typed, option) for option in options]
+    assert text != 'the jyri said' or ('the', 'jury', 'said') in options  # Two edits.
     correction = corrector.correct(text)
     best = options[int(np.argmax(values))]
     assert correction.tokens == best, (text, values)
@@ -108,7 +95,7 @@ def test_more_changes_only_gain_and_a_likely_sentence_stays(nnlm):
   correction = corrector.correct('teh jyry said')
   assert len(correction.changes) >= 2
   assert correction.log_prob == pytest.approx(
-      objective(nnlm, 0.9, typed, correction.tokens, corrector.alphabet), abs=1e-6)
+      objective(nnlm, corrector.channel, typed, correction.tokens), abs=1e-6)
   assert correction.log_prob > correction.typed_log_prob
   kept = Corrector(nnlm, alpha=0.999999).correct('the jury said')
   assert kept.changes == () and kept.corrected == 'the jury said'
@@ -181,3 +168,5 @@ def test_settings_that_cannot_work_are_refused_by_name():
     Corrector(Words, max_changes=0)
   with pytest.raises(ConfigError, match=r'--alpha must be in \(0, 1\)'):
     Corrector(Words, alpha=0)
+  with pytest.raises(ConfigError, match=r'--second_edit must be in \[0, 1\)'):
+    Corrector(Words, second_edit=1)

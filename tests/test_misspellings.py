@@ -22,16 +22,19 @@ tiny_splits, kn3 = test_confusion_sets.tiny_splits, test_confusion_sets.kn3  # T
 LISTED = {'teh': ['the'], 'hte': ['the'], 'thier': ['their'], 'polise': ['police'],
           'statoin': ['station'], 'Hollywod': ['Hollywood'], 'movis': ['movies'],
           'minuts': ['minutes'], 'abouta': ['about a'], 'acomodate': ['accommodate'],
-          'accension': ['accession', 'ascension']}
+          'akomodait': ['accommodate'], 'accension': ['accession', 'ascension']}
 
 
-def test_the_pairs_in_reach_are_one_edit_of_letters():
+def test_the_pairs_in_reach_are_one_or_two_edits_of_letters():
   by_word, out_of_reach = benchmark.misspellings_by_word(LISTED)
   assert by_word == {'the': ['teh', 'hte'], 'their': ['thier'], 'police': ['polise'],
                      'station': ['statoin'], 'Hollywood': ['Hollywod'], 'movies': ['movis'],
-                     'minutes': ['minuts'], 'accession': ['accension'],
-                     'ascension': ['accension']}
-  assert out_of_reach == 2  # 'about a' is not letters; 'acomodate' is two edits away.
+                     'minutes': ['minuts'], 'accommodate': ['acomodate'],
+                     'accession': ['accension'], 'ascension': ['accension']}
+  assert out_of_reach == 2  # 'about a' is not letters; 'akomodait' is four edits away.
+  assert [benchmark.Occurrence(('I', word), 1, typed).edits for word, typed in (
+      ('the', 'teh'), ('accommodate', 'acomodate'), ('ascension', 'accension'),
+      ('The', 'Hte'))] == [1, 2, 1, 2]  # 'hte' is one swap from 'the'; 'Hte' two from 'The'.
 
 
 def test_one_word_of_each_sentence_is_misspelt_and_a_limit_draws_among_them():
@@ -63,6 +66,18 @@ def test_the_outcomes_by_hand():
       ('the', 'police', 'came'), ('she', 'police', 'came'), ('the', 'polish', 'came'),
       ('the', 'polise', 'came'), ('she', 'polise', 'came'))] == [
           'restored', 'fixed, another word changed', 'miscorrected', 'left', 'left']
+  two = benchmark.Occurrence(('the', 'police', 'came'), 1, 'polyse')
+  tally = benchmark.tallied([occurrence, two, occurrence], [
+      ('the', 'police', 'came'), ('the', 'police', 'came'), ('the', 'polise', 'came')],
+      [('a',)], [('a',)], 1.0)
+  assert tally['by_edits'] == {
+      'one edit': {'restored': 1, 'fixed, another word changed': 0, 'miscorrected': 0,
+                   'left': 1},
+      'two edits': {'restored': 1, 'fixed, another word changed': 0, 'miscorrected': 0,
+                    'left': 0},
+      'three edits': dict.fromkeys(benchmark.OUTCOMES, 0)}
+  assert tally['outcomes'] == {'restored': 2, 'fixed, another word changed': 0,
+                               'miscorrected': 0, 'left': 1}
   assert benchmark.words_changed([['a', 'b', '.'], ['c', '1']],
                                  [['a', 'x', '.'], ['c', '2']]) == {
       'words': 3, 'changed': 2, 'per_1000': 2000 / 3}  # '.' and '2' are no words.
@@ -73,9 +88,9 @@ def test_the_context_free_baseline_takes_the_most_frequent_neighbour():
                                     'ab', 'ac', '.', 'x.'])
   # teh: only 'the' is one edit away; thex: the 2, then 1, they 1, them 3; Zork: none; a
   # word the training tokens hold stays, however rare; aa: ab and ac once each, the first;
-  # y.: x., not '.' (no word).
-  assert baseline.corrected(['teh', 'thex', 'Zork', 'then', '.', 'aa', 'y.']) == [
-      'the', 'them', 'Zork', 'then', '.', 'ab', 'x.']
+  # y.: x., not '.' (no word); tehx: none one edit away, them the most frequent two away.
+  assert baseline.corrected(['teh', 'thex', 'Zork', 'then', '.', 'aa', 'y.', 'tehx']) == [
+      'the', 'them', 'Zork', 'then', '.', 'ab', 'x.', 'them']
 
 
 @pytest.mark.slow

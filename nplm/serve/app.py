@@ -27,7 +27,8 @@ from nplm.use.ngram_run import is_ngram_dir
 from nplm.serve.requests import Limits, RequestError, fields_of, parsed
 from nplm.use import answers
 from nplm.use.completion import Completer
-from nplm.use.correction import ALPHA, MAX_CHANGES, Corrector
+from nplm.use.correction import MAX_CHANGES, Corrector
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.generation import Sampling
 
 log = logging.getLogger(__name__)
@@ -62,18 +63,19 @@ class Service:
       return answers.complete(self.completer, request['prefix'], request['k'],
                               request['max_words'])
     if endpoint == 'correct':
-      return answers.corrections(self.corrector(request['alpha'], request['max_changes']),
+      return answers.corrections(self.corrector(
+          **{name: request[name] for name in ('alpha', 'max_changes', 'second_edit')}),
                                  request['texts'])
     sampling = Sampling(**{name: request[name] for name in (
         'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'spell_unk', 'samples',
         'sentences')})
     return answers.samples(model, request['prompt'], sampling, request['seed'])
 
-  def corrector(self, alpha: float, max_changes: int) -> Corrector:
+  def corrector(self, **settings) -> Corrector:
     """The corrector of the default settings, built once (the words' candidates it found
-    kept for later requests); other settings, one of their own."""
-    if (alpha, max_changes) != (ALPHA, MAX_CHANGES):
-      return Corrector(self.model, alpha, max_changes)
+    kept for later requests); other settings (Corrector's), one of their own."""
+    if settings != {'alpha': ALPHA, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT}:
+      return Corrector(self.model, **settings)
     if self._corrector is None:
       self._corrector = Corrector(self.model)
     return self._corrector

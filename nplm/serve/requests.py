@@ -7,7 +7,8 @@ import math
 from typing import Any, Callable
 
 from nplm.use.completion import DEFAULT_MAX_WORDS, MOST_WORDS
-from nplm.use.correction import ALPHA, MAX_CHANGES
+from nplm.use.correction import MAX_CHANGES
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +134,8 @@ def fields_of(limits: Limits) -> dict[str, dict[str, Callable]]:
       'correct': {'texts': texts(limits),
                   'alpha': number(ALPHA, 0.0, 1.0, above_lowest=True, below_highest=True,
                                   meaning=' (P(a word is typed as meant))'),
+                  'second_edit': number(SECOND_EDIT, 0.0, 1.0, below_highest=True,
+                                        meaning=' (P(a misspelt word has a second edit))'),
                   'max_changes': integer(min(MAX_CHANGES, limits.changes), 1, limits.changes,
                                          'max_corrected_words')},
   }

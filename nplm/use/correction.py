@@ -6,28 +6,24 @@ A typed sentence x = x_1 … x_n was meant as some w = w_1 … w_n, and the corr
     ŵ = argmax_w  P(w) · Π_i P(x_i | w_i)
 
 with P(w) the model's probability of the sentence (open: an unknown word w_i costs
-p(<unk> | h) · q(w_i), so a name typed right can stay) and the channel of Mays et al.: a
-word is typed as meant with probability α, else as one of the strings one edit away (Damerau
-1964: a letter inserted, deleted, replaced, or two adjacent letters swapped), each alike:
-
-    P(x | w) = α  if x = w,   (1 - α) / |E(w)|  if x ∈ E(w)
-
-E(w) being every string one edit from w over the alphabet of the vocabulary's words. The
-candidates for x_i are x_i itself and the vocabulary's words one edit from it; so a
-non-word ("hom") and a real word that the context rejects ("minuets" in "about 15 minuets
-from") are corrected alike. The search is greedy, as one error a sentence is Mays et al.'s
-case: each round scores every sentence that changes one more word (all of them at once,
-nplm.use.sentences) and keeps the best while it gains, at most `max_changes` rounds. Only
-words (tokens with a letter in them) are changed, and only in their letters: punctuation,
-digits and end marks stay as typed.
+p(<unk> | h) · q(w_i), so a name typed right can stay) and P(x | w) the channel of
+nplm.use.spelling_channel: a word typed as meant with probability α, else with one edit
+(Damerau 1964: a letter inserted, deleted, replaced, or two adjacent letters swapped), and
+with probability γ a second (Mays, Damerau and Mercer's channel is γ = 0). The candidates for
+x_i are x_i itself and the vocabulary's words one edit from it, and two edits for an x_i
+outside the vocabulary; so a non-word ("hom") and a real word that the context rejects
+("minuets" in "about 15 minuets from") are corrected alike. The search is greedy, as one
+error a sentence is Mays et al.'s case: each round scores every sentence that changes one
+more word (all of them at once, nplm.use.sentences) and keeps the best while it gains, at
+most `max_changes` rounds. Only words (tokens with a letter in them) are changed, and only
+in their letters: punctuation, digits and end marks stay as typed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-from collections.abc import Sequence, Set
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,8 +31,8 @@ from nplm.data.tokenizers import token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
 from nplm.use.sentences import scored_tokens
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
-ALPHA = 0.99  # P(a word is typed as meant): Mays et al. (1991) tried 0.9 to 0.9999.
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
 
 
@@ -62,68 +58,36 @@ class Correction:
             'log_prob': self.log_prob, 'typed_log_prob': self.typed_log_prob}
 
 
-def edits(word: str, alphabet: str) -> set[str]:
-  """E(word): every string one edit from it, the word itself left out (Damerau 1964)."""
-  splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-  deleted = {a + b[1:] for a, b in splits if b}
-  swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
-  replaced = {a + c + b[1:] for a, b in splits if b for c in alphabet}
-  inserted = {a + c + b for a, b in splits for c in alphabet}
-  return (deleted | swapped | replaced | inserted) - {word}
-
-
-def _non_letters(word: str) -> list[str]:
-  return [c for c in word if not c.isalpha()]
-
-
-def letter_edits(typed: str, words: Set[str], alphabet: str) -> tuple[str, ...]:
-  """The `words` one edit of a letter from `typed`, sorted: its other characters stay as
-  typed (a text cut at spaces keeps '"it' and 'fine".' as tokens, whose quotes are the
-  writer's, not a misspelling of 'it' and 'fine.'), a word stays a word ('a.' is not '.'),
-  and a capital first letter is the writer's ('Acquiring' is not 'acquiring': a sentence's
-  first word; the corrected text keeps the capital, so the change would not show)."""
-  if not any(c.isalpha() for c in typed):
-    return ()
-  lowered = typed[:1].lower() + typed[1:] if typed[:1].isupper() else None
-  return tuple(sorted(w for w in edits(typed, alphabet) & words
-                      if _non_letters(w) == _non_letters(typed) and any(map(str.isalpha, w))
-                      and w != lowered))
-
-
 class Corrector:
   """The corrections of sentences under one model (the vocabulary's edits computed once)."""
 
-  def __init__(self, model, alpha: float = ALPHA, max_changes: int = MAX_CHANGES):
+  def __init__(self, model, alpha: float = ALPHA, max_changes: int = MAX_CHANGES,
+               second_edit: float = SECOND_EDIT):
     if model.config.tokens != 'words' or model.tokenizer.name not in ('words', 'nltk'):
       raise ConfigError('spelling correction reads words: this model reads '
                         f'{token_kind(model.config)}; use a word-level run')
-    if not 0 < alpha < 1:
-      raise ConfigError(f'--alpha must be in (0, 1), not {alpha}')
     if max_changes < 1:
       raise ConfigError(f'--max_changes must be at least 1, not {max_changes}')
-    self.model, self.alpha, self.max_changes = model, alpha, max_changes
-    words = [w for w in model.vocab.words if w not in SPECIAL_TOKENS]
-    self.words = frozenset(words)
-    self.alphabet = ''.join(sorted({c for w in words for c in w}))
+    words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
+    self.channel = Channel(''.join(sorted({c for w in words for c in w})), alpha, second_edit)
+    self.model, self.max_changes = model, max_changes
+    self.words, self._searched = frozenset(words), tuple(words)
 
   @functools.lru_cache(maxsize=1 << 16)
   def candidates(self, typed: str) -> tuple[str, ...]:
-    """The vocabulary's words one edit of a letter from `typed` (letter_edits)."""
-    return letter_edits(typed, self.words, self.alphabet)
-
-  @functools.lru_cache(maxsize=1 << 16)
-  def log_channel(self, typed: str, meant: str) -> float:
-    """ln P(typed | meant) (the module docstring's channel)."""
-    if typed == meant:
-      return math.log(self.alpha)
-    return math.log(1 - self.alpha) - math.log(len(edits(meant, self.alphabet)))
+    """The vocabulary's words one edit of a letter from `typed` (near_words); two edits for
+    a word outside it where the channel reaches them. A word in the vocabulary is not
+    searched two edits away: such a slip is seldom a real word, and a short word has
+    hundreds of words two edits from it, each a sentence to score."""
+    most_edits = 1 if typed in self.words else self.channel.most_edits
+    return near_words(typed, self._searched, most_edits)
 
   def correct(self, text: str) -> Correction:
     typed = tuple(self.model.tokenizer.tokens(text))
     if not typed:
       raise ConfigError(f'nothing to correct in {text!r}: it holds no words')
     tokens, changes = typed, ()
-    channel = len(typed) * math.log(self.alpha)
+    channel = sum(self.channel.log_prob(x, x) for x in typed)
     current = start = None  # current: ln p of each token of `tokens` (and of an end mark).
     for _ in range(self.max_changes):
       changed = {change.position for change in changes}
@@ -134,7 +98,8 @@ class Corrector:
         best = start = current.sum() + channel
       if not variants:
         break
-      gains = [self.log_channel(typed[i], word) - math.log(self.alpha) for i, word in variants]
+      gains = [self.channel.log_prob(typed[i], word) - self.channel.log_prob(typed[i], typed[i])
+               for i, word in variants]
       totals = [log_probs.sum() + channel + gain for log_probs, gain in zip(scored, gains)]
       top = max(range(len(totals)), key=totals.__getitem__)
       if totals[top] <= best:

@@ -1,0 +1,111 @@
+"""The noisy channel of spelling correction: P(typed | meant), and the words a typed string
+may have meant (nplm.use.correction searches over them).
+
+A word w is typed as meant with probability α. Otherwise it slips: one edit (Damerau 1964:
+a letter inserted, deleted, replaced, or two adjacent letters swapped), drawn uniformly from
+E(w), the strings one edit from w over the alphabet of the vocabulary's words; after that
+slip, with probability γ, one more, drawn uniformly from E(y) of the string y it made. So
+
+    P(x | w) = α [x = w] + (1 - α) / |E(w)| · ((1 - γ) [x ∈ E(w)] + γ Σ_{y ∈ E(w) ∩ E(x)} 1 / |E(y)|)
+
+(x ∈ E(y) and y ∈ E(x) are the same: each edit has its reverse). With γ = 0 it is the
+channel of Mays, Damerau and Mercer (1991); γ > 0 reaches the misspellings two edits away
+("acommodate" for "accommodate" is one, "definately" for "definitely" two), as Norvig
+(2007) falls back to them. The sum is exact: |E(y)| has a closed form (edit_count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from collections.abc import Collection
+
+from rapidfuzz import process
+from rapidfuzz.distance import DamerauLevenshtein
+
+from nplm.errors import ConfigError
+
+ALPHA = 0.99  # P(a word is typed as meant): Mays et al. (1991) tried 0.9 to 0.9999.
+SECOND_EDIT = 0.1  # γ: P(a slip has a second edit); experiments/results/misspellings.
+
+
+def edits(word: str, alphabet: str) -> set[str]:
+  """E(word): every string one edit from it, the word itself left out (Damerau 1964)."""
+  splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+  deleted = {a + b[1:] for a, b in splits if b}
+  swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+  replaced = {a + c + b[1:] for a, b in splits if b for c in alphabet}
+  inserted = {a + c + b for a, b in splits for c in alphabet}
+  return (deleted | swapped | replaced | inserted) - {word}
+
+
+def edit_count(word: str, letters: int) -> int:
+  """|E(word)| over an alphabet of `letters` characters that holds the word's, without
+  building E: a deletion from a run of one character makes one string (r runs, r strings),
+  a swap one per pair of unlike neighbours (r - 1), a replacement n (letters - 1), an
+  insertion (n + 1) letters - n (a character put beside its own run makes one string); the
+  four kinds never coincide (lengths, or the places changed, differ)."""
+  n = len(word)
+  if n == 0:
+    return letters
+  runs = sum(1 for _ in itertools.groupby(word))
+  return 2 * runs - 1 + 2 * n * (letters - 1) + letters
+
+
+def _non_letters(word: str) -> list[str]:
+  return [c for c in word if not c.isalpha()]
+
+
+def near_words(typed: str, words: Collection[str], most_edits: int = 1) -> tuple[str, ...]:
+  """The `words` at most `most_edits` edits of a letter from `typed`, sorted: its other
+  characters stay as typed (a text cut at spaces keeps '"it' and 'fine".' as tokens, whose
+  quotes are the writer's, not a misspelling of 'it' and 'fine.'), a word stays a word ('a.'
+  is not '.'), and a capital first letter is the writer's ('Acquiring' is not 'acquiring': a
+  sentence's first word; the corrected text keeps the capital, so the change would not
+  show). rapidfuzz finds them: the Damerau-Levenshtein distance (edits in any order) over
+  the words, in C."""
+  if not any(c.isalpha() for c in typed):
+    return ()
+  lowered = typed[:1].lower() + typed[1:] if typed[:1].isupper() else None
+  found = process.extract(typed, words, scorer=DamerauLevenshtein.distance,
+                          score_cutoff=most_edits, limit=None)
+  return tuple(sorted(w for w, _, _ in found
+                      if w != typed and _non_letters(w) == _non_letters(typed)
+                      and any(map(str.isalpha, w)) and w != lowered))
+
+
+@dataclasses.dataclass(frozen=True)
+class Channel:
+  """P(typed | meant) (the module docstring's) over one vocabulary's alphabet."""
+  alphabet: str
+  alpha: float = ALPHA
+  second_edit: float = SECOND_EDIT
+
+  def __post_init__(self):
+    if not 0 < self.alpha < 1:
+      raise ConfigError(f'--alpha must be in (0, 1), not {self.alpha}')
+    if not 0 <= self.second_edit < 1:
+      raise ConfigError(f'--second_edit must be in [0, 1), not {self.second_edit}')
+
+  @property
+  def most_edits(self) -> int:
+    """How far a typed string can be from what was meant."""
+    return 2 if self.second_edit else 1
+
+  @functools.lru_cache(maxsize=1 << 16)
+  def log_prob(self, typed: str, meant: str) -> float:
+    """ln P(typed | meant); -inf beyond the channel's reach."""
+    if typed == meant and not self.second_edit:
+      return math.log(self.alpha)
+    meant_edits, letters = self._edits(meant), len(self.alphabet)
+    returns = sum(1 / edit_count(y, letters) for y in meant_edits & self._edits(typed)
+                  ) if self.second_edit else 0.0
+    slipped = (1 - self.second_edit) * (typed in meant_edits) + self.second_edit * returns
+    p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped / len(meant_edits)
+    return math.log(p) if p > 0 else -math.inf
+
+  @functools.lru_cache(maxsize=256)  # Each about 1,500 strings: a few hundred kept.
+  def _edits(self, word: str) -> frozenset[str]:
+    return frozenset(edits(word, self.alphabet))
