@@ -9,8 +9,11 @@ import pytest
 
 from nplm.config import Config
 from nplm.errors import ConfigError
+from nplm.ngram import spelling
+from nplm.ngram.kneser_ney import KneserNey
 from nplm.trainer import run
 from nplm.use.correction import Corrector
+from nplm.use.ngram_run import NgramRun
 from nplm.use.spelling_channel import edits
 from nplm.use.sentences import score_sentences
 from nplm.use.trained import load_trained
@@ -24,11 +27,17 @@ def nnlm(quick_runs):
 
 
 @pytest.fixture(scope='module')
-def word_models(quick_runs, tmp_path_factory):
+def word_models(quick_runs, tiny_corpus, tmp_path_factory):
   """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
-  recurrent one ('lstm'), and a finite context that scores each sentence's <eos> ('text':
-  the tiny corpus as text:DIR, a quick run of its own)."""
+  recurrent one ('lstm'), a finite context that scores each sentence's <eos> ('text': the
+  tiny corpus as text:DIR, a quick run of its own), and a counted one ('kn3', of the tiny
+  corpus, as nplm ngram fits it)."""
   def model(kind: str):
+    if kind == 'kn3':
+      fitted = KneserNey.fit(tiny_corpus.splits['train'], 3, tiny_corpus.vocab.size,
+                             tiny_corpus.boundary_id)
+      return NgramRun(quick_runs('nnlm').config, tiny_corpus.vocab, fitted, None,
+                      spelling.of_corpus(tiny_corpus))
     if kind != 'text':
       return quick_runs(kind)
     root = tmp_path_factory.mktemp('text_words')
@@ -58,14 +67,14 @@ def reached(typed: str, words, alphabet: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text'])
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'kn3'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
   every sentence that replaces one word by a vocabulary word one edit from it (two for a
   word outside the vocabulary), each scored whole (a finite context's corrector rescores
   only the tokens a change reaches)."""
   model = word_models(kind)
-  assert model.context_length == (None if kind == 'lstm' else 2)
+  assert model.context_length == (None if kind == 'lstm' else 2)  # Windows of two words.
   assert (model.sentence_end is not None) == (kind == 'text')
   corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)
   for text in ('teh jury said', 'the jyry sad it', 'the grand jury', 'it was teh end of the dya',
@@ -86,6 +95,10 @@ def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kin
     assert [typed_log_probs.sum(), *[s.sum() for s in scored]] == pytest.approx(lm, abs=1e-6)
     assert correction.log_prob == pytest.approx(max(values), abs=1e-6)
     assert correction.typed_log_prob == pytest.approx(values[0], abs=1e-6)
+  # A second round with nothing left to change: the one word changed in the first.
+  alone = Corrector(model, alpha=0.9, max_changes=2, second_edit=0.3).correct('teh')
+  assert alone.tokens == ('the',) and alone.log_prob == pytest.approx(
+      objective(model, corrector.channel, ['teh'], ('the',)), abs=1e-6)
 
 
 @pytest.mark.slow

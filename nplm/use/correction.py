@@ -30,6 +30,7 @@ import numpy as np
 from nplm.data.tokenizers import token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
+from nplm.use.open_vocabulary import spelling_log_probs
 from nplm.use.sentences import scored_tokens
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
@@ -113,30 +114,48 @@ class Corrector:
 
   def _variant_log_probs(self, tokens: tuple[str, ...], current: np.ndarray | None,
                          variants: Sequence[tuple[int, str]]):
-    """(ln p of each token of `tokens`, scored where `current` is None, else `current`; the
-    same for each variant, `tokens` with word i replaced), open vocabulary, in one call.
+    """(ln p of each token of `tokens` (and of an end mark), scored where `current` is None,
+    else `current`; the same for each variant, `tokens` with word i replaced), open
+    vocabulary, in one call. A token before i keeps its ln p: a model of a finite context
+    rescores only those a change reaches (_window_variants), a recurrent one each variant
+    whole."""
+    if self.model.context_length is not None:
+      return self._window_variants(tokens, current, variants)
+    changed = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
+    scored = [score.token_log_probs
+              for score in self._scored(changed if current is not None else [tokens, *changed])]
+    return (current, scored) if current is not None else (scored[0], scored[1:])
 
-    A model of a finite context c rescores only what a change at i changes: tokens i to
-    i + c (and the end mark where they reach it), each read after the c tokens before it
-    (tokens[i - c:i + c + 1], from the sentence's start where i < c, scored as a sentence:
-    its first tokens, which see boundary tokens instead of theirs, are not taken). A
-    recurrent model rescores each variant whole. A token before i keeps its ln p."""
-    c, n = self.model.context_length, len(tokens)
-    pieces = []
-    for i, word in variants:
-      start = 0 if c is None else max(0, i - c)
-      stop = n if c is None else min(n, i + c + 1)
-      pieces.append((start, stop, tokens[start:i] + (word,) + tokens[i + 1:stop]))
-    sentences = [piece for _, _, piece in pieces]
-    scores = iter(self._scored(sentences if current is not None else [tokens, *sentences]))
+  def _window_variants(self, tokens: tuple[str, ...], current: np.ndarray | None,
+                       variants: Sequence[tuple[int, str]]):
+    """_variant_log_probs for a model of a finite context c: a change at i reaches tokens i
+    to i + c (with the end mark, where it is among them), each scored alone after its c
+    tokens (model.window_log_probs), each distinct (context, token) once: the token at i
+    has the same context in every variant that changes it."""
+    c, vocab, end = self.model.context_length, self.model.vocab, self.model.sentence_end
+    marked = [*tokens, *([] if end is None else [end])]
+    ids = vocab.encode(marked)
+    spelt = spelling_log_probs(self.model, marked, ids)  # A changed word is no <unk>.
+    padded = np.concatenate([np.full(c, self.model.boundary_id), ids])  # j's context: j to j + c.
+    rows, reached = [], []
     if current is None:
-      current = next(scores).token_log_probs
+      rows += [padded[j:j + c + 1] for j in range(len(marked))]
+    for i, word in variants:
+      changed = padded.copy()
+      changed[c + i] = vocab.id_of(word)
+      stop = min(len(marked), i + c + 1)
+      rows += [changed[j:j + c + 1] for j in range(i, stop)]
+      reached.append((i, stop))
+    unique, inverse = np.unique(np.array(rows, np.int32).reshape(-1, c + 1), axis=0,
+                                return_inverse=True)
+    closed = iter(self.model.window_log_probs(unique[:, :c], unique[:, c])[inverse.ravel()])
+    if current is None:
+      current = np.array([next(closed) for _ in marked]) + spelt
     scored = []
-    for (i, _), (start, stop, _), score in zip(variants, pieces, scores):
-      log_probs, taken = current.copy(), score.token_log_probs
-      log_probs[i:stop] = taken[i - start:stop - start]  # Those before i are unchanged.
-      if stop == n and len(current) > n:  # The end mark, read after the variant's last tokens.
-        log_probs[n] = taken[-1]
+    for i, stop in reached:
+      log_probs = current.copy()
+      log_probs[i:stop] = [next(closed) for _ in range(i, stop)]
+      log_probs[i + 1:stop] += spelt[i + 1:stop]
       scored.append(log_probs)
     return current, scored
 

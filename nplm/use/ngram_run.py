@@ -77,6 +77,12 @@ class NgramRun:
     del batch_size  # Counted models score a split at once.
     return self.model.log_prob_split(np.asarray(ids))
 
+  def window_log_probs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """ln p(target | the order-1 tokens before it) for rows of ids (float64), as
+    TrainedModel's."""
+    windows = np.concatenate([contexts, np.asarray(targets)[:, None]], axis=1)
+    return np.asarray(self.model.log_prob_windows(windows), np.float64)
+
   def next_words(self) -> NgramNextWords:
     return NgramNextWords(self.model)
 

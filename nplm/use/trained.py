@@ -36,6 +36,11 @@ from nplm.use.ngram_run import NgramRun, is_ngram_dir, load_ngram_run
 from nplm.use.open_vocabulary import read_spelling
 
 
+@functools.partial(jax.jit, static_argnames='lm')
+def _window_log_prob(lm, variables, windows, targets):
+  return lm.apply(variables, windows, targets, method=lm.log_prob)
+
+
 class NoTrainedModelError(FileNotFoundError):
   """The workdir holds no finished training run to read a model from."""
 
@@ -113,6 +118,24 @@ class TrainedModel:
     self.require_language_model()
     scorer = self._scorer(batch_size or self.config.eval_batch_size)
     return scorer.scored(self.params, scorer.placed(np.asarray(ids)), len(ids))
+
+  def window_log_probs(self, contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """ln p(target | the n-1 tokens before it) for rows of ids (float64), a window model's:
+    contexts [R, n-1] in reading order (boundary ids before a split's first token), targets
+    [R]. Chosen positions scored without a stream around them (a correction's variants);
+    --eval_batch_size rows at a time, a short batch padded to a power of two."""
+    if self.context_length is None:
+      raise ValueError(f'{self.name} reads every earlier token, not a window')
+    variables, size = self.lm.variables_of(self.params), self.config.eval_batch_size
+    out = np.empty(len(targets), np.float64)
+    for start in range(0, len(targets), size):
+      rows = slice(start, min(start + size, len(targets)))
+      count = rows.stop - rows.start
+      padded = np.zeros(max(8, 1 << (count - 1).bit_length()), np.int32)
+      windows = np.zeros((len(padded), contexts.shape[1]), np.int32)
+      padded[:count], windows[:count] = targets[rows], contexts[rows, ::-1]  # w_{t-1} first.
+      out[rows] = np.asarray(_window_log_prob(self.lm, variables, windows, padded))[:count]
+    return out
 
   def _scorer(self, batch_size: int) -> Feed:
     """The model's feed without a training split, `batch_size` tokens a scoring batch, on
