@@ -10,7 +10,7 @@ one edit away (a letter inserted, deleted, replaced, or two adjacent letters swa
 with probability --second_edit one more edit after that; the correction is the sentence w
 that maximizes P(w) · P(typed | w), found greedily, one word more a round, at most
 --max_changes words. A word outside the vocabulary is looked up two edits away
-("definately"), one in it one edit away. A word not in the vocabulary (a misspelling, or a name
+("greatful"), one in it one edit away. A word not in the vocabulary (a misspelling, or a name
 typed right) and a real word that its context rejects ("minuets" for "minutes") are corrected
 alike; a name the model finds likely as spelt stays. Prints each sentence corrected, one per
 line, as typed with only the changed words replaced (a filter: sentences in, sentences out);

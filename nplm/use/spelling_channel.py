@@ -10,7 +10,7 @@ slip, with probability γ, one more, drawn uniformly from E(y) of the string y i
 
 (x ∈ E(y) and y ∈ E(x) are the same: each edit has its reverse). With γ = 0 it is the
 channel of Mays, Damerau and Mercer (1991); γ > 0 reaches the misspellings two edits away
-("acommodate" for "accommodate" is one, "definately" for "definitely" two), as Norvig
+("acommodate" for "accommodate" is one edit, "greatful" for "grateful" two), as Norvig
 (2007) falls back to them. The sum is exact: |E(y)| has a closed form (edit_count).
 """
 
