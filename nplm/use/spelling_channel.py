@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
+import operator
 from collections.abc import Collection
 
 from rapidfuzz import process
@@ -50,7 +50,7 @@ def edit_count(word: str, letters: int) -> int:
   n = len(word)
   if n == 0:
     return letters
-  runs = sum(1 for _ in itertools.groupby(word))
+  runs = 1 + sum(map(operator.ne, word, word[1:]))
   return 2 * runs - 1 + 2 * n * (letters - 1) + letters
 
 
