@@ -158,10 +158,12 @@ def test_only_letters_are_edited_the_writers_punctuation_stays():
     config = type('Config', (), {'tokens': 'words'})
     tokenizer = type('Tokenizer', (), {'name': 'words'})
     vocab = type('Vocab', (), {'words': ('<unk>', 'it', 'fine', 'fine.', 'the', '"it', 'hat',
-                                         '.', 'I.', 'acquiring', 'Southeast', 'southeast')})
+                                         '.', 'I.', 'acquiring', 'Southeast', 'southeast',
+                                         'mystery')})
   corrector = Corrector(Words)
   assert corrector.candidates('"it') == ()  # Not 'it': the quote is the writer's.
   assert corrector.candidates('"iy') == ('"it',)
+  assert corrector.candidates('"iz') == ()  # No word has a z: no slip typed one.
   assert corrector.candidates('fine".') == ()  # Not 'fine.'.
   assert corrector.candidates('fime.') == ('fine.',)
   assert corrector.candidates('teh') == ('the',) and corrector.candidates('...') == ()

@@ -38,11 +38,11 @@ def test_the_edits_are_every_string_at_distance_one(word):
 
 def test_the_count_of_edits_is_the_number_of_strings():
   for alphabet in ('a', 'ab', 'abc'):
-    for word in strings_up_to(5, alphabet):
-      assert edit_count(word, len(alphabet)) == len(edits(word, alphabet)), (word, alphabet)
-  for word in ('mississippi', 'committee', "o'clock", 'aaaa'):
+    for word in strings_up_to(5, alphabet + 'z'):  # z: a character outside the alphabet.
+      assert edit_count(word, alphabet) == len(edits(word, alphabet)), (word, alphabet)
+  for word in ('mississippi', 'committee', "o'clock", 'aaaa', 'Zürich'):
     alphabet = 'abcdefghijklmnopqrstuvwxyz\'-'
-    assert edit_count(word, len(alphabet)) == len(edits(word, alphabet)), word
+    assert edit_count(word, alphabet) == len(edits(word, alphabet)), word
 
 
 def slips(meant: str, alpha: float, second: float, alphabet: str) -> dict[str, float]:
@@ -59,13 +59,13 @@ def slips(meant: str, alpha: float, second: float, alphabet: str) -> dict[str, f
 
 
 @pytest.mark.parametrize('second', [0.0, 0.3])
-@pytest.mark.parametrize('meant', ['', 'a', 'ab', 'aab', 'abc', 'abca'])
+@pytest.mark.parametrize('meant', ['', 'a', 'ab', 'aab', 'abc', 'abca', 'azb'])
 def test_the_channel_is_the_sum_over_every_path_of_slips_and_sums_to_one(meant, second):
   alphabet, alpha = 'abc', 0.9
   channel = Channel(alphabet, alpha, second)
   paths = slips(meant, alpha, second, alphabet)
   assert math.fsum(paths.values()) == pytest.approx(1.0, abs=1e-12)
-  for x in strings_up_to(len(meant) + 3, alphabet):
+  for x in strings_up_to(len(meant) + 3, alphabet + 'z'):  # z: outside the alphabet.
     want = paths.get(x, 0.0)
     got = channel.log_prob(x, meant)
     assert (got == -math.inf if want == 0 else got == pytest.approx(math.log(want), abs=1e-12)

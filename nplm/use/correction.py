@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -60,7 +61,8 @@ class Correction:
 
 
 class Corrector:
-  """The corrections of sentences under one model (the vocabulary's edits computed once)."""
+  """The corrections of sentences under one model (each typed word's candidates and the
+  channel's values found once)."""
 
   def __init__(self, model, alpha: float = ALPHA, max_changes: int = MAX_CHANGES,
                second_edit: float = SECOND_EDIT):
@@ -79,9 +81,12 @@ class Corrector:
     """The vocabulary's words one edit of a letter from `typed` (near_words); two edits for
     a word outside it where the channel reaches them. A word in the vocabulary is not
     searched two edits away: such a slip is seldom a real word, and a short word has
-    hundreds of words two edits from it, each a sentence to score."""
+    hundreds of words two edits from it, each a sentence to score. Those the channel cannot
+    have typed as `typed` (a character outside the vocabulary's, 'Zürich' for 'Zurich') are
+    left out."""
     most_edits = 1 if typed in self.words else self.channel.most_edits
-    return near_words(typed, self._searched, most_edits)
+    return tuple(word for word in near_words(typed, self._searched, most_edits)
+                 if self.channel.log_prob(typed, word) > -math.inf)
 
   def correct(self, text: str) -> Correction:
     typed = tuple(self.model.tokenizer.tokens(text))

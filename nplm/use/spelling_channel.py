@@ -6,12 +6,14 @@ a letter inserted, deleted, replaced, or two adjacent letters swapped), drawn un
 E(w), the strings one edit from w over the alphabet of the vocabulary's words; after that
 slip, with probability γ, one more, drawn uniformly from E(y) of the string y it made. So
 
-    P(x | w) = α [x = w] + (1 - α) / |E(w)| · ((1 - γ) [x ∈ E(w)] + γ Σ_{y ∈ E(w) ∩ E(x)} 1 / |E(y)|)
+    P(x | w) = α [x = w] + (1 - α) / |E(w)| · ((1 - γ) [x ∈ E(w)]
+                                               + γ Σ_{y ∈ E(w), x ∈ E(y)} 1 / |E(y)|)
 
-(x ∈ E(y) and y ∈ E(x) are the same: each edit has its reverse). With γ = 0 it is the
-channel of Mays, Damerau and Mercer (1991); γ > 0 reaches the misspellings two edits away
-("acommodate" for "accommodate" is one edit, "greatful" for "grateful" two), as Norvig
-(2007) falls back to them. The sum is exact: |E(y)| has a closed form (edit_count).
+(the y with x in E(y) are `sources` of x; E(x) itself where x and y are over the alphabet).
+With γ = 0 it is the channel of Mays, Damerau and Mercer (1991); a typed character outside
+the alphabet is no slip's. γ > 0 reaches the misspellings two edits away ("acommodate" for
+"accommodate" is one edit, "greatful" for "grateful" two), as Norvig (2007) falls back to
+them. The sum is exact: |E(y)| has a closed form (edit_count).
 """
 
 from __future__ import annotations
@@ -41,17 +43,31 @@ def edits(word: str, alphabet: str) -> set[str]:
   return (deleted | swapped | replaced | inserted) - {word}
 
 
-def edit_count(word: str, letters: int) -> int:
-  """|E(word)| over an alphabet of `letters` characters that holds the word's, without
-  building E: a deletion from a run of one character makes one string (r runs, r strings),
-  a swap one per pair of unlike neighbours (r - 1), a replacement n (letters - 1), an
-  insertion (n + 1) letters - n (a character put beside its own run makes one string); the
-  four kinds never coincide (lengths, or the places changed, differ)."""
-  n = len(word)
-  if n == 0:
-    return letters
+def sources(typed: str, alphabet: str, others: str = '') -> set[str]:
+  """Every string y with `typed` in E(y), y's characters in the alphabet and `others`: the
+  reverse edits (a character of the alphabet deleted, any put in or replaced by one of the
+  alphabet, two swapped). For a typed string and y over the alphabet alone it is E(typed)."""
+  chars = alphabet + others
+  splits = [(typed[:i], typed[i:]) for i in range(len(typed) + 1)]
+  deleted = {a + b[1:] for a, b in splits if b and b[0] in alphabet}
+  swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+  replaced = {a + c + b[1:] for a, b in splits if b and b[0] in alphabet for c in chars}
+  inserted = {a + c + b for a, b in splits for c in chars}
+  return (deleted | swapped | replaced | inserted) - {typed}
+
+
+def edit_count(word: str, alphabet: Collection[str]) -> int:
+  """|E(word)| without building E: a deletion from a run of one character makes one string
+  (r runs, r strings), a swap one per pair of unlike neighbours (r - 1), a replacement one per
+  letter of the alphabet other than the one replaced, an insertion (n + 1) |alphabet| less
+  one for each of the word's characters in the alphabet (it put beside itself makes one
+  string); the four kinds never coincide (lengths, or the places changed, differ)."""
+  if not word:
+    return len(alphabet)
   runs = 1 + sum(map(operator.ne, word, word[1:]))
-  return 2 * runs - 1 + 2 * n * (letters - 1) + letters
+  n, known = len(word), sum(c in alphabet for c in word)
+  replaced, inserted = n * len(alphabet) - known, (n + 1) * len(alphabet) - known
+  return 2 * runs - 1 + replaced + inserted
 
 
 def _non_letters(word: str) -> list[str]:
@@ -99,13 +115,22 @@ class Channel:
     """ln P(typed | meant); -inf beyond the channel's reach."""
     if typed == meant and not self.second_edit:
       return math.log(self.alpha)
-    meant_edits, letters = self._edits(meant), len(self.alphabet)
-    returns = sum(1 / edit_count(y, letters) for y in meant_edits & self._edits(typed)
+    meant_edits, letters = self._edits(meant), self._letters
+    others = ''.join(sorted(set(meant) - letters))  # A typed word's own, if meant as typed.
+    returns = sum(1 / edit_count(y, letters) for y in meant_edits & self._sources(typed, others)
                   ) if self.second_edit else 0.0
     slipped = (1 - self.second_edit) * (typed in meant_edits) + self.second_edit * returns
     p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped / len(meant_edits)
     return math.log(p) if p > 0 else -math.inf
 
+  @functools.cached_property
+  def _letters(self) -> frozenset[str]:
+    return frozenset(self.alphabet)
+
   @functools.lru_cache(maxsize=256)  # Each about 1,500 strings: a few hundred kept.
   def _edits(self, word: str) -> frozenset[str]:
     return frozenset(edits(word, self.alphabet))
+
+  @functools.lru_cache(maxsize=256)
+  def _sources(self, typed: str, others: str) -> frozenset[str]:
+    return frozenset(sources(typed, self.alphabet, others))
