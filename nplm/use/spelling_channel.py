@@ -115,13 +115,29 @@ class Channel:
     """ln P(typed | meant); -inf beyond the channel's reach."""
     if typed == meant and not self.second_edit:
       return math.log(self.alpha)
-    meant_edits, letters = self._edits(meant), self._letters
-    others = ''.join(sorted(set(meant) - letters))  # A typed word's own, if meant as typed.
-    returns = sum(1 / edit_count(y, letters) for y in meant_edits & self._sources(typed, others)
-                  ) if self.second_edit else 0.0
-    slipped = (1 - self.second_edit) * (typed in meant_edits) + self.second_edit * returns
-    p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped / len(meant_edits)
+    letters = self._letters
+    returns = (sum(1 / edit_count(y, letters) for y in self._between(typed, meant))
+               if self.second_edit else 0.0)
+    slipped = (1 - self.second_edit) * self._one_edit(typed, meant) + self.second_edit * returns
+    p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped / edit_count(meant, letters)
     return math.log(p) if p > 0 else -math.inf
+
+  def _one_edit(self, typed: str, meant: str) -> bool:
+    """typed ∈ E(meant): for a meant word over the alphabet, one edit apart and typed over it
+    too (what an edit puts in is of the alphabet), found without building E."""
+    if not set(meant) <= self._letters:
+      return typed in self._edits(meant)
+    return set(typed) <= self._letters and DamerauLevenshtein.distance(typed, meant) == 1
+
+  def _between(self, typed: str, meant: str) -> Collection[str]:
+    """The y in E(meant) with typed in E(y). For a meant word over the alphabet, the sources
+    of typed one edit from it and over the alphabet (rapidfuzz, in C); else E(meant) built."""
+    letters = self._letters
+    if typed == meant or not set(meant) <= letters:
+      return self._edits(meant) & self._sources(typed, ''.join(sorted(set(meant) - letters)))
+    near = process.extract(meant, self._sources(typed, ''), scorer=DamerauLevenshtein.distance,
+                           score_cutoff=1, limit=None)
+    return [y for y, distance, _ in near if distance == 1 and set(y) <= letters]
 
   @functools.cached_property
   def _letters(self) -> frozenset[str]:
