@@ -48,7 +48,7 @@ from nplm import display
 from nplm.cli import run_experiment
 from nplm.data.acquire import npm_package
 from nplm.errors import ConfigError
-from nplm.use.correction import MAX_CHANGES, Corrector
+from nplm.use.correction import DEFAULT_SETTINGS, MAX_CHANGES, Corrector
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, near_words
 
 LIST_PACKAGE = 'misspellings@1.1.0'
@@ -209,8 +209,7 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
   """The results of the `models` (label -> nplm.load's Model) and of the context-free
   baseline; `splits`: Brown's tokens per split; `settings`: the Corrector's (alpha,
   max_changes, second_edit), its defaults where not given."""
-  settings = {'alpha': ALPHA, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT,
-              **settings}
+  settings = {**DEFAULT_SETTINGS, **settings}
   by_word, out_of_reach = misspellings_by_word(listed)
   sentences = sentences_of(splits['test'])
   readable = [s for s in sentences if reads_back(s)]
@@ -278,7 +277,7 @@ def formatted(result: dict, markdown: bool = False) -> str:
 
 def result_of(options, models) -> dict:
   listed = listed_misspellings(options.list)  # Refused before the models are read.
-  settings = {name: getattr(options, name) for name in ('alpha', 'max_changes', 'second_edit')}
+  settings = {name: getattr(options, name) for name in DEFAULT_SETTINGS}
   read = models()
   for model in read.values():
     Corrector(model.read, **settings)  # Refused now, not later.

@@ -27,8 +27,7 @@ from nplm.use.ngram_run import is_ngram_dir
 from nplm.serve.requests import Limits, RequestError, fields_of, parsed
 from nplm.use import answers
 from nplm.use.completion import Completer
-from nplm.use.correction import MAX_CHANGES, Corrector
-from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
+from nplm.use.correction import DEFAULT_SETTINGS, Corrector
 from nplm.use.generation import Sampling
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ class Service:
                               request['max_words'])
     if endpoint == 'correct':
       return answers.corrections(self.corrector(
-          **{name: request[name] for name in ('alpha', 'max_changes', 'second_edit')}),
+          **{name: request[name] for name in DEFAULT_SETTINGS}),
                                  request['texts'])
     sampling = Sampling(**{name: request[name] for name in (
         'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'spell_unk', 'samples',
@@ -74,7 +73,7 @@ class Service:
   def corrector(self, **settings) -> Corrector:
     """The corrector of the default settings, built once (the words' candidates it found
     kept for later requests); other settings (Corrector's), one of their own."""
-    if settings != {'alpha': ALPHA, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT}:
+    if settings != DEFAULT_SETTINGS:
       return Corrector(self.model, **settings)
     if self._corrector is None:
       self._corrector = Corrector(self.model)

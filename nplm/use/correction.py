@@ -9,14 +9,14 @@ with P(w) the model's probability of the sentence (open: an unknown word w_i cos
 p(<unk> | h) · q(w_i), so a name typed right can stay) and P(x | w) the channel of
 nplm.use.spelling_channel: a word typed as meant with probability α, else with one edit
 (Damerau 1964: a letter inserted, deleted, replaced, or two adjacent letters swapped), and
-with probability γ a second (Mays, Damerau and Mercer's channel is γ = 0). The candidates for
-x_i are x_i itself and the vocabulary's words one edit from it, and two edits for an x_i
+with probability γ a second (Mays, Damerau and Mercer's channel is γ = 0). The candidates
+for x_i are x_i itself and the vocabulary's words one edit from it, and two edits for an x_i
 outside the vocabulary; so a non-word ("hom") and a real word that the context rejects
 ("minuets" in "about 15 minuets from") are corrected alike. The search is greedy, as one
 error a sentence is Mays et al.'s case: each round scores every sentence that changes one
-more word (all of them at once, nplm.use.sentences) and keeps the best while it gains, at
-most `max_changes` rounds. Only words (tokens with a letter in them) are changed, and only
-in their letters: punctuation, digits and end marks stay as typed.
+more word (all of them at once, only the tokens a change reaches) and keeps the best while
+it gains, at most `max_changes` rounds. Only words (tokens with a letter in them) are
+changed, and only in their letters: punctuation, digits and end marks stay as typed.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from nplm.use.sentences import scored_tokens
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
+# The Corrector's settings when none is given (nplm serve keeps a corrector of these).
+DEFAULT_SETTINGS = {'alpha': ALPHA, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT}
 
 
 @dataclasses.dataclass(frozen=True)
