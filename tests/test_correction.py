@@ -30,8 +30,9 @@ def nnlm(quick_runs):
 def word_models(quick_runs, tiny_corpus, tmp_path_factory):
   """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
   recurrent one ('lstm'), a finite context that scores each sentence's <eos> ('text': the
-  tiny corpus as text:DIR, a quick run of its own), and a counted one ('kn3', of the tiny
-  corpus, as nplm ngram fits it)."""
+  tiny corpus as text:DIR, a quick run of its own), a counted one ('kn3', of the tiny
+  corpus, as nplm ngram fits it), and the quick runs of another window family
+  ('transformer') and another head ('nnlm_tree')."""
   def model(kind: str):
     if kind == 'kn3':
       fitted = KneserNey.fit(tiny_corpus.splits['train'], 3, tiny_corpus.vocab.size,
@@ -67,14 +68,14 @@ def reached(typed: str, words, alphabet: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'kn3'])
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'kn3', 'transformer', 'nnlm_tree'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
   every sentence that replaces one word by a vocabulary word one edit from it (two for a
   word outside the vocabulary), each scored whole (a finite context's corrector rescores
   only the tokens a change reaches)."""
   model = word_models(kind)
-  assert model.context_length == (None if kind == 'lstm' else 2)  # Windows of two words.
+  assert (model.context_length is None) == (kind == 'lstm')
   assert (model.sentence_end is not None) == (kind == 'text')
   corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)
   for text in ('teh jury said', 'the jyry sad it', 'the grand jury', 'it was teh end of the dya',
