@@ -148,6 +148,8 @@ def test_the_command_corrects_each_line_and_refuses_what_it_cannot(quick_runs, t
   assert [c['typed'] for c in record['changes']] == ['teh']
   chars = quick_runs('chars').config.workdir
   for args, phrase in (([f'--workdir={workdir}', '--alpha=1'], '--alpha must be in (0, 1)'),
+                       ([f'--workdir={workdir}', '--second_edit=1'],
+                        '--second_edit must be in [0, 1)'),
                        ([f'--workdir={chars}'], 'reads words')):
     refused = cli.run('correct', *args, 'teh jury', cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.startswith('error: '), refused.stderr
