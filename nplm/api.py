@@ -26,8 +26,8 @@ from pathlib import Path
 from nplm import display, flagfiles, host_memory
 from nplm.config import Config, ConfigError, config_class
 from nplm.data.lines import read_lines
-from nplm.use import (completion, correction, embeddings, evaluation, generation, prediction,
-                      sentences)
+from nplm.use import (completion, correction, embeddings, evaluation, generation,
+                      learned_channel, prediction, sentences)
 from nplm.use.trained import load_trained
 
 __all__ = ['Config', 'Model', 'load', 'train']
@@ -177,11 +177,16 @@ class Model:
 
   def correct(self, sentences_: str | Sequence[str], alpha: float = correction.ALPHA,
               max_changes: int = correction.MAX_CHANGES,
-              second_edit: float = correction.SECOND_EDIT
+              second_edit: float = correction.SECOND_EDIT,
+              misspellings: str | os.PathLike | Sequence[tuple[str, str]] = ()
               ) -> correction.Correction | list[correction.Correction]:
     """Each sentence with its misspelt words corrected (`nplm correct`; `.corrected` its
-    text, `.changes` what changed): one Correction for a string, a list for a list."""
-    corrector = correction.Corrector(self.read, alpha, max_changes, second_edit)
+    text, `.changes` what changed): one Correction for a string, a list for a list.
+    `misspellings`: (typed, meant) pairs, or a file of them (`--misspellings`), to learn
+    the channel's edits from."""
+    if isinstance(misspellings, (str, os.PathLike)):
+      misspellings = learned_channel.read_pairs(os.fspath(misspellings))
+    corrector = correction.Corrector(self.read, alpha, max_changes, second_edit, misspellings)
     corrected = [corrector.correct(one) for one in _listed(sentences_)]
     return corrected[0] if isinstance(sentences_, str) else corrected
 

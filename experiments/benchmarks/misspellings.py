@@ -96,6 +96,12 @@ def misspellings_by_word(listed: dict[str, list[str]]) -> tuple[dict[str, list[s
   return dict(by_word), out_of_reach
 
 
+def fold_of(word: str) -> int:
+  """The word's half of the list (0 or 1, by its SHA-1): a channel learned from one half
+  corrects the misspellings of the other's words."""
+  return hashlib.sha1(word.encode()).digest()[0] & 1
+
+
 def edits_between(typed: str, meant: str) -> int:
   """The fewest edits that make `meant` `typed` (the Damerau-Levenshtein distance)."""
   return DamerauLevenshtein.distance(typed, meant)

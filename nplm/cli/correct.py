@@ -2,6 +2,7 @@ r"""Sentences with their misspelt words corrected by a trained word-level model.
 
   nplm correct --workdir=runs/mlp9 "The office is about 15 minuets from my home ."
   nplm correct --workdir=runs/mlp9 --details --file=typed.txt
+  nplm correct --workdir=runs/mlp9 --misspellings=pairs.txt "I am greatful ."
   cat typed.txt | nplm correct --workdir=runs/lstm - > corrected.txt
 
 The noisy channel of Mays, Damerau and Mercer (1991) over the model's open vocabulary
@@ -9,8 +10,9 @@ The noisy channel of Mays, Damerau and Mercer (1991) over the model's open vocab
 one edit away (a letter inserted, deleted, replaced, or two adjacent letters swapped), and with
 probability --second_edit one more edit after that; the correction is the sentence w that
 maximizes P(w) · P(typed | w), found greedily, one word more a round, at most --max_changes
-words. A word outside the vocabulary is looked up two edits away ("htikn" for "think"), one in
-it one edit away. A word not in the vocabulary (a misspelling, or a name typed right) and a
+words. With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
+it, not uniformly ("recieve": i and e swapped is common). A word outside the vocabulary is
+looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the vocabulary (a misspelling, or a name typed right) and a
 real word that its context rejects ("minuets" for "minutes") are corrected alike; a name the
 model finds likely as spelt stays. Prints each sentence corrected, one per line, as typed with
 only the changed words replaced (a filter: sentences in, sentences out); --details adds a line
@@ -29,6 +31,7 @@ from nplm.display import printable
 from nplm.stop_requests import interrupting
 from nplm.use import answers
 from nplm.use.correction import MAX_CHANGES, Correction, Corrector
+from nplm.use.learned_channel import read_pairs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
 
@@ -52,8 +55,9 @@ def main(argv):
   with cli.failing_on_user_errors():
     sentences = sentences_of(argv[1:], FLAGS.file)
     with interrupting(f'correcting with {FLAGS.workdir}'):
+      misspellings = read_pairs(FLAGS.misspellings) if FLAGS.misspellings else ()
       corrector = Corrector(load_trained(FLAGS.workdir), FLAGS.alpha, FLAGS.max_changes,
-                            FLAGS.second_edit)
+                            FLAGS.second_edit, misspellings)
       for sentence in sentences:
         if FLAGS.json:
           print(json.dumps(answers.correction(corrector, sentence), ensure_ascii=False),
@@ -69,6 +73,9 @@ def run_program(argv=None) -> None:
                      'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999).')
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'P(a misspelt word has a second edit), in '
                      '[0, 1): 0 reaches one edit only, as Mays et al.\'s channel.')
+  flags.DEFINE_string('misspellings', '', 'A text file of misspellings, "typed meant" (or '
+                      '"typed->meant") a line: each edit is drawn as often as they make it '
+                      '(Kernighan, Church and Gale 1990), not uniformly.')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')

@@ -20,6 +20,7 @@ from nplm.errors import ConfigError
 from nplm.serve.app import Service, serve
 from nplm.serve.requests import Limits
 from nplm.stop_requests import Interrupted, interrupting
+from nplm.use.learned_channel import read_pairs
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -47,7 +48,8 @@ def main(argv):
     limits = limits_from_flags()
     with interrupting(f'loading {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
-      service = Service(model, limits)
+      service = Service(model, limits,
+                        tuple(read_pairs(FLAGS.misspellings)) if FLAGS.misspellings else ())
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
@@ -68,6 +70,8 @@ def run_program(argv=None) -> None:
   flags.DEFINE_string('host', '127.0.0.1', 'Address to listen on: 127.0.0.1 (this machine '
                       'only), or 0.0.0.0 for every interface (no authentication).')
   flags.DEFINE_integer('port', 8080, 'Port to listen on; 0: any free one (printed).')
+  flags.DEFINE_string('misspellings', '', '/correct\'s channel learned from this file of '
+                      'misspellings, as nplm correct --misspellings.')
   defaults = Limits()
   for flag, field, text in [
       ('max_body_bytes', 'body_bytes', "A request's JSON body, in bytes."),

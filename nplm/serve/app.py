@@ -40,11 +40,13 @@ SHUTDOWN_SECONDS = 5.0
 class Service:
   """The model, read once, and the one thread that runs it."""
 
-  def __init__(self, model, limits: Limits):
+  def __init__(self, model, limits: Limits, misspellings: tuple[tuple[str, str], ...] = ()):
     model.require_language_model()
     self.model, self.limits, self.fields = model, limits, fields_of(limits)
     self.completer = Completer(model)
-    self._corrector = None  # Built at the first /correct (a character model refuses it).
+    self.misspellings = misspellings  # The channel's to learn from (nplm serve --misspellings).
+    # Built at the first /correct (a character model refuses it), or now to learn from them.
+    self._corrector = Corrector(model, misspellings=misspellings) if misspellings else None
     self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='nplm-model')
     self.pending = 0
     self.perplexities = recorded_perplexities(Path(model.config.workdir))
@@ -74,7 +76,7 @@ class Service:
     """The corrector of the default settings, built once (the words' candidates it found
     kept for later requests); other settings (Corrector's), one of their own."""
     if settings != DEFAULT_SETTINGS:
-      return Corrector(self.model, **settings)
+      return Corrector(self.model, **settings, misspellings=self.misspellings)
     if self._corrector is None:
       self._corrector = Corrector(self.model)
     return self._corrector

@@ -9,7 +9,9 @@ with P(w) the model's probability of the sentence (open: an unknown word w_i cos
 p(<unk> | h) · q(w_i), so a name typed right can stay) and P(x | w) the channel of
 nplm.use.spelling_channel: a word typed as meant with probability α, else with one edit
 (Damerau 1964: a letter inserted, deleted, replaced, or two adjacent letters swapped), and
-with probability γ a second (Mays, Damerau and Mercer's channel is γ = 0). The candidates
+with probability γ a second (Mays, Damerau and Mercer's channel is γ = 0); each edit drawn
+uniformly, or as often as a list of misspellings makes it (nplm.use.learned_channel, as
+Kernighan, Church and Gale 1990). The candidates
 for x_i are x_i itself and the vocabulary's words one edit from it, and two edits for an x_i
 outside the vocabulary; so a non-word ("hom") and a real word that the context rejects
 ("minuets" in "about 15 minuets from") are corrected alike. The search is greedy, as one
@@ -31,6 +33,7 @@ import numpy as np
 from nplm.data.tokenizers import token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
+from nplm.use.learned_channel import learned_channel
 from nplm.use.open_vocabulary import spelling_log_probs
 from nplm.use.sentences import scored_tokens
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
@@ -67,14 +70,16 @@ class Corrector:
   channel's values found once)."""
 
   def __init__(self, model, alpha: float = ALPHA, max_changes: int = MAX_CHANGES,
-               second_edit: float = SECOND_EDIT):
+               second_edit: float = SECOND_EDIT, misspellings: Sequence[tuple[str, str]] = ()):
     if model.config.tokens != 'words' or model.tokenizer.name not in ('words', 'nltk'):
       raise ConfigError('spelling correction reads words: this model reads '
                         f'{token_kind(model.config)}; use a word-level run')
     if max_changes < 1:
       raise ConfigError(f'--max_changes must be at least 1, not {max_changes}')
     words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
-    self.channel = Channel(''.join(sorted({c for w in words for c in w})), alpha, second_edit)
+    alphabet = ''.join(sorted({c for w in words for c in w}))
+    self.channel = (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
+                    if misspellings else Channel(alphabet, alpha, second_edit))
     self.model, self.max_changes = model, max_changes
     self.words, self._searched = frozenset(words), tuple(words)
 

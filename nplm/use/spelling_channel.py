@@ -13,7 +13,9 @@ slip, with probability γ, one more, drawn uniformly from E(y) of the string y i
 With γ = 0 it is the channel of Mays, Damerau and Mercer (1991); a typed character outside
 the alphabet is no slip's. γ > 0 reaches the misspellings two edits away ("acommodate" for
 "accommodate" is one edit, "greatful" for "grateful" two), as Norvig (2007) falls back to
-them. The sum is exact: |E(y)| has a closed form (edit_count).
+them. The sum is exact: |E(y)| has a closed form (edit_count). Channel.slip is the one
+edit's draw, P(x | one slip of w), here 1 / |E(w)|; nplm.use.learned_channel draws it by
+rates learned from a list of misspellings.
 """
 
 from __future__ import annotations
@@ -115,12 +117,15 @@ class Channel:
     """ln P(typed | meant); -inf beyond the channel's reach."""
     if typed == meant and not self.second_edit:
       return math.log(self.alpha)
-    letters = self._letters
-    returns = (sum(1 / edit_count(y, letters) for y in self._between(typed, meant))
-               if self.second_edit else 0.0)
-    slipped = (1 - self.second_edit) * self._one_edit(typed, meant) + self.second_edit * returns
-    p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped / edit_count(meant, letters)
+    twice = (sum(self.slip(y, meant) * self.slip(typed, y) for y in self.between(typed, meant))
+             if self.second_edit else 0.0)
+    slipped = (1 - self.second_edit) * self.slip(typed, meant) + self.second_edit * twice
+    p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped
     return math.log(p) if p > 0 else -math.inf
+
+  def slip(self, typed: str, meant: str) -> float:
+    """P(one slip of `meant` makes `typed`): 1 / |E(meant)| for typed in E(meant)."""
+    return self._one_edit(typed, meant) / edit_count(meant, self._letters)
 
   def _one_edit(self, typed: str, meant: str) -> bool:
     """typed ∈ E(meant): for a meant word over the alphabet, one edit apart and typed over it
@@ -129,7 +134,7 @@ class Channel:
       return typed in self._edits(meant)
     return set(typed) <= self._letters and DamerauLevenshtein.distance(typed, meant) == 1
 
-  def _between(self, typed: str, meant: str) -> Collection[str]:
+  def between(self, typed: str, meant: str) -> Collection[str]:
     """The y in E(meant) with typed in E(y). For a meant word over the alphabet, the sources
     of typed one edit from it and over the alphabet (rapidfuzz, in C); else E(meant) built."""
     letters = self._letters
