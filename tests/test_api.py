@@ -93,6 +93,7 @@ def test_load_gives_the_numbers_the_commands_print(trained):
   """A relative workdir, read from Python and by each command, in the same directory."""
   home, _ = trained
   (home / 'letter.txt').write_text('the jury said it\nwas the city\n')
+  (home / 'pairs.txt').write_text('teh the\nsayd->said\n')
   sentences = ['the jury said it', 'it was the city']
   code = ('import json, nplm\n'
           'model = nplm.load("runs/shown")\n'
@@ -104,6 +105,8 @@ def test_load_gives_the_numbers_the_commands_print(trained):
           '    "predict": [p.as_dict() for p in model.predict("the jury", k=4)],\n'
           '    "generate": model.generate("the jury", length=12, seed=3),\n'
           '    "correct": model.correct("teh jury sayd it", alpha=0.9).as_dict(),\n'
+          '    "learned": model.correct("teh jury sayd it", alpha=0.9,\n'
+          '                             misspellings="pairs.txt").as_dict(),\n'
           '    "vector": model.vectors()["the"].tolist()}))\n')
   done = python(code, home)
   assert done.returncode == 0, done.stderr
@@ -125,6 +128,9 @@ def test_load_gives_the_numbers_the_commands_print(trained):
   corrected = nplm('correct', '--workdir=runs/shown', '--json', '--alpha=0.9',
                    'teh jury sayd it', cwd=home)
   assert got['correct'] == json.loads(corrected)
+  learned = nplm('correct', '--workdir=runs/shown', '--json', '--alpha=0.9',
+                 '--misspellings=pairs.txt', 'teh jury sayd it', cwd=home)
+  assert got['learned'] == json.loads(learned) and got['learned'] != got['correct']
   # The vectors are the model's C, row by row as its vocabulary numbers the words.
   from nplm.use.trained import load_trained
   read = load_trained(home / 'runs' / 'shown')

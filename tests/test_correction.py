@@ -12,6 +12,7 @@ from nplm.errors import ConfigError
 from nplm.ngram import spelling
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.trainer import run
+from nplm.cli.correct import report_lines
 from nplm.use.correction import Corrector
 from nplm.use.ngram_run import NgramRun
 from nplm.use.spelling_channel import edits
@@ -51,6 +52,11 @@ def word_models(quick_runs, tiny_corpus, tmp_path_factory):
   return model
 
 
+# (typed, meant) pairs for a learned channel: slips the tests' sentences make, and others.
+PAIRS = (('teh', 'the'), ('jyry', 'jury'), ('sayd', 'said'), ('recieve', 'receive'),
+         ('hte', 'the'), ('dya', 'day'), ('juri', 'jury'), ('untill', 'until'))
+
+
 def objective(model, channel, typed: list[str], meant: tuple[str, ...]) -> float:
   """ln P(meant) + Σ ln P(typed_i | meant_i)."""
   lm = score_sentences(model, [' '.join(meant)])[0].log_prob
@@ -68,16 +74,19 @@ def reached(typed: str, words, alphabet: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'kn3', 'transformer', 'nnlm_tree'])
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'kn3', 'transformer', 'nnlm_tree',
+                                  'nnlm_learned'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
   every sentence that replaces one word by a vocabulary word one edit from it (two for a
   word outside the vocabulary), each scored whole (a finite context's corrector rescores
-  only the tokens a change reaches)."""
-  model = word_models(kind)
+  only the tokens a change reaches); 'nnlm_learned': with a channel learned from PAIRS."""
+  model = word_models(kind.removesuffix('_learned'))
   assert (model.context_length is None) == (kind == 'lstm')
   assert (model.sentence_end is not None) == (kind == 'text')
-  corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)
+  misspellings = PAIRS if kind.endswith('_learned') else ()
+  corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3,
+                        misspellings=misspellings)
   for text in ('teh jury said', 'the jyry sad it', 'the grand jury', 'it was teh end of the dya',
                'the jyri said'):
     typed = text.split()
@@ -97,7 +106,8 @@ def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kin
     assert correction.log_prob == pytest.approx(max(values), abs=1e-6)
     assert correction.typed_log_prob == pytest.approx(values[0], abs=1e-6)
   # A second round with nothing left to change: the one word changed in the first.
-  alone = Corrector(model, alpha=0.9, max_changes=2, second_edit=0.3).correct('teh')
+  alone = Corrector(model, alpha=0.9, max_changes=2, second_edit=0.3,
+                    misspellings=misspellings).correct('teh')
   assert alone.tokens == ('the',) and alone.log_prob == pytest.approx(
       objective(model, corrector.channel, ['teh'], ('the',)), abs=1e-6)
 
@@ -146,8 +156,27 @@ def test_the_command_corrects_each_line_and_refuses_what_it_cannot(quick_runs, t
   record = json.loads(as_json.stdout)
   assert record['text'] == 'teh jury said' and record['corrected'] == want[0]
   assert [c['typed'] for c in record['changes']] == ['teh']
+  # A list of misspellings as a user writes one, read from where the command runs.
+  (tmp_path / 'pairs.txt').write_text('# typed meant\n' + ''.join(
+      f'{typed} {meant}\n' for typed, meant in PAIRS[:4]) + 'dya->day, dye\n')
+  learned = cli.run('correct', f'--workdir={workdir}', '--file=typed.txt', '--alpha=0.9',
+                    '--misspellings=pairs.txt', '--details', cwd=tmp_path)
+  assert learned.returncode == 0, learned.stderr
+  corrector = Corrector(nnlm, alpha=0.9,
+                        misspellings=[*PAIRS[:4], ('dya', 'day'), ('dya', 'dye')])
+  assert corrector.channel.log_prob('teh', 'the') != Corrector(nnlm).channel.log_prob(
+      'teh', 'the')
+  want = [line for text in ('teh jury said', 'the jury said')
+          for line in report_lines(corrector.correct(text), details=True)]
+  assert learned.stdout.splitlines() == want
+  assert 'learned the channel from 6 misspellings' in learned.stderr
+  (tmp_path / 'bad.txt').write_text('teh the\nrecieve\n')
   chars = quick_runs('chars').config.workdir
-  for args, phrase in (([f'--workdir={workdir}', '--alpha=1'], '--alpha must be in (0, 1)'),
+  for args, phrase in (([f'--workdir={workdir}', '--misspellings=bad.txt'],
+                        'bad.txt:2 is not a pair'),
+                       ([f'--workdir={workdir}', '--misspellings=none.txt'],
+                        'cannot read --misspellings=none.txt'),
+                       ([f'--workdir={workdir}', '--alpha=1'], '--alpha must be in (0, 1)'),
                        ([f'--workdir={workdir}', '--second_edit=1'],
                         '--second_edit must be in [0, 1)'),
                        ([f'--workdir={chars}'], 'reads words')):

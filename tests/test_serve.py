@@ -275,6 +275,33 @@ def test_any_family_is_served_a_recurrent_model_and_an_ngram_run(quick_runs, tmp
 
 
 @pytest.mark.slow
+def test_correct_learns_its_channel_from_the_misspellings_it_is_given(quick_runs, tmp_path):
+  """--misspellings=FILE: /correct answers as nplm correct --misspellings=FILE, at the
+  default settings and others; a character model with it is refused at start."""
+  (tmp_path / 'pairs.txt').write_text('teh the\nsayd said\nrecieve->receive\n')
+  workdir = quick_runs('nnlm').config.workdir
+  server = Server(tmp_path, workdir, '--misspellings=pairs.txt')
+  try:
+    typed = ['teh jury sayd it .', 'the jury said it .']
+    for settings, flags in (({}, []), ({'alpha': 0.9, 'second_edit': 0.5},
+                                       ['--alpha=0.9', '--second_edit=0.5'])):
+      want = [json.loads(line) for line in command_json(
+          tmp_path, 'correct', f'--workdir={workdir}', '--misspellings=pairs.txt', '--json',
+          *flags, *typed).splitlines()]
+      assert server.ask('/correct', {'texts': typed, **settings}) == (200,
+                                                                      {'corrections': want})
+    uniform = json.loads(command_json(tmp_path, 'correct', f'--workdir={workdir}', '--json',
+                                      typed[0]))
+    assert uniform['log_prob'] != want[0]['log_prob']  # The channel is not the uniform one.
+  finally:
+    assert server.stop()[0] == 0
+  result = cli.run('serve', f'--workdir={quick_runs("chars").config.workdir}', '--port=0',
+                   '--misspellings=pairs.txt', cwd=tmp_path)
+  assert result.returncode == 2 and 'spelling correction reads words' in result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
 def test_a_word2vec_run_or_a_missing_workdir_is_refused_at_start(quick_runs, tmp_path):
   for workdir, says in [(quick_runs('word2vec').config.workdir, 'is a word2vec model'),
                         (str(tmp_path / 'nothing'), 'nothing')]:
@@ -396,7 +423,9 @@ def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs,
 
 @pytest.mark.parametrize('flag,says', [
     ('--max_k=0', '--max_k must be at least 1, not 0'),
-    ('--port=70000', '--port must be from 0 (any free port) to 65535, not 70000')])
+    ('--port=70000', '--port must be from 0 (any free port) to 65535, not 70000'),
+    ('--misspellings=none.txt', 'cannot read --misspellings=none.txt (No such file or '
+     'directory): give a text file of "typed meant" lines')])
 def test_a_bad_flag_is_one_line_before_the_model_is_read(flag, says, tmp_path):
   result = cli.run('serve', f'--workdir={tmp_path / "never_read"}', flag)
   assert (result.returncode, result.stderr) == (2, f'error: {says}\n')

@@ -196,14 +196,37 @@ def tallied(found: Sequence[Occurrence], corrected: Sequence[Sequence[str]],
           'seconds': seconds, 'sentences_per_second': (len(found) + len(clean)) / seconds}
 
 
+def listed_word(occurrence: Occurrence, by_word: dict[str, list[str]]) -> str:
+  """The list's word that the occurrence misspells (a capitalised word's lower-case form)."""
+  meant = occurrence.sentence[occurrence.position]
+  return meant if meant in by_word else meant[:1].lower() + meant[1:]
+
+
+def other_halves(listed: dict[str, list[str]]) -> dict[int, tuple[tuple[str, str], ...]]:
+  """For each half of the list (fold_of the meant word), the other half's pairs: what a
+  channel that corrects that half's misspellings learns from."""
+  pairs = [(typed, word.strip()) for typed, words in listed.items() for word in words]
+  return {fold: tuple(p for p in pairs if fold_of(p[1]) != fold) for fold in (0, 1)}
+
+
 def corrected_by_model(model, label: str, found: Sequence[Occurrence],
-                       written: Sequence[tuple[str, ...]], settings: dict) -> dict:
-  corrector = Corrector(model.read, **settings)
+                       written: Sequence[tuple[str, ...]], settings: dict,
+                       folds: Sequence[int], learned_from: dict | None = None) -> dict:
+  """`model`'s corrections of the typed sentences, then of the written ones. With
+  `learned_from` (other_halves), a sentence of half f (`folds`: each sentence's half)
+  is corrected with the channel learned from learned_from[f]."""
+  if learned_from:
+    correctors = {fold: Corrector(model.read, **settings, misspellings=pairs)
+                  for fold, pairs in learned_from.items()}
+  else:
+    correctors = dict.fromkeys((0, 1), Corrector(model.read, **settings))
   texts = [o.text for o in found] + [' '.join(sentence) for sentence in written]
   started = time.perf_counter()
-  tokens = [corrector.correct(text).tokens
-            for text in display.progress(texts, len(texts), label, 'sentence')]
+  tokens = [correctors[fold].correct(text).tokens
+            for text, fold in display.progress(zip(texts, folds), len(texts), label,
+                                               'sentence')]
   seconds = time.perf_counter() - started
+  corrector = correctors[0]
   outside = sum(o.sentence[o.position] not in corrector.words for o in found)
   return {'name': model.read.name, 'dataset': model.config.dataset,
           'meant_outside_vocabulary': outside,
@@ -211,10 +234,11 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
 
 
 def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, list[str]],
-              limit: int = 0, seed: int = 0, **settings) -> dict:
+              limit: int = 0, seed: int = 0, learned: bool = False, **settings) -> dict:
   """The results of the `models` (label -> nplm.load's Model) and of the context-free
   baseline; `splits`: Brown's tokens per split; `settings`: the Corrector's (alpha,
-  max_changes, second_edit), its defaults where not given."""
+  max_changes, second_edit), its defaults where not given. `learned`: each misspelling
+  corrected with a channel learned from the other half of the list (other_halves)."""
   settings = {**DEFAULT_SETTINGS, **settings}
   by_word, out_of_reach = misspellings_by_word(listed)
   sentences = sentences_of(splits['test'])
@@ -231,11 +255,16 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
             'occurrences': len(found),
             'clean_sentences': len(written),
             'limit': limit, 'seed': seed, 'settings': settings,
+            'channel': 'learned from the other half' if learned else 'uniform',
             'baseline': tallied(found, corrected, clean, written,
                                 time.perf_counter() - started),
             'models': {}}
+  folds = [fold_of(listed_word(o, by_word)) for o in found]
+  fold_of_sentence = dict(zip((o.sentence for o in found), folds))
+  folds += [fold_of_sentence[sentence] for sentence in written]
   for label, model in models.items():
-    result['models'][label] = corrected_by_model(model, label, found, written, settings)
+    result['models'][label] = corrected_by_model(
+        model, label, found, written, settings, folds, other_halves(listed) if learned else None)
   return result
 
 
@@ -269,7 +298,8 @@ def formatted(result: dict, markdown: bool = False) -> str:
       'Brown\'s tokenizer does not read back as Brown\'s tokens; '
       f'{result["eligible"]:,} hold a word the list misspells; {drawn}, each typed with one '
       'word misspelt; ' + ', '.join(f'--{name}={value:g}'
-                                    for name, value in result['settings'].items()) + '.',
+                                    for name, value in result['settings'].items())
+      + f'; the channel {result["channel"]}.',
       'Each typed sentence is restored (as Brown wrote it), fixed with another word changed, '
       'miscorrected (the misspelling changed to another word) or left as typed. False alarms: '
       f'the {result["clean_sentences"]:,} sentences as Brown wrote them, corrected.']
@@ -288,7 +318,7 @@ def result_of(options, models) -> dict:
   for model in read.values():
     Corrector(model.read, **settings)  # Refused now, not later.
   return benchmark(read, brown_splits(options.data_dir), listed, options.limit,
-                   options.seed, **settings)
+                   options.seed, options.channel == 'learned', **settings)
 
 
 if __name__ == '__main__':
@@ -301,4 +331,8 @@ if __name__ == '__main__':
   flags.DEFINE_float('alpha', ALPHA, 'As nplm correct --alpha.')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'As nplm correct --max_changes.')
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'As nplm correct --second_edit.')
+  flags.DEFINE_enum('channel', 'uniform', ['uniform', 'learned'], 'uniform: each edit equally '
+                    'likely (nplm correct\'s default); learned: each misspelling corrected with '
+                    'a channel learned from the other half of the list (as nplm correct '
+                    '--misspellings).')
   run_experiment(benchmark_main(result_of, formatted))

@@ -46,10 +46,10 @@ def main(argv):
     if not 0 <= FLAGS.port <= 65535:
       raise ConfigError(f'--port must be from 0 (any free port) to 65535, not {FLAGS.port}')
     limits = limits_from_flags()
+    misspellings = tuple(read_pairs(FLAGS.misspellings)) if FLAGS.misspellings else ()
     with interrupting(f'loading {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
-      service = Service(model, limits,
-                        tuple(read_pairs(FLAGS.misspellings)) if FLAGS.misspellings else ())
+      service = Service(model, limits, misspellings)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:

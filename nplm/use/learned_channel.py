@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -156,11 +157,27 @@ class EditRates:
     return ((self._made_from.get(context, 0.0) + m * self.mean[kind] * choices)
             / (self.contexts.get(context, 0) + m))
 
-  @functools.lru_cache(maxsize=1 << 16)
   def total(self, word: str) -> float:
-    """Σ rate(e) over every edit e of the word."""
-    return sum(self._puts_in(context) if context[0] in ('ins', 'sub') else self.rate(context)
-               for context in _contexts(word))
+    """Σ rate(e) over every edit e of the word: the insertions at its start, then for each
+    character c after prev ('' first) what the edits of c's place sum to (_place)."""
+    places, total = self._places, self._puts_in(('ins', ''))
+    for prev, c in zip(itertools.chain([''], word), word):
+      rates = places.get((prev, c))
+      if rates is None:
+        rates = places[prev, c] = self._place(prev, c)
+      total += rates
+    return total
+
+  @functools.cached_property
+  def _places(self) -> dict[tuple[str, str], float]:
+    return {}  # _place's, as found (a few thousand character pairs).
+
+  def _place(self, prev: str, c: str) -> float:
+    """The rates of c deleted after prev, replaced, an insertion after it, and prev and c
+    swapped (_contexts, place by place)."""
+    rates = (self.rate(('del', prev, c)) + self._puts_in(('sub', c))
+             + self._puts_in(('ins', c)))
+    return rates + self.rate(('rev', prev, c)) if prev and prev != c else rates
 
   def slip(self, typed: str, meant: str) -> float:
     """P(typed | one slip of meant): what an edit puts in is of the alphabet."""
