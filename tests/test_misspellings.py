@@ -125,6 +125,42 @@ def test_the_outcomes_are_the_commands_corrections(tiny_splits, kn3, tmp_path):
   assert 'kn3' in benchmark.formatted(result, markdown=True)
 
 
+def test_the_halves_of_the_list_split_it_by_the_meant_word():
+  halves = benchmark.other_halves(LISTED)
+  pairs = {(typed, word) for typed, words in LISTED.items() for word in words}
+  assert set(halves[0]) | set(halves[1]) == pairs and not set(halves[0]) & set(halves[1])
+  for fold, learned_from in halves.items():
+    assert all(benchmark.fold_of(word) != fold for _, word in learned_from)
+  assert {benchmark.fold_of(w) for w in ('the', 'their', 'police', 'station')} == {0, 1}
+
+
+@pytest.mark.slow
+def test_with_a_learned_channel_each_half_is_corrected_as_the_other_half_teaches(
+    tiny_splits, kn3, tmp_path):
+  """--channel=learned: each typed sentence's outcome is `nplm correct --misspellings=FILE`'s,
+  FILE the other half of the list (the half its meant word is not in)."""
+  by_word, _ = benchmark.misspellings_by_word(LISTED)
+  result = benchmark.benchmark({'kn3': nplm.load(kn3)}, tiny_splits, LISTED, alpha=0.9,
+                               learned=True)
+  assert result['channel'] == 'learned from the other half'
+  readable = [s for s in sentences_of(tiny_splits['test']) if reads_back(s)]
+  found = benchmark.occurrences(readable, by_word)
+  outcomes = collections.Counter()
+  for o in found:
+    fold = benchmark.fold_of(benchmark.listed_word(o, by_word))
+    (tmp_path / 'half.txt').write_text(''.join(
+        f'{typed}->{meant}\n' for typed, meant in benchmark.other_halves(LISTED)[fold]))
+    done = cli.run('correct', f'--workdir={kn3}', '--json', '--alpha=0.9',
+                   '--misspellings=half.txt', o.text, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    tokens = list(o.text.split(' '))
+    for change in json.loads(done.stdout)['changes']:
+      tokens[change['position']] = change['corrected']
+    outcomes[benchmark.outcome(o, tokens)] += 1
+  assert result['models']['kn3']['outcomes'] == {name: outcomes[name]
+                                                 for name in benchmark.OUTCOMES}
+
+
 def test_a_list_other_than_the_named_one_is_refused_in_one_line(tmp_path):
   (tmp_path / 'dictionary.json').write_text(json.dumps(LISTED))
   for path, says in ((tmp_path / 'dictionary.json', 'is not the list this benchmark reads'),

@@ -160,13 +160,17 @@ class EditRates:
   def total(self, word: str) -> float:
     """Σ rate(e) over every edit e of the word: the insertions at its start, then for each
     character c after prev ('' first) what the edits of c's place sum to (_place)."""
-    places, total = self._places, self._puts_in(('ins', ''))
+    places, total = self._places, self._first_place
     for prev, c in zip(itertools.chain([''], word), word):
       rates = places.get((prev, c))
       if rates is None:
         rates = places[prev, c] = self._place(prev, c)
       total += rates
     return total
+
+  @functools.cached_property
+  def _first_place(self) -> float:
+    return self._puts_in(('ins', ''))  # The insertions before the word's first character.
 
   @functools.cached_property
   def _places(self) -> dict[tuple[str, str], float]:
