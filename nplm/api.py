@@ -27,7 +27,7 @@ from nplm import display, flagfiles, host_memory
 from nplm.config import Config, ConfigError, config_class
 from nplm.data.lines import read_lines
 from nplm.use import (completion, correction, embeddings, evaluation, generation,
-                      learned_channel, prediction, sentences)
+                      misspelling_lists, prediction, sentences)
 from nplm.use.trained import load_trained
 
 __all__ = ['Config', 'Model', 'load', 'train']
@@ -185,7 +185,7 @@ class Model:
     `misspellings`: (typed, meant) pairs, or a file of them (`--misspellings`), to learn
     the channel's edits from."""
     if isinstance(misspellings, (str, os.PathLike)):
-      misspellings = learned_channel.read_pairs(os.fspath(misspellings))
+      misspellings = misspelling_lists.read_pairs(os.fspath(misspellings))
     corrector = correction.Corrector(self.read, alpha, max_changes, second_edit, misspellings)
     corrected = [corrector.correct(one) for one in _listed(sentences_)]
     return corrected[0] if isinstance(sentences_, str) else corrected

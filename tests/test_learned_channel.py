@@ -1,6 +1,6 @@
 """The channel learned from misspellings (nplm.use.learned_channel) against brute force: every
 edit of a word built one by one with its name, rates by hand, the two-slip sum over all of
-E(w); and the list of pairs as a user writes it."""
+E(w)."""
 
 import collections
 import math
@@ -9,7 +9,7 @@ import pytest
 
 from nplm.errors import ConfigError
 from nplm.use.learned_channel import (EditRates, LearnedChannel, edits_made, learned_channel,
-                                      read_pairs, usable)
+                                      usable)
 from nplm.use.spelling_channel import Channel, edits
 
 ALPHABET = 'abcdeghilnorstuyT'
@@ -104,22 +104,3 @@ def test_the_list_makes_its_slips_likelier_than_a_uniform_channel_does():
   assert channel.rates.rate(('rev', 'e', 'i')) > channel.rates.rate(('rev', 'c', 'e'))
   with pytest.raises(ConfigError, match='none of the 1 misspellings'):
     learned_channel((('qqqqq', 'the'),), ALPHABET)
-
-
-def test_a_file_of_pairs_is_read_as_written_and_a_bad_one_refused_by_line(tmp_path):
-  good = tmp_path / 'pairs.txt'
-  good.write_text('# typed meant\nrecieve receive\n\n  teh\tthe \nadress->address, dress\n')
-  assert read_pairs(str(good)) == [('recieve', 'receive'), ('teh', 'the'),
-                                   ('adress', 'address'), ('adress', 'dress')]
-  for text, phrase in (('recieve receive\nteh\n', 'pairs.txt:2 is not a pair'),
-                       ('a b c\n', 'pairs.txt:1 is not a pair'),
-                       ('x->\n', 'pairs.txt:1 is not a pair'),
-                       ('# nothing\n\n', 'holds no pairs')):
-    good.write_text(text)
-    with pytest.raises(ConfigError, match=phrase):
-      read_pairs(str(good))
-  good.write_bytes(b'caf\xe9 cafe\n')
-  with pytest.raises(ConfigError, match='cannot read --misspellings'):
-    read_pairs(str(good))
-  with pytest.raises(ConfigError, match='No such file'):
-    read_pairs(str(tmp_path / 'missing.txt'))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from nplm.use.misspelling_lists import FORMS
 from tests import cli
 from tests.conftest import write_text_corpus
 
@@ -425,7 +426,7 @@ def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs,
     ('--max_k=0', '--max_k must be at least 1, not 0'),
     ('--port=70000', '--port must be from 0 (any free port) to 65535, not 70000'),
     ('--misspellings=none.txt', 'cannot read --misspellings=none.txt (No such file or '
-     'directory): give a text file of "typed meant" lines')])
+     f'directory): give a text file of {FORMS}')])
 def test_a_bad_flag_is_one_line_before_the_model_is_read(flag, says, tmp_path):
   result = cli.run('serve', f'--workdir={tmp_path / "never_read"}', flag)
   assert (result.returncode, result.stderr) == (2, f'error: {says}\n')

@@ -31,7 +31,7 @@ from nplm.display import printable
 from nplm.stop_requests import interrupting
 from nplm.use import answers
 from nplm.use.correction import MAX_CHANGES, Correction, Corrector
-from nplm.use.learned_channel import read_pairs
+from nplm.use.misspelling_lists import read_pairs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
 
@@ -73,9 +73,10 @@ def run_program(argv=None) -> None:
                      'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999).')
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'P(a misspelt word has a second edit), in '
                      '[0, 1): 0 reaches one edit only, as Mays et al.\'s channel.')
-  flags.DEFINE_string('misspellings', '', 'A text file of misspellings, "typed meant" (or '
-                      '"typed->meant") a line: each edit is drawn as often as they make it '
-                      '(Kernighan, Church and Gale 1990), not uniformly.')
+  flags.DEFINE_string('misspellings', '', 'A list of misspellings (lines "typed meant", '
+                      '"typed->meant" as Wikipedia\'s, "meant: typed typed" as Norvig\'s, or '
+                      'Birkbeck\'s "$meant" then typed lines): each edit is drawn as often as '
+                      'they make it (Kernighan, Church and Gale 1990), not uniformly.')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')

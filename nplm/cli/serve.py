@@ -20,7 +20,7 @@ from nplm.errors import ConfigError
 from nplm.serve.app import Service, serve
 from nplm.serve.requests import Limits
 from nplm.stop_requests import Interrupted, interrupting
-from nplm.use.learned_channel import read_pairs
+from nplm.use.misspelling_lists import read_pairs
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS

@@ -34,7 +34,6 @@ import functools
 import itertools
 import logging
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from rapidfuzz.distance import DamerauLevenshtein
 
@@ -48,33 +47,6 @@ KINDS = ('del', 'ins', 'sub', 'rev')
 Edit = tuple[str, str, str]
 
 log = logging.getLogger(__name__)
-
-
-def read_pairs(path: str) -> list[tuple[str, str]]:
-  """(typed, meant) pairs from a text file, one a line: 'typed meant' (any whitespace) or
-  'typed->meant' (Wikipedia's "Lists of common misspellings/For machines"; 'a, b' after the
-  arrow is a pair for each); blank lines and lines starting with '#' skipped."""
-  try:
-    text = Path(path).read_text(encoding='utf-8')
-  except (OSError, UnicodeDecodeError) as error:
-    reason = getattr(error, 'strerror', None) or error
-    raise ConfigError(f'cannot read --misspellings={path} ({reason}): give a text file of '
-                      '"typed meant" lines') from None
-  pairs = []
-  for number, line in enumerate(text.splitlines(), 1):
-    line = line.strip()
-    if not line or line.startswith('#'):
-      continue
-    typed, arrow, meant = line.partition('->')
-    fields = [typed.strip(), *meant.split(',')] if arrow else line.split()
-    fields = [field.strip() for field in fields]
-    if len(fields) < 2 or not all(fields) or (not arrow and len(fields) > 2):
-      raise ConfigError(f'{path}:{number} is not a pair: {line[:60]!r}; write "typed meant" '
-                        'or "typed->meant"')
-    pairs += [(fields[0], meant) for meant in fields[1:]]
-  if not pairs:
-    raise ConfigError(f'--misspellings={path} holds no pairs: write "typed meant" lines')
-  return pairs
 
 
 def edits_made(meant: str, typed: str) -> list[Edit]:

@@ -1,0 +1,61 @@
+"""Lists of misspellings, (typed, meant) pairs, in the forms they are published in, for the
+channel learned from them (nplm.use.learned_channel; nplm correct --misspellings):
+
+    recieve receive          a pair a line, any whitespace between
+    recieve->receive         Wikipedia's "Lists of common misspellings/For machines"
+    adress->address, dress     ('a, b': a pair for each word)
+    receive: recieve recive  Norvig's spell-testset: the word, then its misspellings
+    $receive                 Mitton's Birkbeck corpus: the word after '$', then its
+    recieve                    misspellings one a line
+    recive
+
+Blank lines and lines starting with '#' are skipped.
+"""
+
+from pathlib import Path
+
+from nplm.errors import ConfigError
+
+FORMS = '"typed meant", "typed->meant", "meant: typed typed" or "$meant" then typed lines'
+
+
+def read_pairs(path: str) -> list[tuple[str, str]]:
+  """The (typed, meant) pairs of a list in any of the module docstring's forms."""
+  try:
+    text = Path(path).read_text(encoding='utf-8')
+  except (OSError, UnicodeDecodeError) as error:
+    reason = getattr(error, 'strerror', None) or error
+    raise ConfigError(f'cannot read --misspellings={path} ({reason}): give a text file of '
+                      f'{FORMS}') from None
+  pairs, heading = [], None  # heading: the Birkbeck word the lines below misspell.
+  for number, line in enumerate(text.splitlines(), 1):
+    line = line.strip()
+    if not line or line.startswith('#'):
+      continue
+    if line.startswith('$'):
+      heading = line[1:].strip() or None
+      found = [] if heading else None
+    else:
+      found = _line_pairs(line, heading)
+    if found is None:
+      raise ConfigError(f'{path}:{number} is not a pair: {line[:60]!r}; write {FORMS}')
+    pairs += found
+  if not pairs:
+    raise ConfigError(f'--misspellings={path} holds no pairs: write {FORMS}')
+  return pairs
+
+
+def _line_pairs(line: str, heading: str | None) -> list[tuple[str, str]] | None:
+  """A line's pairs, None if it is none of the forms."""
+  typed, arrow, meant = line.partition('->')
+  if arrow:
+    words = [word.strip() for word in meant.split(',')]
+    return [(typed.strip(), word) for word in words] if typed.strip() and all(words) else None
+  meant, colon, typed = line.partition(':')
+  if colon:
+    forms = typed.split()
+    return [(form, meant.strip()) for form in forms] if meant.strip() and forms else None
+  fields = line.split()
+  if len(fields) == 2:
+    return [(fields[0], fields[1])]
+  return [(fields[0], heading)] if len(fields) == 1 and heading else None

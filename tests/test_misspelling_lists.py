@@ -1,0 +1,44 @@
+"""Lists of misspellings read as they are published (nplm.use.misspelling_lists), and a list
+that is none of the forms refused by its line."""
+
+import pytest
+
+from nplm.errors import ConfigError
+from nplm.use.misspelling_lists import read_pairs
+
+
+def test_each_published_form_gives_its_pairs(tmp_path):
+  listed = tmp_path / 'list.txt'
+  listed.write_text('# a pair a line\nrecieve receive\n\n  teh\tthe \n'
+                    '# Wikipedia\'s For machines\nadress->address, dress\n'
+                    '# Norvig\'s spell-testset\nreceive: recieve recive\n'
+                    '# Mitton\'s Birkbeck\n$believe\nbeleive\nbelive\n$their\nthier\n'
+                    'hte the\n')
+  assert read_pairs(str(listed)) == [
+      ('recieve', 'receive'), ('teh', 'the'), ('adress', 'address'), ('adress', 'dress'),
+      ('recieve', 'receive'), ('recive', 'receive'), ('beleive', 'believe'),
+      ('belive', 'believe'), ('thier', 'their'), ('hte', 'the')]
+
+
+@pytest.mark.parametrize('text,says', [
+    ('recieve receive\nteh\n', 'list.txt:2 is not a pair'),  # One word, no $ before it.
+    ('a b c\n', 'list.txt:1 is not a pair'),
+    ('x->\n', 'list.txt:1 is not a pair'),
+    ('x->a,\n', 'list.txt:1 is not a pair'),
+    ('receive:\n', 'list.txt:1 is not a pair'),
+    ('$\nteh\n', 'list.txt:1 is not a pair'),
+    ('# nothing\n\n$the\n', 'holds no pairs')])
+def test_a_line_of_no_form_is_refused_by_its_number(tmp_path, text, says):
+  listed = tmp_path / 'list.txt'
+  listed.write_text(text)
+  with pytest.raises(ConfigError, match=says):
+    read_pairs(str(listed))
+
+
+def test_a_file_that_cannot_be_read_is_refused_saying_why(tmp_path):
+  listed = tmp_path / 'list.txt'
+  listed.write_bytes(b'caf\xe9 cafe\n')
+  with pytest.raises(ConfigError, match='cannot read --misspellings=.*list.txt .*utf-8'):
+    read_pairs(str(listed))
+  with pytest.raises(ConfigError, match='No such file'):
+    read_pairs(str(tmp_path / 'missing.txt'))
