@@ -12,13 +12,13 @@ probability --second_edit one more edit after that; the correction is the senten
 maximizes P(w) · P(typed | w), found greedily, one word more a round, at most --max_changes
 words. With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
 it, not uniformly ("recieve": i and e swapped is common). A word outside the vocabulary is
-looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the vocabulary (a misspelling, or a name typed right) and a
-real word that its context rejects ("minuets" for "minutes") are corrected alike; a name the
-model finds likely as spelt stays. Prints each sentence corrected, one per line, as typed with
-only the changed words replaced (a filter: sentences in, sentences out); --details adds a line
-per change with the gain in ln P; --json one JSON object per sentence. Sentences come as for
-nplm score: arguments, --file or stdin; one with no word in the vocabulary comes out as it went
-in.
+looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the
+vocabulary (a misspelling, or a name typed right) and a real word that its context rejects
+("minuets" for "minutes") are corrected alike; a name the model finds likely as spelt stays.
+Prints each sentence corrected, one per line, as typed with only the changed words replaced (a
+filter: sentences in, sentences out); --details adds a line per change with the gain in ln P;
+--json one JSON object per sentence. Sentences come as for nplm score: arguments, --file or
+stdin; one with no word in the vocabulary comes out as it went in.
 """
 
 import json
