@@ -25,6 +25,11 @@ False alarms: the same sentences as Brown wrote them, each corrected once: the w
 per 1,000 words. The baseline has no context (Norvig 2007): a word that the training split
 never holds becomes its one-edit neighbour most frequent there (the first in order on a
 tie; two edits where no word is one edit away), and no other word changes.
+
+--channel=learned: the list is cut in halves by the meant word (fold_of), and a sentence
+whose misspelt word is in one half is corrected, typed and as written, with the channel
+learned from the other half (as `nplm correct --misspellings=FILE` of that half), so no
+misspelling is corrected by a channel that has seen it.
 """
 
 import collections
