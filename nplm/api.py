@@ -175,7 +175,7 @@ class Model:
       return completer.complete(prefix, k, max_words)
     return [completer.complete(one, k, max_words) for one in _listed(prefix)]
 
-  def correct(self, sentences_: str | Sequence[str], alpha: float = correction.ALPHA,
+  def correct(self, sentences_: str | Sequence[str], alpha: float | None = None,
               max_changes: int = correction.MAX_CHANGES,
               second_edit: float = correction.SECOND_EDIT,
               misspellings: str | os.PathLike | Sequence[tuple[str, str]] = ()
@@ -183,7 +183,7 @@ class Model:
     """Each sentence with its misspelt words corrected (`nplm correct`; `.corrected` its
     text, `.changes` what changed): one Correction for a string, a list for a list.
     `misspellings`: (typed, meant) pairs, or a file of them (`--misspellings`), to learn
-    the channel's edits from."""
+    the channel's edits from; `alpha` None: 0.99, 0.999 with them (`nplm correct`'s)."""
     if isinstance(misspellings, (str, os.PathLike)):
       misspellings = misspelling_lists.read_pairs(os.fspath(misspellings))
     corrector = correction.Corrector(self.read, alpha, max_changes, second_edit, misspellings)

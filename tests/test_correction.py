@@ -211,6 +211,10 @@ def test_settings_that_cannot_work_are_refused_by_name():
     config = type('Config', (), {'tokens': 'words'})
     tokenizer = type('Tokenizer', (), {'name': 'words'})
     vocab = type('Vocab', (), {'words': ('<unk>', 'the')})
+  # α where none is given: the uniform channel's, or the learned one's.
+  assert Corrector(Words).channel.alpha == 0.99
+  assert Corrector(Words, misspellings=[('teh', 'the')]).channel.alpha == 0.999
+  assert Corrector(Words, alpha=0.9, misspellings=[('teh', 'the')]).channel.alpha == 0.9
   with pytest.raises(ConfigError, match='--max_changes must be at least 1'):
     Corrector(Words, max_changes=0)
   with pytest.raises(ConfigError, match=r'--alpha must be in \(0, 1\)'):

@@ -98,7 +98,7 @@ def test_the_channel_is_the_formula_with_the_two_slips_summed_over_all_of_e_w(ra
 def test_the_list_makes_its_slips_likelier_than_a_uniform_channel_does():
   """Learned from i and e swapped, 'recieve' is likelier than a uniform draw makes it; the
   'i' and 'e' of the list's words swap more often than other neighbours."""
-  channel = learned_channel(tuple(PAIRS), ALPHABET)
+  channel = learned_channel(tuple(PAIRS), ALPHABET, alpha=0.99)  # Uniform's α.
   uniform = Channel(ALPHABET)
   assert channel.log_prob('recieve', 'receive') > uniform.log_prob('recieve', 'receive') + 1
   assert channel.rates.rate(('rev', 'e', 'i')) > channel.rates.rate(('rev', 'c', 'e'))

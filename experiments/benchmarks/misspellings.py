@@ -53,8 +53,8 @@ from nplm import display
 from nplm.cli import run_experiment
 from nplm.data.acquire import npm_package
 from nplm.errors import ConfigError
-from nplm.use.correction import DEFAULT_SETTINGS, MAX_CHANGES, Corrector
-from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, near_words
+from nplm.use.correction import DEFAULT_SETTINGS, MAX_CHANGES, Corrector, default_alpha
+from nplm.use.spelling_channel import SECOND_EDIT, near_words
 
 LIST_PACKAGE = 'misspellings@1.1.0'
 LIST_FILE = Path('dict') / 'dictionary.json'
@@ -245,6 +245,8 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
   max_changes, second_edit), its defaults where not given. `learned`: each misspelling
   corrected with a channel learned from the other half of the list (other_halves)."""
   settings = {**DEFAULT_SETTINGS, **settings}
+  if settings['alpha'] is None:
+    settings['alpha'] = default_alpha(learned)
   by_word, out_of_reach = misspellings_by_word(listed)
   sentences = sentences_of(splits['test'])
   readable = [s for s in sentences if reads_back(s)]
@@ -333,7 +335,7 @@ if __name__ == '__main__':
                       f'{LIST_PACKAGE}).')
   flags.DEFINE_integer('seed', 0, 'Draws the sentences, the word misspelt in each and its '
                        'misspelling.')
-  flags.DEFINE_float('alpha', ALPHA, 'As nplm correct --alpha.')
+  flags.DEFINE_float('alpha', None, 'As nplm correct --alpha (default: its).')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'As nplm correct --max_changes.')
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'As nplm correct --second_edit.')
   flags.DEFINE_enum('channel', 'uniform', ['uniform', 'learned'], 'uniform: each edit equally '

@@ -32,6 +32,7 @@ from nplm.stop_requests import interrupting
 from nplm.use import answers
 from nplm.use.correction import MAX_CHANGES, Correction, Corrector
 from nplm.use.misspelling_lists import read_pairs
+from nplm.use.learned_channel import LEARNED_ALPHA
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
 
@@ -69,8 +70,9 @@ def main(argv):
 
 def run_program(argv=None) -> None:
   define_input_flags()
-  flags.DEFINE_float('alpha', ALPHA, 'P(a word is typed as meant), in (0, 1): higher changes '
-                     'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999).')
+  flags.DEFINE_float('alpha', None, f'P(a word is typed as meant), in (0, 1): higher changes '
+                     f'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999); '
+                     f'default {ALPHA:g}, {LEARNED_ALPHA:g} with --misspellings.')
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'P(a misspelt word has a second edit), in '
                      '[0, 1): 0 reaches one edit only, as Mays et al.\'s channel.')
   flags.DEFINE_string('misspellings', '', 'A list of misspellings (lines "typed meant", '

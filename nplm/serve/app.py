@@ -27,7 +27,7 @@ from nplm.use.ngram_run import is_ngram_dir
 from nplm.serve.requests import Limits, RequestError, fields_of, parsed
 from nplm.use import answers
 from nplm.use.completion import Completer
-from nplm.use.correction import DEFAULT_SETTINGS, Corrector
+from nplm.use.correction import DEFAULT_SETTINGS, Corrector, default_alpha
 from nplm.use.generation import Sampling
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,10 @@ class Service:
 
   def __init__(self, model, limits: Limits, misspellings: tuple[tuple[str, str], ...] = ()):
     model.require_language_model()
-    self.model, self.limits, self.fields = model, limits, fields_of(limits)
+    # /correct's settings where a request gives none, α the channel's.
+    self.correct_defaults = {**DEFAULT_SETTINGS, 'alpha': default_alpha(bool(misspellings))}
+    self.model, self.limits = model, limits
+    self.fields = fields_of(limits, self.correct_defaults['alpha'])
     self.completer = Completer(model)
     self.misspellings = misspellings  # The channel's to learn from (nplm serve --misspellings).
     # Built at the first /correct (a character model refuses it), or now to learn from them.
@@ -75,7 +78,7 @@ class Service:
   def corrector(self, **settings) -> Corrector:
     """The corrector of the default settings, built once (the words' candidates it found
     kept for later requests); other settings (Corrector's), one of their own."""
-    if settings != DEFAULT_SETTINGS:
+    if settings != self.correct_defaults:
       return Corrector(self.model, **settings, misspellings=self.misspellings)
     if self._corrector is None:
       self._corrector = Corrector(self.model)

@@ -112,8 +112,9 @@ def boolean(default: bool) -> Callable:
   return read
 
 
-def fields_of(limits: Limits) -> dict[str, dict[str, Callable]]:
-  """Each endpoint's fields: name -> reader (its `default`; None: required)."""
+def fields_of(limits: Limits, alpha: float = ALPHA) -> dict[str, dict[str, Callable]]:
+  """Each endpoint's fields: name -> reader (its `default`; None: required); `alpha`:
+  /correct's where none is given (the channel's, correction.default_alpha)."""
   k = integer(10, 1, limits.k, 'max_k')
   return {
       'score': {'texts': texts(limits), 'tokens': boolean(False)},
@@ -132,7 +133,7 @@ def fields_of(limits: Limits) -> dict[str, dict[str, Callable]]:
                    'sentences': integer(0, 0), 'no_unk': boolean(False),
                    'spell_unk': boolean(True)},
       'correct': {'texts': texts(limits),
-                  'alpha': number(ALPHA, 0.0, 1.0, above_lowest=True, below_highest=True,
+                  'alpha': number(alpha, 0.0, 1.0, above_lowest=True, below_highest=True,
                                   meaning=' (P(a word is typed as meant))'),
                   'second_edit': number(SECOND_EDIT, 0.0, 1.0, below_highest=True,
                                         meaning=' (P(a misspelt word has a second edit))'),

@@ -33,14 +33,20 @@ import numpy as np
 from nplm.data.tokenizers import token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
-from nplm.use.learned_channel import learned_channel
+from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
 from nplm.use.open_vocabulary import spelling_log_probs
 from nplm.use.sentences import scored_tokens
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
-# The Corrector's settings when none is given (nplm serve keeps a corrector of these).
-DEFAULT_SETTINGS = {'alpha': ALPHA, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT}
+# The Corrector's settings when none is given (nplm serve keeps a corrector of these); α
+# None: default_alpha's.
+DEFAULT_SETTINGS = {'alpha': None, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT}
+
+
+def default_alpha(learned: bool) -> float:
+  """α where none is given: the uniform channel's, or the learned one's."""
+  return LEARNED_ALPHA if learned else ALPHA
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +75,7 @@ class Corrector:
   """The corrections of sentences under one model (each typed word's candidates and the
   channel's values found once)."""
 
-  def __init__(self, model, alpha: float = ALPHA, max_changes: int = MAX_CHANGES,
+  def __init__(self, model, alpha: float | None = None, max_changes: int = MAX_CHANGES,
                second_edit: float = SECOND_EDIT, misspellings: Sequence[tuple[str, str]] = ()):
     if model.config.tokens != 'words' or model.tokenizer.name not in ('words', 'nltk'):
       raise ConfigError('spelling correction reads words: this model reads '
@@ -78,6 +84,7 @@ class Corrector:
       raise ConfigError(f'--max_changes must be at least 1, not {max_changes}')
     words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
     alphabet = ''.join(sorted({c for w in words for c in w}))
+    alpha = default_alpha(bool(misspellings)) if alpha is None else alpha
     self.channel = (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
                     if misspellings else Channel(alphabet, alpha, second_edit))
     self.model, self.max_changes = model, max_changes

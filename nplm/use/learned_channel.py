@@ -38,10 +38,13 @@ from collections.abc import Iterable, Sequence
 from rapidfuzz.distance import DamerauLevenshtein
 
 from nplm.errors import ConfigError
-from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel
+from nplm.use.spelling_channel import SECOND_EDIT, Channel
 
 PRIOR_WEIGHT = 20.0  # m: the best held-out ln P(x | w), experiments/results/misspellings/channel.
 ROUNDS = 3  # Of expectation maximization: the held-out likelihood is flat after three.
+# α where none is given: the slips are likelier than uniform ones, so a word typed as meant
+# must be likelier too for the same false alarms (experiments/results/misspellings, α sweep).
+LEARNED_ALPHA = 0.999
 KINDS = ('del', 'ins', 'sub', 'rev')
 
 Edit = tuple[str, str, str]
@@ -218,7 +221,8 @@ class LearnedChannel(Channel):
     return self.rates.slip(typed, meant)
 
 
-def learned_channel(pairs: tuple[tuple[str, str], ...], alphabet: str, alpha: float = ALPHA,
+def learned_channel(pairs: tuple[tuple[str, str], ...], alphabet: str,
+                    alpha: float = LEARNED_ALPHA,
                     second_edit: float = SECOND_EDIT) -> LearnedChannel:
   """The channel of the rates learned from `pairs` (those usable()), refused where none are."""
   return LearnedChannel(alphabet, alpha, second_edit, learned_rates(pairs, alphabet))
