@@ -79,6 +79,8 @@ def test_expectation_maximization_shares_a_pair_among_the_edits_that_make_it():
                           rounds=3)
   assert math.fsum(two.counts.values()) == pytest.approx(3)
   assert two.counts[('rev', 'h', 'e')] == pytest.approx(1)
+  twice = EditRates.learned([('teh', 'the'), ('teh', 'the')], ALPHABET)  # Seen twice.
+  assert twice.counts == {('rev', 'h', 'e'): 2.0}
 
 
 def test_the_channel_is_the_formula_with_the_two_slips_summed_over_all_of_e_w(rates):

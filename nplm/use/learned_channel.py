@@ -170,12 +170,13 @@ class EditRates:
     """The rates of `pairs` (each one or two edits apart, over the alphabet: usable())."""
     contexts = collections.Counter(c for _, meant in pairs for c in _contexts(meant))
     uniform = Channel(alphabet, second_edit=SECOND_EDIT)
-    paths = {(typed, meant): _paths(typed, meant, uniform) for typed, meant in pairs}
+    paths = {pair: _paths(*pair, uniform) for pair in set(pairs)}
     rates = None
     for _ in range(rounds):
       counts = collections.defaultdict(float)
-      for (typed, meant), ways in paths.items():
-        weights = [_path_prob(rates, meant, way) for way in ways]
+      for pair in pairs:  # A pair listed twice (seen twice) counts twice.
+        ways = paths[pair]
+        weights = [_path_prob(rates, way) for way in ways]
         whole = sum(weights)
         for way, weight in zip(ways, weights):
           for _, edit in way:
@@ -194,7 +195,7 @@ def _paths(typed: str, meant: str, uniform: Channel) -> list[tuple[tuple[str, Ed
           for first in edits_made(meant, y) for second in edits_made(y, typed)]
 
 
-def _path_prob(rates: EditRates | None, meant: str, way) -> float:
+def _path_prob(rates: EditRates | None, way) -> float:
   """The probability of that way of edits under the rates (1 before any are learned)."""
   if rates is None:
     return 1.0
