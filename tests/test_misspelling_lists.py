@@ -11,11 +11,13 @@ def test_each_published_form_gives_its_pairs(tmp_path):
   listed = tmp_path / 'list.txt'
   listed.write_text('# a pair a line\nrecieve receive\n\n  teh\tthe \n'
                     '# Wikipedia\'s For machines\nadress->address, dress\n'
+                    '# codespell\'s dictionary.txt\nabck->back, aback,\nbcak->back,\n'
                     '# Norvig\'s spell-testset\nreceive: recieve recive\n'
                     '# Mitton\'s Birkbeck\n$believe\nbeleive\nbelive\n$their\nthier\n'
                     'hte the\n')
   assert read_pairs(str(listed)) == [
       ('recieve', 'receive'), ('teh', 'the'), ('adress', 'address'), ('adress', 'dress'),
+      ('abck', 'back'), ('abck', 'aback'), ('bcak', 'back'),
       ('recieve', 'receive'), ('recive', 'receive'), ('beleive', 'believe'),
       ('belive', 'believe'), ('thier', 'their'), ('hte', 'the')]
 
@@ -24,7 +26,8 @@ def test_each_published_form_gives_its_pairs(tmp_path):
     ('recieve receive\nteh\n', 'list.txt:2 is not a pair'),  # One word, no $ before it.
     ('a b c\n', 'list.txt:1 is not a pair'),
     ('x->\n', 'list.txt:1 is not a pair'),
-    ('x->a,\n', 'list.txt:1 is not a pair'),
+    ('x->a,,\n', 'list.txt:1 is not a pair'),
+    ('x->,\n', 'list.txt:1 is not a pair'),
     ('receive:\n', 'list.txt:1 is not a pair'),
     ('$\nteh\n', 'list.txt:1 is not a pair'),
     ('# nothing\n\n$the\n', 'holds no pairs')])

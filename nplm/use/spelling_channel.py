@@ -140,8 +140,13 @@ class Channel:
     letters = self._letters
     if typed == meant or not set(meant) <= letters:
       return self._edits(meant) & self._sources(typed, ''.join(sorted(set(meant) - letters)))
-    near = process.extract(meant, self._sources(typed, ''), scorer=DamerauLevenshtein.distance,
-                           score_cutoff=1, limit=None)
+    chars = self.alphabet
+    if DamerauLevenshtein.distance(typed, meant) == 2:
+      # Each character of such a y is typed's or meant's: one that an edit put in and the
+      # other took out would leave typed one edit from meant.
+      chars = ''.join(c for c in self.alphabet if c in typed or c in meant)
+    near = process.extract(meant, self._sources(typed, '', chars),
+                           scorer=DamerauLevenshtein.distance, score_cutoff=1, limit=None)
     return [y for y, distance, _ in near if distance == 1 and set(y) <= letters]
 
   @functools.cached_property
@@ -153,5 +158,6 @@ class Channel:
     return frozenset(edits(word, self.alphabet))
 
   @functools.lru_cache(maxsize=256)
-  def _sources(self, typed: str, others: str) -> frozenset[str]:
-    return frozenset(sources(typed, self.alphabet, others))
+  def _sources(self, typed: str, others: str, chars: str | None = None) -> frozenset[str]:
+    """sources() over `chars` (a part of the alphabet; default all of it)."""
+    return frozenset(sources(typed, self.alphabet if chars is None else chars, others))
