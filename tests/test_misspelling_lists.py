@@ -45,3 +45,27 @@ def test_a_file_that_cannot_be_read_is_refused_saying_why(tmp_path):
     read_pairs(str(listed))
   with pytest.raises(ConfigError, match='No such file'):
     read_pairs(str(tmp_path / 'missing.txt'))
+
+
+def test_a_json_object_gives_a_pair_for_each_meant_word(tmp_path):
+  listed = tmp_path / 'dictionary.json'
+  listed.write_text('{"recieve": "receive", "adress": "address,dress",\n'
+                    ' "thier": ["their", "there"]}')
+  assert read_pairs(str(listed)) == [('recieve', 'receive'), ('adress', 'address'),
+                                     ('adress', 'dress'), ('thier', 'their'),
+                                     ('thier', 'there')]
+
+
+@pytest.mark.parametrize('text,says', [
+    ('{"teh": "the",\n "x": }', 'dictionary.json:2 is not JSON'),
+    ('{"teh": 3}', "'teh': 3 is not a meant word"),
+    ('{"teh": "the,"}', "'teh': 'the,' is not a meant word"),
+    ('{"teh": []}', "'teh': \\[\\] is not a meant word"),
+    ('{}', 'holds no pairs'),
+    ('{"teh": "the"', 'dictionary.json:1 is not JSON')])
+def test_a_json_list_of_no_pairs_is_refused_in_one_line(tmp_path, text, says):
+  listed = tmp_path / 'dictionary.json'
+  listed.write_text(text)
+  with pytest.raises(ConfigError, match=says) as refused:
+    read_pairs(str(listed))
+  assert '\n' not in str(refused.value)

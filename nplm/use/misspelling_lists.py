@@ -9,15 +9,19 @@ channel learned from them (nplm.use.learned_channel; nplm correct --misspellings
     $receive                 Mitton's Birkbeck corpus: the word after '$', then its
     recieve                    misspellings one a line
     recive
+    {"recieve": "receive",   a JSON object, typed -> meant ('a,b' or a list: a pair for
+     "adress": "address,dress"}  each), as npm's misspellings package ships Wikipedia's
 
 Blank lines and lines starting with '#' are skipped.
 """
 
+import json
 from pathlib import Path
 
 from nplm.errors import ConfigError
 
-FORMS = '"typed meant", "typed->meant", "meant: typed typed" or "$meant" then typed lines'
+FORMS = ('"typed meant", "typed->meant", "meant: typed typed" or "$meant" then typed lines, '
+         'or a JSON object {"typed": "meant"}')
 
 
 def read_pairs(path: str) -> list[tuple[str, str]]:
@@ -28,6 +32,8 @@ def read_pairs(path: str) -> list[tuple[str, str]]:
     reason = getattr(error, 'strerror', None) or error
     raise ConfigError(f'cannot read --misspellings={path} ({reason}): give a text file of '
                       f'{FORMS}') from None
+  if text.lstrip().startswith('{'):
+    return _object_pairs(path, text)
   pairs, heading = [], None  # heading: the Birkbeck word the lines below misspell.
   for number, line in enumerate(text.splitlines(), 1):
     line = line.strip()
@@ -62,3 +68,23 @@ def _line_pairs(line: str, heading: str | None) -> list[tuple[str, str]] | None:
   if len(fields) == 2:
     return [(fields[0], fields[1])]
   return [(fields[0], heading)] if len(fields) == 1 and heading else None
+
+
+def _object_pairs(path: str, text: str) -> list[tuple[str, str]]:
+  """The pairs of a JSON object typed -> 'meant' or 'a,b' or a list of meant words."""
+  try:
+    listed = json.loads(text)
+  except json.JSONDecodeError as error:
+    raise ConfigError(f'{path}:{error.lineno} is not JSON ({error.msg}); write {FORMS}'
+                      ) from None
+  pairs = []
+  for typed, meant in listed.items() if isinstance(listed, dict) else ():
+    words = meant.split(',') if isinstance(meant, str) else meant
+    if not (isinstance(words, list) and typed.strip() and words
+            and all(isinstance(w, str) and w.strip() for w in words)):
+      raise ConfigError(f'{path}: {typed!r}: {meant!r} is not a meant word or words; write '
+                        f'{FORMS}')
+    pairs += [(typed.strip(), word.strip()) for word in words]
+  if not pairs:
+    raise ConfigError(f'--misspellings={path} holds no pairs: write {FORMS}')
+  return pairs
