@@ -1,5 +1,8 @@
-"""Lists of misspellings read as they are published (nplm.use.misspelling_lists), and a list
-that is none of the forms refused by its line."""
+"""Lists of misspellings read as they are published (nplm.use.misspelling_lists), a list that
+is none of the forms refused by its line, and codespell's list by name."""
+
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +72,24 @@ def test_a_json_list_of_no_pairs_is_refused_in_one_line(tmp_path, text, says):
   with pytest.raises(ConfigError, match=says) as refused:
     read_pairs(str(listed))
   assert '\n' not in str(refused.value)
+
+
+def test_codespell_names_the_codespell_packages_list_unless_a_file_has_that_name(
+    tmp_path, monkeypatch):
+  import codespell_lib
+  installed = Path(codespell_lib.__file__).parent / 'data' / 'dictionary.txt'
+  monkeypatch.chdir(tmp_path)
+  Path('codespell').mkdir()  # A checkout of codespell, say: no list.
+  pairs = read_pairs('codespell')
+  assert pairs == read_pairs(str(installed)) and len(pairs) > 60_000
+  assert ('abck', 'back') in pairs and ('abck', 'aback') in pairs
+  Path('codespell').rmdir()
+  Path('codespell').write_text('teh the\n')  # A file of that name, in the user's directory.
+  assert read_pairs('codespell') == [('teh', 'the')]
+
+
+def test_codespell_not_installed_is_refused_saying_how_to_install_it(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setitem(sys.modules, 'codespell_lib', None)  # Not importable.
+  with pytest.raises(ConfigError, match='pip install codespell, or give a file'):
+    read_pairs('codespell')

@@ -3,6 +3,7 @@ r"""Sentences with their misspelt words corrected by a trained word-level model.
   nplm correct --workdir=runs/mlp9 "The office is about 15 minuets from my home ."
   nplm correct --workdir=runs/mlp9 --details --file=typed.txt
   nplm correct --workdir=runs/mlp9 --misspellings=pairs.txt "I am greatful ."
+  nplm correct --workdir=runs/mlp9 --misspellings=codespell "I am greatful ."
   cat typed.txt | nplm correct --workdir=runs/lstm - > corrected.txt
 
 The noisy channel of Mays, Damerau and Mercer (1991) over the model's open vocabulary
@@ -11,7 +12,8 @@ one edit away (a letter inserted, deleted, replaced, or two adjacent letters swa
 probability --second_edit one more edit after that; the correction is the sentence w that
 maximizes P(w) · P(typed | w), found greedily, one word more a round, at most --max_changes
 words. With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
-it, not uniformly ("recieve": i and e swapped is common). A word outside the vocabulary is
+it, not uniformly ("recieve": i and e swapped is common); --misspellings=codespell learns
+from the codespell package's list (pip install codespell). A word outside the vocabulary is
 looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the
 vocabulary (a misspelling, or a name typed right) and a real word that its context rejects
 ("minuets" for "minutes") are corrected alike; a name the model finds likely as spelt stays.
@@ -76,9 +78,11 @@ def run_program(argv=None) -> None:
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'P(a misspelt word has a second edit), in '
                      '[0, 1): 0 reaches one edit only, as Mays et al.\'s channel.')
   flags.DEFINE_string('misspellings', '', 'A list of misspellings (lines "typed meant", '
-                      '"typed->meant" as Wikipedia\'s, "meant: typed typed" as Norvig\'s, or '
-                      'Birkbeck\'s "$meant" then typed lines): each edit is drawn as often as '
-                      'they make it (Kernighan, Church and Gale 1990), not uniformly.')
+                      '"typed->meant" as Wikipedia\'s and codespell\'s, "meant: typed typed" '
+                      'as Norvig\'s, Birkbeck\'s "$meant" then typed lines, or a JSON object '
+                      'typed -> meant), or "codespell" for the codespell package\'s: each edit '
+                      'is drawn as often as they make it (Kernighan, Church and Gale 1990), not '
+                      'uniformly.')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')

@@ -71,7 +71,7 @@ def run_program(argv=None) -> None:
                       'only), or 0.0.0.0 for every interface (no authentication).')
   flags.DEFINE_integer('port', 8080, 'Port to listen on; 0: any free one (printed).')
   flags.DEFINE_string('misspellings', '', '/correct\'s channel learned from this file of '
-                      'misspellings, as nplm correct --misspellings.')
+                      'misspellings (or "codespell"), as nplm correct --misspellings.')
   defaults = Limits()
   for flag, field, text in [
       ('max_body_bytes', 'body_bytes', "A request's JSON body, in bytes."),

@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import time
 from collections.abc import Iterable, Sequence
 
 from rapidfuzz.distance import DamerauLevenshtein
@@ -236,6 +237,9 @@ def learned_rates(pairs: tuple[tuple[str, str], ...], alphabet: str) -> EditRate
     raise ConfigError(f'none of the {len(pairs):,} misspellings is one or two edits from its '
                       'word in the vocabulary\'s characters: give (typed, meant) pairs of '
                       'words')
-  log.info('learned the channel from %s misspellings (%s left out: more than two edits, or '
-           'characters outside the vocabulary\'s)', f'{len(kept):,}', f'{len(pairs) - len(kept):,}')
-  return EditRates.learned(kept, alphabet)
+  started = time.perf_counter()
+  rates = EditRates.learned(kept, alphabet)
+  log.info('learned the channel from %s misspellings in %.1f s (%s left out: more than two '
+           'edits, or characters outside the vocabulary\'s)', f'{len(kept):,}',
+           time.perf_counter() - started, f'{len(pairs) - len(kept):,}')
+  return rates

