@@ -33,12 +33,20 @@ def test_each_published_form_gives_its_pairs(tmp_path):
     ('x->,\n', 'list.txt:1 is not a pair'),
     ('receive:\n', 'list.txt:1 is not a pair'),
     ('$\nteh\n', 'list.txt:1 is not a pair'),
-    ('# nothing\n\n$the\n', 'holds no pairs')])
-def test_a_line_of_no_form_is_refused_by_its_number(tmp_path, text, says):
+    ('# nothing\n\n$the\n', 'holds no pairs'),
+    ('{"teh": "the",\n "x": }', 'list.txt:2 is not JSON'),  # A JSON object typed -> meant.
+    ('{"teh": "the"', 'list.txt:1 is not JSON'),
+    ('{"teh": 3}', "'teh': 3 is not a meant word"),
+    ('{"teh": "the,"}', "'teh': 'the,' is not a meant word"),
+    ('{"teh": []}', "'teh': \\[\\] is not a meant word"),
+    ('{}', 'holds no pairs'),
+    ('[{"teh": "the"}]', 'list.txt is JSON but not an object')])
+def test_a_list_of_no_form_is_refused_in_one_line_by_its_line(tmp_path, text, says):
   listed = tmp_path / 'list.txt'
   listed.write_text(text)
-  with pytest.raises(ConfigError, match=says):
+  with pytest.raises(ConfigError, match=says) as refused:
     read_pairs(str(listed))
+  assert '\n' not in str(refused.value)
 
 
 def test_a_file_that_cannot_be_read_is_refused_saying_why(tmp_path):
@@ -57,21 +65,6 @@ def test_a_json_object_gives_a_pair_for_each_meant_word(tmp_path):
   assert read_pairs(str(listed)) == [('recieve', 'receive'), ('adress', 'address'),
                                      ('adress', 'dress'), ('thier', 'their'),
                                      ('thier', 'there')]
-
-
-@pytest.mark.parametrize('text,says', [
-    ('{"teh": "the",\n "x": }', 'dictionary.json:2 is not JSON'),
-    ('{"teh": 3}', "'teh': 3 is not a meant word"),
-    ('{"teh": "the,"}', "'teh': 'the,' is not a meant word"),
-    ('{"teh": []}', "'teh': \\[\\] is not a meant word"),
-    ('{}', 'holds no pairs'),
-    ('{"teh": "the"', 'dictionary.json:1 is not JSON')])
-def test_a_json_list_of_no_pairs_is_refused_in_one_line(tmp_path, text, says):
-  listed = tmp_path / 'dictionary.json'
-  listed.write_text(text)
-  with pytest.raises(ConfigError, match=says) as refused:
-    read_pairs(str(listed))
-  assert '\n' not in str(refused.value)
 
 
 def test_codespell_names_the_codespell_packages_list_unless_a_file_has_that_name(

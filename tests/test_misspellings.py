@@ -169,9 +169,12 @@ def test_the_validation_split_gives_its_own_sentences(tiny_splits):
   assert tiny_splits['valid'] != tiny_splits['test']
 
 
-def test_learn_from_without_the_learned_channel_is_refused():
+def test_learn_from_without_the_learned_channel_and_a_typo_rate_outside_0_1_are_refused():
   options = types.SimpleNamespace(learn_from='other.txt', channel='uniform', typo_rate=0.02)
   with pytest.raises(ConfigError, match='--learn_from is read by --channel=learned'):
+    benchmark.result_of(options, dict)
+  options = types.SimpleNamespace(learn_from='', channel='uniform', typo_rate=1.5)
+  with pytest.raises(ConfigError, match=r'--typo_rate must be in \[0, 1\), not 1.5'):
     benchmark.result_of(options, dict)
 
 

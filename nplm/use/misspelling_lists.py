@@ -37,7 +37,7 @@ def read_pairs(path: str) -> list[tuple[str, str]]:
     reason = getattr(error, 'strerror', None) or error
     raise ConfigError(f'cannot read --misspellings={path} ({reason}): give a text file of '
                       f'{FORMS}') from None
-  if text.lstrip().startswith('{'):
+  if text.lstrip()[:1] in ('{', '['):  # JSON: an array is refused, not read as lines.
     return _object_pairs(path, text)
   pairs, heading = [], None  # heading: the Birkbeck word the lines below misspell.
   for number, line in enumerate(text.splitlines(), 1):
@@ -94,8 +94,10 @@ def _object_pairs(path: str, text: str) -> list[tuple[str, str]]:
   except json.JSONDecodeError as error:
     raise ConfigError(f'{path}:{error.lineno} is not JSON ({error.msg}); write {FORMS}'
                       ) from None
+  if not isinstance(listed, dict):
+    raise ConfigError(f'{path} is JSON but not an object typed -> meant; write {FORMS}')
   pairs = []
-  for typed, meant in listed.items() if isinstance(listed, dict) else ():
+  for typed, meant in listed.items():
     words = meant.split(',') if isinstance(meant, str) else meant
     if not (isinstance(words, list) and typed.strip() and words
             and all(isinstance(w, str) and w.strip() for w in words)):
