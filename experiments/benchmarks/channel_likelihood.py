@@ -8,8 +8,8 @@ The pairs are Wikipedia's common misspellings one or two edits away (as the miss
 benchmark reads them), in two halves by the meant word (misspellings.fold_of); each half is
 scored by a channel learned from the other. --learn_from=FILE adds channels learned from
 another list (any form nplm correct --misspellings reads), from its pairs whose meant word
-Wikipedia's list does not hold (misspellings.unlisted_pairs), scoring every pair. The alphabet is the --workdir model's vocabulary's,
-as nplm correct's. A figure is the mean ln P(typed | meant) per pair, in nats (higher is
+Wikipedia's list does not hold (misspellings.unlisted_pairs), scoring every pair. The
+alphabet is the --workdir model's vocabulary's, as nplm correct's. A figure is the mean ln P(typed | meant) per pair, in nats (higher is
 better), over all pairs and over those one and two edits apart.
 """
 

@@ -26,9 +26,9 @@ False alarms: the same sentences as Brown wrote them, each corrected once: the w
 per 1,000 words. Errors left: what a text where --typo_rate of the words are misspelt keeps
 after correction, per 1,000 words: the misspelt words not restored and the clean words
 changed, rate · 1,000 · (1 - restored) + (1 - rate) · (clean words changed per 1,000); the
-one figure to choose α and γ by. The baseline has no context (Norvig 2007): a word that the training split
-never holds becomes its one-edit neighbour most frequent there (the first in order on a
-tie; two edits where no word is one edit away), and no other word changes.
+one figure to choose α and γ by. The baseline has no context (Norvig 2007): a word that the
+training split never holds becomes its one-edit neighbour most frequent there (the first in
+order on a tie; two edits where no word is one edit away), and no other word changes.
 
 --channel=learned: the list is cut in halves by the meant word (fold_of), and a sentence
 whose misspelt word is in one half is corrected, typed and as written, with the channel
