@@ -95,14 +95,15 @@ def interrupting(what: str):
   wait included): the code it interrupts unwinds (TFDS removes its incomplete directory);
   later signals are ignored until the context ends, so that the cleanup runs to its end. An
   exception raised inside a __del__ or a garbage collector's callback (JAX has one) is
-  printed and dropped by Python: long tasks call `check_interrupted` at safe points, which
-  raises it again, as the context's end does. Outside the main thread (signals reach only
-  it) this does nothing."""
+  dropped by Python (not printed: _unraisable_hook): long tasks call `check_interrupted` at
+  safe points, which raises it again, as the context's end does. Outside the main thread
+  (signals reach only it) this does nothing."""
   if threading.current_thread() is not threading.main_thread():
     yield
     return
   context = _Interrupting(what)
   previous = {s: signal.signal(s, context.handler) for s in SIGNALS}
+  previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable_hook(sys.unraisablehook)
   _interrupting.append(context)
   try:
     yield
@@ -110,8 +111,19 @@ def interrupting(what: str):
     _interrupting.remove(context)
     for s, h in previous.items():
       signal.signal(s, h)
+    sys.unraisablehook = previous_hook
   if context.signum is not None:  # Its exception was dropped after the last safe point.
     raise context.interrupted()
+
+
+def _unraisable_hook(previous: Callable) -> Callable:
+  """sys.unraisablehook that drops an Interrupted silently (its context raises it again at
+  the next safe point: a traceback of a garbage collector's callback would say nothing to
+  the user) and hands anything else to `previous`."""
+  def hook(unraisable):
+    if not isinstance(unraisable.exc_value, Interrupted):
+      previous(unraisable)
+  return hook
 
 
 def check_interrupted() -> None:

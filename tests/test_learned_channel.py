@@ -4,10 +4,13 @@ E(w)."""
 
 import collections
 import math
+import signal
 
 import pytest
 
+from nplm import stop_requests
 from nplm.errors import ConfigError
+from nplm.use import learned_channel as learned_channel_module
 from nplm.use.learned_channel import (EditRates, LearnedChannel, edits_made, learned_channel,
                                       usable)
 from nplm.use.spelling_channel import Channel, edits
@@ -106,3 +109,19 @@ def test_the_list_makes_its_slips_likelier_than_a_uniform_channel_does():
   assert channel.rates.rate(('rev', 'e', 'i')) > channel.rates.rate(('rev', 'c', 'e'))
   with pytest.raises(ConfigError, match='none of the 1 misspellings'):
     learned_channel((('qqqqq', 'the'),), ALPHABET)
+
+
+def test_learning_heeds_a_stop_request_that_python_dropped(monkeypatch):
+  """A Ctrl-C while a long list is learned (nplm correct --misspellings=codespell) whose
+  exception Python dropped (it landed in a garbage collector's callback) stops the learning at
+  its next pair, not after it."""
+  learned = []
+  reached = []
+  monkeypatch.setattr(learned_channel_module, '_paths',
+                      lambda *args: learned.append(args[:2]) or [])
+  with pytest.raises(stop_requests.Interrupted, match='Interrupted \\(SIGINT\\) while learning'):
+    with stop_requests.interrupting('learning'):
+      stop_requests._interrupting[-1].signum = signal.SIGINT  # What the dropped one left.
+      EditRates.learned([('teh', 'the'), ('thier', 'their')], 'abcdefghijklmnopqrstuvwxyz')
+      reached.append('the end of the learning')
+  assert not learned and not reached

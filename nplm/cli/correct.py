@@ -30,7 +30,7 @@ from absl import flags
 from nplm import cli
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
-from nplm.stop_requests import interrupting
+from nplm.stop_requests import check_interrupted, interrupting
 from nplm.use import answers
 from nplm.use.correction import MAX_CHANGES, Correction, Corrector
 from nplm.use.misspelling_lists import read_pairs
@@ -62,6 +62,7 @@ def main(argv):
       corrector = Corrector(load_trained(FLAGS.workdir), FLAGS.alpha, FLAGS.max_changes,
                             FLAGS.second_edit, misspellings)
       for sentence in sentences:
+        check_interrupted()  # One dropped inside a garbage collector's callback.
         if FLAGS.json:
           print(json.dumps(answers.correction(corrector, sentence), ensure_ascii=False),
                 flush=True)

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 
 from rapidfuzz.distance import DamerauLevenshtein
 
+from nplm import stop_requests
 from nplm.errors import ConfigError
 from nplm.use.spelling_channel import SECOND_EDIT, Channel
 
@@ -171,9 +172,13 @@ class EditRates:
     """The rates of `pairs` (each one or two edits apart, over the alphabet: usable())."""
     contexts = collections.Counter(c for _, meant in pairs for c in _contexts(meant))
     uniform = Channel(alphabet, second_edit=SECOND_EDIT)
-    paths = {pair: _paths(*pair, uniform) for pair in set(pairs)}
+    paths = {}
+    for pair in set(pairs):  # Seconds for a list of 50,000: a stop request heard between.
+      stop_requests.check_interrupted()
+      paths[pair] = _paths(*pair, uniform)
     rates = None
     for _ in range(rounds):
+      stop_requests.check_interrupted()
       counts = collections.defaultdict(float)
       for pair in pairs:  # A pair listed twice (seen twice) counts twice.
         ways = paths[pair]
