@@ -165,12 +165,18 @@ class Model:
     return [prediction.predict(self.read, one, k) for one in _listed(prefix)]
 
   def complete(self, prefix: str | Sequence[str] = '', k: int = 10,
-               max_words: int = completion.DEFAULT_MAX_WORDS
+               max_words: int = completion.DEFAULT_MAX_WORDS, typos: bool = True,
+               alpha: float | None = None, second_edit: float = correction.SECOND_EDIT,
+               misspellings: str | os.PathLike | Sequence[tuple[str, str]] = ()
                ) -> list[completion.Completion] | list[list[completion.Completion]]:
     """The k most probable continuations of `prefix`, of up to max_words words each, with
     exact probabilities (`nplm complete`): a list of Completions for one prefix (a string),
-    a list of such lists for a list of prefixes."""
-    completer = completion.Completer(self.read)
+    a list of such lists for a list of prefixes. `typos`: a word being typed may be
+    misspelt, read through the channel of `alpha`, `second_edit` and `misspellings`
+    (`correct`'s)."""
+    if isinstance(misspellings, (str, os.PathLike)):
+      misspellings = misspelling_lists.read_pairs(os.fspath(misspellings))
+    completer = completion.Completer(self.read, typos, alpha, second_edit, misspellings)
     if isinstance(prefix, str):
       return completer.complete(prefix, k, max_words)
     return [completer.complete(one, k, max_words) for one in _listed(prefix)]

@@ -21,6 +21,7 @@ from nplm.use.prompts import read_prompt
 from nplm.use.trained import load_trained
 from tests import cli
 from tests.conftest import write_text_corpus
+from tests.test_spelling_channel import distance, slips
 
 END_MARKS = ('<eos>', '</p>', '</text>')
 SENTENCE_MARKS = ('.', '!', '?')
@@ -126,6 +127,54 @@ def test_a_word_being_typed_is_completed_by_the_words_it_begins(models, name):
       c['tokens'] for c in spaced['completions']]
 
 
+def prefix_channel(model, typed: str) -> dict[str, float]:
+  """ln P(typed | w) of each typable word w: the max over its prefixes u of P(typed | u) (α
+  0.99, γ 0.1), summed over every path of slips (tests/test_spelling_channel.py's count),
+  for u as many edits from typed as its length allows (3 to 5 letters one, 6 on two)."""
+  words = [w for w in model.vocab.words if w != UNK and w not in END_MARKS]
+  alphabet = ''.join(sorted({c for w in model.vocab.words if w not in (UNK, '</p>', '</text>')
+                             for c in w}))
+  edits = 1 if len(typed) < 6 else 2
+  found = {}
+  for u in {w[:end] for w in words for end in range(1, len(w) + 1)}:
+    # Two edits in any order are 3 at most in the distance of adjacent swaps (one inside a
+    # swap): those further are not counted.
+    near = distance(typed, u) <= 1 if edits == 1 else distance(typed, u) <= 3
+    p = slips(u, 0.99, 0.1, alphabet).get(typed) if near else None
+    for w in (w for w in words if w.startswith(u) and p):
+      found[w] = max(found.get(w, -math.inf), math.log(p))
+  return found
+
+
+# 'wth': one edit from prefixes of 'that', 'the', 'which'; 'edecti': one from 'election's,
+# two from 'decision's and 'executive's.
+@pytest.mark.parametrize('name,typed', [('nnlm', 'wth'), ('kn3', 'wth'), ('nnlm', 'edecti')])
+@pytest.mark.slow
+def test_a_misspelt_word_being_typed_is_completed_by_the_words_it_may_begin(models, name,
+                                                                            typed):
+  """A last word that begins no word but may be a misspelt beginning of several: the
+  brute-force top k of p(continuation | the prefix before it) ·
+  P(typed | its first word), with both figures; no note of <unk>. --notypos reads it as
+  <unk>."""
+  model, k, max_words = models[name], 5, 2
+  assert not any(word.startswith(typed) for word in model.vocab.words)
+  channel = prefix_channel(model, typed)
+  every = brute_force(model, 'The jury', max_words, first=lambda word: word in channel)
+  scored = {ids: p + channel[model.vocab.words[ids[0]]] for ids, p in every.items()}
+  found = complete(model, f'The jury {typed}', k, max_words, beam_width=model.vocab.size ** 2)
+  want = best(scored, k)
+  assert len(want) == k and len(channel) >= 3
+  assert [model.vocab.decode(ids) for ids, _ in want] == [c.tokens for c in found]
+  np.testing.assert_allclose([c.log_prob for c in found], [every[ids] for ids, _ in want],
+                             atol=1e-5)
+  np.testing.assert_allclose([c.channel_log_prob for c in found],
+                             [channel[c.tokens[0]] for c in found], rtol=1e-9)
+  assert all(c.text.startswith(f'The jury {c.tokens[0]}') for c in found)
+  assert 'warning' not in answers.complete(Completer(model), f'The jury {typed}', k, max_words)
+  as_typed = answers.complete(Completer(model, typos=False), f'The jury {typed}', k, max_words)
+  assert as_typed['warning'].endswith(f'read as {UNK} (not in the vocabulary): {typed}')
+
+
 @pytest.mark.slow
 def test_a_text_dataset_ends_continuations_at_eos(models):
   for name, prefix in [('kn3', 'the'), ('kn3_chars', 'The jury said')]:
@@ -225,7 +274,8 @@ def test_a_word_being_typed_in_subwords_is_read_back_and_spelt_out(models):
 
 
 @pytest.mark.slow
-def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2vec(models):
+def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2vec(
+    models, tmp_path):
   workdir = models['nnlm'].config.workdir
   model = nplm.load(workdir)
   one = model.complete('The jury said', k=3, max_words=2)
@@ -239,34 +289,60 @@ def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2
       model.complete('the', **settings)
   with pytest.raises(ConfigError, match='is a word2vec model'):
     nplm.load(models['word2vec'].config.workdir).complete('the')
+  typed = [c.tokens[0] for c in model.complete('The jury wth', k=3, max_words=1)]
+  assert typed and all(token in ('the', 'that', 'which', 'with') for token in typed)
+  assert model.complete('The jury wth', k=1, typos=False)[0].channel_log_prob == 0
+  pairs = tmp_path / 'pairs.txt'
+  pairs.write_text('wth with\nwiht with\n')
+  learned = model.complete('The jury wth', k=3, max_words=1, misspellings=pairs)
+  assert learned[0].tokens == ['with'] and learned[0].channel_log_prob > max(
+      c.channel_log_prob for c in learned[1:])  # Learned: 'w' 't' taking out 'i' is common.
+  with pytest.raises(ConfigError, match='--misspellings weighs typos, which --notypos'):
+    model.complete('The jury wth', typos=False, misspellings=pairs)
 
 
 @pytest.mark.slow
 def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_path):
   model = models['kn3']
   workdir = os.path.relpath(model.config.workdir, tmp_path)
-  prefixes = ['The jury zebra', 'the']  # 'zebra' is not in the vocabulary.
+  # 'zebra' is not in the vocabulary; 'wth' may begin 'the', 'that' or 'which', misspelt.
+  prefixes = ['The jury zebra', 'the', 'The jury wth']
   children = [nplm_program('complete', f'--workdir={workdir}', '--k=4', '--max_words=2',
-                           *json_flag, *prefixes, cwd=tmp_path) for json_flag in ([], ['--json'])]
-  (printed, stdout, stderr), (as_json, json_lines, _) = map(cli.finish, children)
-  assert printed == as_json == 0 and 'zebra' in stderr and UNK in stderr, stderr
+                           *flags, *prefixes, cwd=tmp_path)
+              for flags in ([], ['--json'], ['--notypos'])]
+  (printed, stdout, stderr), (as_json, json_lines, _), (as_typed, _, unread) = map(
+      cli.finish, children)
+  assert printed == as_json == as_typed == 0, (stderr, unread)
+  assert stderr.count(UNK) == 1 and 'zebra' in stderr and 'wth' in unread, (stderr, unread)
   blocks = [block.splitlines() for block in stdout.rstrip('\n').split('\n\n')]
   lines = [json.loads(line) for line in json_lines.splitlines()]
   for prefix, block, line in zip(prefixes, blocks, lines, strict=True):
     want = complete(model, prefix, k=4, max_words=2)
     assert block[0] == prefix == line['prefix']
-    rows = [row.rsplit(None, 4) for row in block[1:]]
+    typing, channel = prefix.endswith('wth'), ' ln P(typed | word) '
+    assert all((channel in row) == typing for row in block[1:])
+    rows = [row.split(channel)[0].rsplit(None, 4) for row in block[1:]]
     assert [row[0].strip() for row in rows] == [c.text for c in want]
     assert [float(row[2]) for row in rows] == pytest.approx([c.log_prob for c in want],
                                                             abs=1e-4)
+    assert [float(row.split(channel)[1]) for row in block[1:] if typing] == pytest.approx(
+        [c.channel_log_prob for c in want if typing], abs=1e-4)
     assert line['completions'] == [c.as_dict() for c in want]
 
 
-@pytest.mark.parametrize('args,phrase', [(('--k=0', 'the'), '--k must be from 1 to 1,000'),
-                                         (('--max_words=51', 'the'), '--max_words must be')])
+@pytest.mark.parametrize('name,args,phrase', [
+    ('kn3', ('--k=0', 'the'), '--k must be from 1 to 1,000'),
+    ('kn3', ('--max_words=51', 'the'), '--max_words must be'),
+    ('kn3', ('--notypos', '--alpha=0.9', '--second_edit=0', 'the'),
+     '--alpha and --second_edit weigh typos, which --notypos leaves unread'),
+    ('kn3', ('--alpha=1', 'the'), '--alpha must be in (0, 1), not 1.0'),
+    ('kn3', ('--misspellings=none.txt', 'the'), 'none.txt'),
+    ('kn3_chars', ('--misspellings=pairs.txt', 'the'),
+     '--misspellings weighs typos in the word being typed: this model reads characters')])
 @pytest.mark.slow
-def test_the_program_refuses_bad_input_in_one_line(models, tmp_path, args, phrase):
-  workdir = os.path.relpath(models['kn3'].config.workdir, tmp_path)
+def test_the_program_refuses_bad_input_in_one_line(models, tmp_path, name, args, phrase):
+  (tmp_path / 'pairs.txt').write_text('teh the\n')
+  workdir = os.path.relpath(models[name].config.workdir, tmp_path)
   status, _, stderr = cli.finish(nplm_program('complete', f'--workdir={workdir}', *args,
                                             cwd=tmp_path))
   assert status == 2 and stderr.startswith('error: ') and phrase in stderr, stderr

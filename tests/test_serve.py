@@ -119,6 +119,16 @@ def test_every_endpoint_answers_as_its_command_does(served):
   assert 'warning' not in want and len(want['completions']) == 3
   assert all(c['tokens'][0].startswith('ju') and c['text'].startswith(f'the {c["tokens"][0]}')
              for c in want['completions'])
+  # A misspelt one ('wth': no word begins it), as the command reads it, with typos or not.
+  for typos, flags in ((True, []), (False, ['--notypos'])):
+    want = json.loads(command_json(home, 'complete', workdir, '--json', '--k=3',
+                                   '--max_words=2', *flags, 'the jury wth'))
+    status, got = server.ask('/complete', {'prefix': 'the jury wth', 'k': 3, 'max_words': 2,
+                                           'typos': typos})
+    warning = got.pop('warning', '')  # The command's is on stderr.
+    assert status == 200 and got == want and len(want['completions']) == 3
+    assert ('wth' in warning) != typos and all(
+        (c['tokens'][0] in ('the', 'that', 'which', 'with')) == typos for c in got['completions'])
   typed = ['teh jury said it .', 'The jury sayd, "it was fine".', 'the jury said it .']
   for settings, flags in (({}, []), ({'alpha': 0.9, 'max_changes': 1, 'second_edit': 0.5},
                                      ['--alpha=0.9', '--max_changes=1', '--second_edit=0.5'])):

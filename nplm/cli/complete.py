@@ -1,6 +1,7 @@
 r"""The most probable continuations of a typed prefix, a few words each, as a search box offers.
 
   nplm complete --workdir=runs/mlp9 "what is the"
+  nplm complete --workdir=runs/mlp9 --misspellings=codespell "the jury recie"
   nplm complete --workdir=runs/lstm --k=5 --max_words=2 --json "The jury said" "It was"
   printf 'the cat\nof the\n' | nplm complete --workdir=runs/kn5
 
@@ -15,8 +16,12 @@ each token is a word, a last word with no space after it that the vocabulary lac
 words of ("the old m") is left out of the prefix, and each continuation begins with one of
 those words ("the old man ..."); for subwords its pieces are read back and the continuations
 spell it out, in the pieces the model saw it cut into (token healing); characters go on with
-it as with any text. --json prints one JSON object per prefix (JSON Lines). Control
-characters print escaped, as nplm score prints them.
+it as with any text. Such a word may be misspelt, as a search box reads it (--typos, where
+each token is a word): one that may be the misspelt beginning of words ("the jury recie") is
+completed by them too, each continuation weighed by P(typed | its first word) as well, of
+nplm correct's channel (--alpha, --second_edit, --misspellings) taking the likeliest prefix
+of the word (nplm.use.prefix_channel); that ln P is the last column. --json prints one JSON
+object per prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
 """
 
 import json
@@ -26,27 +31,33 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
+from nplm.cli.correct import define_channel_flags
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
+from nplm.errors import ConfigError
 from nplm.stop_requests import interrupting
 from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
                                  Completer, Completion, check_bounds)
 from nplm.use import answers
-from nplm.use.prompts import read_typing, unknown_note
+from nplm.use.misspelling_lists import read_pairs
+from nplm.use.prompts import unknown_note
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
 
 
-def report(prefix: str, completions: Sequence[Completion]) -> str:
+def report(prefix: str, completions: Sequence[Completion], typing: bool = False) -> str:
   """A prefix's block: a line per continuation (with the prefix), p, ln p and how it
-  ended."""
+  ended; where a word was being typed with typos read, ln P(typed | its first word)."""
   width = max([16, *(len(printable(c.text)) for c in completions)])
-  lines = [printable(prefix) if prefix else '(the start of a text)']
-  lines += [f'  {printable(c.text):{width}} {c.probability:9.2e} {c.log_prob:9.4f}  '
-            f'{"sentence end" if c.ended == SENTENCE_END else "max words"}'
-            for c in completions]
-  return '\n'.join(lines)
+
+  def line(c: Completion) -> str:
+    ended = 'sentence end' if c.ended == SENTENCE_END else 'max words'
+    shown = f'  {printable(c.text):{width}} {c.probability:9.2e} {c.log_prob:9.4f}  '
+    return shown + (f'{ended:12}  ln P(typed | word) {c.channel_log_prob:.4f}' if typing
+                    else ended)
+  return '\n'.join([printable(prefix) if prefix else '(the start of a text)',
+                    *map(line, completions)])
 
 
 def main(argv):
@@ -54,10 +65,18 @@ def main(argv):
   with cli.failing_on_user_errors():
     check_bounds(FLAGS.k, FLAGS.max_words)
     prefixes = sentences_of(argv[1:], FLAGS.file, units='prefixes')
+    unread = [f'--{name}' for name in ('alpha', 'second_edit', 'misspellings')
+              if FLAGS[name].present and not FLAGS.typos]
+    if unread:
+      raise ConfigError(f'{" and ".join(unread)} weigh typos, which --notypos leaves unread: '
+                        'leave out one or the other')
     with interrupting(f'completing with {FLAGS.workdir}'):
-      completer = Completer(load_trained(FLAGS.workdir))
+      misspellings = read_pairs(FLAGS.misspellings) if FLAGS.misspellings else ()
+      completer = Completer(load_trained(FLAGS.workdir), FLAGS.typos, FLAGS.alpha,
+                            FLAGS.second_edit, misspellings)
       for number, prefix in enumerate(prefixes):
-        note = unknown_note(read_typing(completer.model, prefix).prompt)
+        typing = completer.typing(prefix)
+        note = unknown_note(typing.prompt)
         if note:
           print(f'warning: {printable(note)}', file=sys.stderr)
         completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)
@@ -65,7 +84,9 @@ def main(argv):
           print(json.dumps(answers.completions(prefix, completions), ensure_ascii=False),
                 flush=True)
         else:
-          print(('\n' if number else '') + report(prefix, completions), flush=True)
+          print(('\n' if number else '') + report(
+              prefix, completions, bool(typing.tokens and completer.prefix_channel)),
+                flush=True)
 
 
 def run_program(argv=None) -> None:
@@ -77,8 +98,14 @@ def run_program(argv=None) -> None:
                        f'{DEFAULT_MAX_WORDS}: a search box suggests a few words; each word '
                        'more lowers every probability, and the best longer ones differ '
                        'mostly in their last words.')
+  flags.DEFINE_bool('typos', True, 'Read the word being typed as possibly misspelt, where '
+                    'each token is a word: complete it by the words it may be the misspelt '
+                    'beginning of too, weighed by P(typed | word) (--notypos: only those it '
+                    'begins).')
+  define_channel_flags()
   flags.DEFINE_bool('json', False, 'Print one JSON object per prefix (JSON Lines): prefix, '
-                    'completions (text, tokens, log_prob, probability, words, ended).')
+                    'completions (text, tokens, log_prob, probability, words, ended, '
+                    'channel_log_prob).')
   cli.start(main, argv)
 
 

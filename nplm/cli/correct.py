@@ -71,8 +71,8 @@ def main(argv):
                 flush=True)
 
 
-def run_program(argv=None) -> None:
-  define_input_flags()
+def define_channel_flags() -> None:
+  """The spelling channel's flags (nplm correct's, and nplm complete's for typos)."""
   flags.DEFINE_float('alpha', None, f'P(a word is typed as meant), in (0, 1): higher changes '
                      f'fewer words (Mays, Damerau and Mercer 1991 tried 0.9 to 0.9999); '
                      f'default {ALPHA:g}, {LEARNED_ALPHA:g} with --misspellings.')
@@ -84,6 +84,11 @@ def run_program(argv=None) -> None:
                       'typed -> meant), or "codespell" for the codespell package\'s: each edit '
                       'is drawn as often as they make it (Kernighan, Church and Gale 1990), not '
                       'uniformly.')
+
+
+def run_program(argv=None) -> None:
+  define_input_flags()
+  define_channel_flags()
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')

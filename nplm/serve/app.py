@@ -46,10 +46,12 @@ class Service:
     self.correct_defaults = {**DEFAULT_SETTINGS, 'alpha': default_alpha(bool(misspellings))}
     self.model, self.limits = model, limits
     self.fields = fields_of(limits, self.correct_defaults['alpha'])
-    self.completer = Completer(model)
     self.misspellings = misspellings  # The channel's to learn from (nplm serve --misspellings).
     # Built at the first /correct (a character model refuses it), or now to learn from them.
     self._corrector = Corrector(model, misspellings=misspellings) if misspellings else None
+    # /complete's, by typos: the word being typed read through the channel, or as typed.
+    self.completers = {True: Completer(model, misspellings=misspellings),
+                       False: Completer(model, typos=False)}
     self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='nplm-model')
     self.pending = 0
     self.perplexities = recorded_perplexities(Path(model.config.workdir))
@@ -64,8 +66,8 @@ class Service:
     if endpoint == 'predict':
       return answers.predict(model, request['prefix'], request['k'])
     if endpoint == 'complete':
-      return answers.complete(self.completer, request['prefix'], request['k'],
-                              request['max_words'])
+      return answers.complete(self.completers[request['typos']], request['prefix'],
+                              request['k'], request['max_words'])
     if endpoint == 'correct':
       return answers.corrections(self.corrector(
           **{name: request[name] for name in DEFAULT_SETTINGS}),

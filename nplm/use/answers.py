@@ -54,7 +54,7 @@ def completions(prefix: str, found: Sequence[Completion]) -> dict:
 def complete(completer: Completer, prefix: str, k: int, max_words: int) -> dict:
   check_bounds(k, max_words)
   return with_note(completions(prefix, completer.complete(prefix, k, max_words)),
-                   read_typing(completer.model, prefix).prompt)
+                   completer.typing(prefix).prompt)
 
 
 def samples(model, prompt: str, sampling: Sampling, seed: int) -> dict:

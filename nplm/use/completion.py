@@ -29,6 +29,10 @@ prefix is then read without it and the continuation spells it out first (nplm.us
 for words, one of the words it begins; for subwords, in any pieces, token healing), its log
 p the word's, what was typed of it included, as any continuation's is; for subwords, its
 words are counted after what was typed. Characters go on with a word as any text does.
+Where each token is a word, that word may be misspelt (typos, as a search box reads them):
+one that may be the misspelt beginning of words is completed by them too, and the search
+ranks each continuation by its log p plus ln P(typed | its first word)
+(nplm.use.prefix_channel), the posterior's order; Completion keeps the two apart.
 
 The beam search keeps `beam_width` live continuations, all of the same length: each step
 reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
@@ -46,13 +50,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
-from nplm.data.tokenizers import Tokenization
+from nplm.data.tokenizers import Tokenization, token_kind
 from nplm.errors import ConfigError
+from nplm.use.correction import model_channel
 from nplm.use.generation import SentenceEnds, as_text, end_ids
-from nplm.use.prompts import Prompt, Spelling, read_typing
+from nplm.use.prefix_channel import PrefixChannel
+from nplm.use.prompts import Prompt, Spelling, Typing, read_typing
+from nplm.use.spelling_channel import SECOND_EDIT
 
 # A search box suggests a few words: each word more lowers every continuation's probability,
 # so the best of longer ones differ mostly in their last words.
@@ -70,6 +78,9 @@ class Completion:
   probability: float
   words: int
   ended: str  # SENTENCE_END or MAX_WORDS.
+  # ln P(the word being typed | the continuation's first word), the typos' channel
+  # (nplm.use.prefix_channel); 0 where no word was being typed or typos are not read.
+  channel_log_prob: float = 0.0
 
   def as_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -83,6 +94,12 @@ class _Continuation:
   ended: str | None = None  # None while it is live.
   rest: str = ''  # What is left to spell of the word being typed, in tokens' text.
   typed: str = ''  # That word as typed, in text: the words counted follow it.
+  channel: float = 0.0  # Completion.channel_log_prob.
+
+  @property
+  def score(self) -> float:
+    """What the search ranks by: ln p(continuation | prefix) P(typed | continuation)."""
+    return self.log_prob + self.channel
 
 
 def check_bounds(k: int, max_words: int) -> None:
@@ -100,16 +117,24 @@ def default_beam_width(k: int) -> int:
 
 
 def complete(model, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
-             beam_width: int | None = None) -> list[Completion]:
-  """The k most probable continuations of `prefix`, the most probable first."""
-  return Completer(model).complete(prefix, k, max_words, beam_width)
+             beam_width: int | None = None, **typos) -> list[Completion]:
+  """The k most probable continuations of `prefix`, the most probable first; `typos`:
+  Completer's."""
+  return Completer(model, **typos).complete(prefix, k, max_words, beam_width)
 
 
 class Completer:
   """A model's completions, with what each vocabulary token does to a continuation, read
-  once for any number of prefixes."""
+  once for any number of prefixes.
 
-  def __init__(self, model):
+  With `typos`, a word-level model's word being typed may be misspelt: each continuation is
+  weighed by P(typed | its first word) too (nplm.use.prefix_channel, of the channel that
+  `alpha`, `second_edit` and `misspellings` make: nplm.use.correction.model_channel).
+  Characters and subwords spell any typed string: they go on with it as typed."""
+
+  def __init__(self, model, typos: bool = True, alpha: float | None = None,
+               second_edit: float = SECOND_EDIT,
+               misspellings: Sequence[tuple[str, str]] = ()):
     model.require_language_model()
     self.model, self.tokenizer, vocab = model, model.tokenizer, model.vocab
     tokenization = Tokenization.of(model.config)
@@ -125,12 +150,27 @@ class Completer:
       self.ends = self.end_marks
       special = self.end_marks | (np.arange(vocab.size) == vocab.unk_id)
       self.continues_word = _continuing(self.tokenizer, vocab.words, special) & ~self.ends
+    if misspellings and not (typos and self.each_token_a_word):
+      raise ConfigError(f'--misspellings weighs typos in the word being typed: this model '
+                        f'reads {token_kind(model.config)}, which spell it as typed; leave '
+                        f'--misspellings out' if typos else
+                        '--misspellings weighs typos, which --notypos leaves unread: leave '
+                        'out one or the other')
+    self.prefix_channel = (
+        PrefixChannel(model_channel(model, alpha, second_edit, misspellings), vocab.words,
+                      self.first) if typos and self.each_token_a_word else None)
+
+  def typing(self, prefix: str) -> Typing:
+    """The prefix read with the word being typed at its end apart (nplm.use.prompts); with
+    typos, also an unknown last word that no word begins but the channel reaches."""
+    return read_typing(self.model, prefix,
+                       self.prefix_channel and self.prefix_channel.reaches)
 
   def complete(self, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
                beam_width: int | None = None) -> list[Completion]:
     check_bounds(k, max_words)
     width = beam_width or default_beam_width(k)
-    typing = read_typing(self.model, prefix)
+    typing = self.typing(prefix)
     reader = self.model.next_words()
     prompt = typing.prompt
     live = [_Continuation((), 0.0, 0, rest=typing.spelling,
@@ -140,29 +180,35 @@ class Completer:
       log_probs = _next_log_probs(reader, prompt, live, width)
       extended, newly_finished = self._step(live, log_probs, max_words, width, k)
       finished = _best([*finished, *newly_finished], k)
-      live = [c for c in extended if len(finished) < k or c.log_prob > finished[-1].log_prob]
+      live = [c for c in extended if len(finished) < k or c.score > finished[-1].score]
       if not live:
         break
     return [self._completion(prompt, c) for c in finished]
 
-  def _allowed(self, continuation: _Continuation) -> np.ndarray | None:
-    """Which tokens may extend a continuation (None: any): one that types a word (not an end
-    mark, not <unk>) first; while the word being typed is spelt out, one that spells on."""
-    if continuation.rest:
-      return self.spelling.allowed(continuation.rest) & self.first
-    return self.first if continuation.words == 0 else None
+  def _weights(self, continuation: _Continuation) -> np.ndarray | None:
+    """ln of what weighs each token that may extend a continuation, float [|V|] (None: 0
+    for each): -inf for one that may not. A word that one types (not an end mark, not
+    <unk>) first; while the word being typed is spelt out, one that spells on, or where
+    typos are read, P(typed | it) (a word-level model's first word)."""
+    if continuation.rest and self.prefix_channel is not None:
+      return self.prefix_channel.log_probs(continuation.rest)
+    allowed = (self.spelling.allowed(continuation.rest) & self.first if continuation.rest
+               else self.first if continuation.words == 0 else None)
+    return None if allowed is None else np.where(allowed, 0.0, -np.inf)
 
   def _step(self, live: list[_Continuation], log_probs: np.ndarray, max_words: int,
             width: int, k: int) -> tuple[list[_Continuation], list[_Continuation]]:
     """(the `width` most probable extensions that go on, the finished ones: the `k` most
     probable extensions that end, and each continuation at max_words with its last word
     whole, for characters and subwords)."""
-    scores = np.array([c.log_prob for c in live])[:, None] + log_probs
-    scores[:, self.model.vocab.unk_id] = -np.inf
+    model_log_probs = np.array([c.log_prob for c in live])[:, None] + log_probs
+    weights = np.zeros_like(log_probs)
+    weights[:, self.model.vocab.unk_id] = -np.inf
     for row, continuation in enumerate(live):
-      allowed = self._allowed(continuation)
-      if allowed is not None:
-        scores[row, ~allowed] = -np.inf
+      row_weights = self._weights(continuation)
+      if row_weights is not None:
+        weights[row] += row_weights
+    scores = model_log_probs + weights + np.array([c.channel for c in live])[:, None]
     finished = []
     for row in np.flatnonzero([c.words == max_words and not c.rest for c in live]):
       # Characters and subwords: what goes on with its last word is all that may follow.
@@ -173,14 +219,16 @@ class Completer:
     ending = np.repeat(self.ends[None], len(live), axis=0)
     if self.each_token_a_word:
       ending[[c.words + 1 == max_words for c in live]] = True
-    finished += [self._extension(live[row], token, scores[row, token],
+    finished += [self._extension(live[row], token, model_log_probs[row, token],
+                                 weights[row, token],
                                  SENTENCE_END if self.ends[token] else MAX_WORDS)
                  for row, token in _top(np.where(ending, scores, -np.inf), k)]
-    extended = [self._extension(live[row], token, scores[row, token])
+    extended = [self._extension(live[row], token, model_log_probs[row, token],
+                                weights[row, token])
                 for row, token in _top(np.where(ending, -np.inf, scores), width)]
     return extended, finished
 
-  def _extension(self, parent: _Continuation, token: int, log_prob: float,
+  def _extension(self, parent: _Continuation, token: int, log_prob: float, weight: float,
                  ended: str | None = None) -> _Continuation:
     ids = (*parent.ids, token)
     if self.end_marks[token]:
@@ -191,13 +239,14 @@ class Completer:
       text = self.tokenizer.detokenize(self.model.vocab.decode(ids))
       words = len(text[len(parent.typed):].split()) if text.startswith(parent.typed) else 0
     rest = self.spelling.rest_after(parent.rest, token) if parent.rest else ''
-    return _Continuation(ids, float(log_prob), words, ended, rest, parent.typed)
+    return _Continuation(ids, float(log_prob), words, ended, rest, parent.typed,
+                         parent.channel + float(weight))
 
   def _completion(self, prompt: Prompt, continuation: _Continuation) -> Completion:
     tokens = self.model.vocab.decode(continuation.ids)
     return Completion(as_text(self.model, [*prompt.tokens, *tokens]), tokens,
                       continuation.log_prob, math.exp(continuation.log_prob),
-                      continuation.words, continuation.ended)
+                      continuation.words, continuation.ended, continuation.channel)
 
 
 def _next_log_probs(reader, prompt: Prompt, live: list[_Continuation],
@@ -219,7 +268,7 @@ def _top(scores: np.ndarray, m: int) -> list[tuple[int, int]]:
 
 
 def _best(continuations: list[_Continuation], k: int) -> list[_Continuation]:
-  return sorted(continuations, key=lambda c: (-c.log_prob, c.ids))[:k]
+  return sorted(continuations, key=lambda c: (-c.score, c.ids))[:k]
 
 
 def _sentence_marks(model) -> np.ndarray:

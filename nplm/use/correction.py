@@ -49,6 +49,17 @@ def default_alpha(learned: bool) -> float:
   return LEARNED_ALPHA if learned else ALPHA
 
 
+def model_channel(model, alpha: float | None = None, second_edit: float = SECOND_EDIT,
+                  misspellings: Sequence[tuple[str, str]] = ()) -> Channel:
+  """The channel over the alphabet of the model's words: uniform, or learned from
+  `misspellings` (nplm.use.learned_channel); α None: default_alpha's."""
+  alphabet = ''.join(sorted({c for w in model.vocab.words if w not in SPECIAL_TOKENS
+                             for c in w}))
+  alpha = default_alpha(bool(misspellings)) if alpha is None else alpha
+  return (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
+          if misspellings else Channel(alphabet, alpha, second_edit))
+
+
 @dataclasses.dataclass(frozen=True)
 class Change:
   position: int  # Which token of the sentence.
@@ -82,11 +93,8 @@ class Corrector:
                         f'{token_kind(model.config)}; use a word-level run')
     if max_changes < 1:
       raise ConfigError(f'--max_changes must be at least 1, not {max_changes}')
+    self.channel = model_channel(model, alpha, second_edit, misspellings)
     words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
-    alphabet = ''.join(sorted({c for w in words for c in w}))
-    alpha = default_alpha(bool(misspellings)) if alpha is None else alpha
-    self.channel = (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
-                    if misspellings else Channel(alphabet, alpha, second_edit))
     self.model, self.max_changes = model, max_changes
     self.words, self._searched = frozenset(words), tuple(words)
 

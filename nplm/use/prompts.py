@@ -11,7 +11,8 @@ prefix without that word, and what follows it spells the word out first (`Spelli
 its probability is the word's, what was typed of it included:
   where each token is a word, a last word with no space after it that the vocabulary lacks
     but begins words of ("the old m"): the next word is one of those ("man", "men");
-    nplm predict lists them, nplm generate draws one;
+    nplm predict lists them, nplm generate draws one; nplm complete also reads one that may
+    be a misspelt beginning ("the jury recie": nplm.use.prefix_channel);
   for learned subwords, the last word with no space after it (token healing, Lundberg
     2023): its pieces as typed ("▁chur" may be "▁ch" "ur") are seldom the ones the model saw
     that word cut into ("▁church"), so what follows spells out what was typed in any pieces
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -78,8 +80,10 @@ class Typing:
     return ''.join(self.tokens)
 
 
-def read_typing(model, text: str) -> Typing:
-  """`text` read with the word being typed at its end apart (the module docstring's rule)."""
+def read_typing(model, text: str, reaches: Callable[[str], bool] | None = None) -> Typing:
+  """`text` read with the word being typed at its end apart (the module docstring's rule);
+  where each token is a word, also a last word that no word begins but `reaches` takes
+  (nplm complete's typos: one it may be a misspelt beginning of)."""
   prompt = read_prompt(model, text)
   tokenization = Tokenization.of(model.config)
   if not prompt.tokens or text[-1].isspace():
@@ -90,7 +94,8 @@ def read_typing(model, text: str) -> Typing:
       return Typing(prompt, [])
   elif tokenization.tokens == 'words':
     typed, cut = prompt.tokens[-1], len(prompt.tokens) - 1
-    if typed not in prompt.unknown or not Spelling(model).allowed(typed).any():
+    if typed not in prompt.unknown or not (Spelling(model).allowed(typed).any()
+                                           or reaches is not None and reaches(typed)):
       return Typing(prompt, [])
   else:
     return Typing(prompt, [])

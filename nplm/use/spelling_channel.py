@@ -72,7 +72,9 @@ def edit_count(word: str, alphabet: Collection[str]) -> int:
   return 2 * runs - 1 + replaced + inserted
 
 
-def _non_letters(word: str) -> list[str]:
+def non_letters(word: str) -> list[str]:
+  """Its characters that are not letters, in order: nplm correct and complete keep them as
+  typed."""
   return [c for c in word if not c.isalpha()]
 
 
@@ -90,7 +92,7 @@ def near_words(typed: str, words: Collection[str], most_edits: int = 1) -> tuple
   found = process.extract(typed, words, scorer=DamerauLevenshtein.distance,
                           score_cutoff=most_edits, limit=None)
   return tuple(sorted(w for w, _, _ in found
-                      if w != typed and _non_letters(w) == _non_letters(typed)
+                      if w != typed and non_letters(w) == non_letters(typed)
                       and any(map(str.isalpha, w)) and w != lowered))
 
 

@@ -1,0 +1,84 @@
+"""The noisy channel of a word being typed, as a search box reads it: P(t | w), for t what has
+been typed so far of the word w meant (nplm complete's typos: "the jury recie" is completed
+"the jury received ...").
+
+Someone meaning w who has typed part of it meant a prefix u of w, and typed u through the
+channel of nplm.use.spelling_channel (as meant with probability α; else a slip of an edit
+or two, each drawn uniformly or as often as a list of misspellings makes it). Which prefix is
+not known, and the channel takes the likeliest:
+
+    P(t | w) = max_{u a prefix of w} P(t | u)
+
+the prefix edit distance of Chaudhuri and Kaushik (2009), the fewest edits from t to a
+prefix of w, weighed by the channel. A max, not a sum: t is one typing of one prefix, and
+a sum would count a long word once for each of its prefixes near t. A t that begins w
+has P(t | t) (α and a little more, the slips that come back to t).
+
+How far t may be from u grows with its length, as Elasticsearch's fuzziness "AUTO": no edit
+under 3 characters (two edits reach nearly every short prefix), one to 5, two from 6 (as
+far as the channel reaches). t keeps its characters that are not letters, as nplm correct's
+words do.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+from rapidfuzz import process
+from rapidfuzz.distance import DamerauLevenshtein
+
+from nplm.use.spelling_channel import Channel, non_letters
+
+PREFIXES_KEPT = 64  # Typed strings whose P(t | w) over the vocabulary is kept.
+
+
+def most_edits(typed: str, channel: Channel) -> int:
+  """How many edits from `typed` a prefix it was meant as may be (the module docstring's)."""
+  allowed = 0 if len(typed) < 3 else 1 if len(typed) < 6 else 2
+  return min(allowed, channel.most_edits)
+
+
+class PrefixChannel:
+  """ln P(t | w) of the module docstring for every word of a vocabulary."""
+
+  def __init__(self, channel: Channel, words: Sequence[str], typable: np.ndarray):
+    """`words`: the vocabulary's, by id; `typable`: bool [|V|], the words one types (no
+    end mark, no <unk>)."""
+    self.channel, self.size = channel, len(words)
+    beginning = collections.defaultdict(list)  # Prefix -> ids of the words it begins.
+    for i in np.flatnonzero(typable):
+      word = words[i]
+      for end in range(1, len(word) + 1):
+        beginning[word[:end]].append(i)
+    self.beginning = {prefix: np.array(ids) for prefix, ids in beginning.items()}
+    self.prefixes = tuple(self.beginning)
+    self.log_probs = functools.lru_cache(PREFIXES_KEPT)(self._log_probs)
+
+  def _log_probs(self, typed: str) -> np.ndarray:
+    """ln P(typed | w) of each word w, float64 [|V|], -inf where no prefix of w is within
+    reach; not to be written to."""
+    log_probs = np.full(self.size, -np.inf)
+    for prefix in self.meant_prefixes(typed):
+      ids = self.beginning[prefix]
+      log_probs[ids] = np.maximum(log_probs[ids], self.channel.log_prob(typed, prefix))
+    return log_probs
+
+  def meant_prefixes(self, typed: str) -> list[str]:
+    """The prefixes of the vocabulary's words that `typed` may have been meant as: within
+    most_edits of it (rapidfuzz, over every prefix, in C), its characters that are not
+    letters unchanged, the channel reaching it."""
+    edits = most_edits(typed, self.channel)
+    near = (process.extract(typed, self.prefixes, scorer=DamerauLevenshtein.distance,
+                            score_cutoff=edits, limit=None)
+            if edits and any(c.isalpha() for c in typed) else
+            [(typed, 0, None)] if typed in self.beginning else [])
+    return [prefix for prefix, _, _ in near
+            if non_letters(prefix) == non_letters(typed)
+            and self.channel.log_prob(typed, prefix) > -np.inf]
+
+  def reaches(self, typed: str) -> bool:
+    """Whether some word may be the one `typed` begins."""
+    return bool(np.isfinite(self.log_probs(typed)).any())
