@@ -175,6 +175,26 @@ def test_a_misspelt_word_being_typed_is_completed_by_the_words_it_may_begin(mode
   assert as_typed['warning'].endswith(f'read as {UNK} (not in the vocabulary): {typed}')
 
 
+@pytest.mark.parametrize('name', ['nnlm', 'kn3'])
+@pytest.mark.slow
+def test_misspelt_words_before_the_one_typed_are_corrected_as_a_sentence_begins(models,
+                                                                                name):
+  """With typos, the words before the word being typed are nplm correct's correction of
+  the beginning of a sentence (its tests check that search), then completed; --notypos
+  reads them as typed."""
+  model = models[name]
+  typed = 'Teh jury wth'
+  begun = Completer(model).corrector.correct('Teh jury', ended=False)
+  assert begun.tokens == ('The', 'jury')
+  found = complete(model, typed, 4, 2)
+  assert [c.as_dict() for c in found] == [
+      c.as_dict() for c in complete(model, 'The jury wth', 4, 2)]
+  as_typed = complete(model, typed, 4, 2, typos=False)
+  assert all(c.text.startswith('Teh jury wth ') for c in as_typed)
+  assert answers.complete(Completer(model, typos=False), typed, 4, 2)['warning'].endswith(
+      'Teh wth')
+
+
 @pytest.mark.slow
 def test_a_text_dataset_ends_continuations_at_eos(models):
   for name, prefix in [('kn3', 'the'), ('kn3_chars', 'The jury said')]:

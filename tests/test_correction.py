@@ -3,6 +3,7 @@ exhaustive search of P(w) · P(typed | w) (the channel, tests/test_spelling_chan
 the command as a user types it."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -57,9 +58,13 @@ PAIRS = (('teh', 'the'), ('jyry', 'jury'), ('sayd', 'said'), ('recieve', 'receiv
          ('hte', 'the'), ('dya', 'day'), ('juri', 'jury'), ('untill', 'until'))
 
 
-def objective(model, channel, typed: list[str], meant: tuple[str, ...]) -> float:
-  """ln P(meant) + Σ ln P(typed_i | meant_i)."""
-  lm = score_sentences(model, [' '.join(meant)])[0].log_prob
+def objective(model, channel, typed: list[str], meant: tuple[str, ...],
+              ended: bool = True) -> float:
+  """ln P(meant) + Σ ln P(typed_i | meant_i); not `ended`, P(meant) of the beginning of a
+  sentence: its end mark's ln p left out where the model scores one."""
+  score = score_sentences(model, [' '.join(meant)])[0]
+  lm = (score.log_prob if ended or model.sentence_end is None
+        else math.fsum(score.token_log_probs[:-1]))
   return lm + sum(channel.log_prob(x, w) for x, w in zip(typed, meant))
 
 
@@ -100,11 +105,19 @@ def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kin
     assert correction.tokens == best, (text, values)
     # Every option's ln P, its changed tokens (and end mark) rescored alone, as whole.
     variants = [(i, w) for i, x in enumerate(typed) for w in corrector.candidates(x)]
-    typed_log_probs, scored = corrector._variant_log_probs(tuple(typed), None, variants)  # pylint: disable=protected-access
+    typed_log_probs, scored = corrector._variant_log_probs(  # pylint: disable=protected-access
+        tuple(typed), None, variants, True)
     lm = [score_sentences(model, [' '.join(option)])[0].log_prob for option in options]
     assert [typed_log_probs.sum(), *[s.sum() for s in scored]] == pytest.approx(lm, abs=1e-6)
     assert correction.log_prob == pytest.approx(max(values), abs=1e-6)
     assert correction.typed_log_prob == pytest.approx(values[0], abs=1e-6)
+    # The beginning of a sentence (nplm complete's prefix): no end mark after it.
+    begun = [objective(model, corrector.channel, typed, option, ended=False)
+             for option in options]
+    prefix = corrector.correct(text, ended=False)
+    assert prefix.tokens == options[int(np.argmax(begun))], (text, begun)
+    assert prefix.log_prob == pytest.approx(max(begun), abs=1e-6)
+    assert (begun == values) == (model.sentence_end is None)
   # A second round with nothing left to change: the one word changed in the first.
   alone = Corrector(model, alpha=0.9, max_changes=2, second_edit=0.3,
                     misspellings=misspellings).correct('teh')

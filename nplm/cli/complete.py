@@ -16,11 +16,13 @@ each token is a word, a last word with no space after it that the vocabulary lac
 words of ("the old m") is left out of the prefix, and each continuation begins with one of
 those words ("the old man ..."); for subwords its pieces are read back and the continuations
 spell it out, in the pieces the model saw it cut into (token healing); characters go on with
-it as with any text. Such a word may be misspelt, as a search box reads it (--typos, where
-each token is a word): one that may be the misspelt beginning of words ("the jury recie") is
-completed by them too, each continuation weighed by P(typed | its first word) as well, of
-nplm correct's channel (--alpha, --second_edit, --misspellings) taking the likeliest prefix
-of the word (nplm.use.prefix_channel); that ln P is the last column. --json prints one JSON
+it as with any text. Where each token is a word, the words typed may be misspelt, as a
+search box reads them (--typos, the default): a word being typed that may be the misspelt
+beginning of words ("the jury recie") is completed by them too, each continuation weighed by
+P(typed | its first word) as well, nplm correct's channel (--alpha, --second_edit,
+--misspellings) on the likeliest prefix of the word (nplm.use.prefix_channel), that ln P the
+last column; the words before it are corrected first as nplm correct corrects the beginning
+of a sentence ("teh grand jury" completes as "the grand jury ..."). --json prints one JSON
 object per prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
 """
 
@@ -98,10 +100,11 @@ def run_program(argv=None) -> None:
                        f'{DEFAULT_MAX_WORDS}: a search box suggests a few words; each word '
                        'more lowers every probability, and the best longer ones differ '
                        'mostly in their last words.')
-  flags.DEFINE_bool('typos', True, 'Read the word being typed as possibly misspelt, where '
-                    'each token is a word: complete it by the words it may be the misspelt '
-                    'beginning of too, weighed by P(typed | word) (--notypos: only those it '
-                    'begins).')
+  flags.DEFINE_bool('typos', True, 'Read the words typed as possibly misspelt, where each '
+                    'token is a word: the word being typed completed by the words it may be '
+                    'the misspelt beginning of too, weighed by P(typed | word), the words '
+                    'before it corrected as nplm correct corrects the beginning of a sentence '
+                    '(--notypos: read as typed).')
   define_channel_flags()
   flags.DEFINE_bool('json', False, 'Print one JSON object per prefix (JSON Lines): prefix, '
                     'completions (text, tokens, log_prob, probability, words, ended, '

@@ -32,7 +32,9 @@ words are counted after what was typed. Characters go on with a word as any text
 Where each token is a word, that word may be misspelt (typos, as a search box reads them):
 one that may be the misspelt beginning of words is completed by them too, and the search
 ranks each continuation by its log p plus ln P(typed | its first word)
-(nplm.use.prefix_channel), the posterior's order; Completion keeps the two apart.
+(nplm.use.prefix_channel), the posterior's order; Completion keeps the two apart. The words
+before it are corrected first (nplm.use.correction, as the beginning of a sentence), and
+continued as corrected.
 
 The beam search keeps `beam_width` live continuations, all of the same length: each step
 reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -56,10 +59,10 @@ import numpy as np
 
 from nplm.data.tokenizers import Tokenization, token_kind
 from nplm.errors import ConfigError
-from nplm.use.correction import model_channel
+from nplm.use.correction import Corrector
 from nplm.use.generation import SentenceEnds, as_text, end_ids
 from nplm.use.prefix_channel import PrefixChannel
-from nplm.use.prompts import Prompt, Spelling, Typing, read_typing
+from nplm.use.prompts import Prompt, Spelling, Typing, prompt_of, read_typing
 from nplm.use.spelling_channel import SECOND_EDIT
 
 # A search box suggests a few words: each word more lowers every continuation's probability,
@@ -67,6 +70,7 @@ from nplm.use.spelling_channel import SECOND_EDIT
 DEFAULT_MAX_WORDS = 3
 MOST_K, MOST_WORDS = 1000, 50
 MAX_TOKENS_PER_WORD = 30  # The search's cap, per word (characters; words need one each).
+PREFIXES_KEPT = 64  # Prefixes whose words before the one typed are kept corrected.
 SENTENCE_END, MAX_WORDS = 'sentence_end', 'max_words'  # How a continuation ended.
 
 
@@ -127,10 +131,12 @@ class Completer:
   """A model's completions, with what each vocabulary token does to a continuation, read
   once for any number of prefixes.
 
-  With `typos`, a word-level model's word being typed may be misspelt: each continuation is
-  weighed by P(typed | its first word) too (nplm.use.prefix_channel, of the channel that
-  `alpha`, `second_edit` and `misspellings` make: nplm.use.correction.model_channel).
-  Characters and subwords spell any typed string: they go on with it as typed."""
+  With `typos`, a word-level model's words may be misspelt: those before the word being
+  typed are corrected as nplm correct corrects the beginning of a sentence, and each
+  continuation is weighed by P(typed | its first word) too (nplm.use.prefix_channel), both
+  of the channel that `alpha`, `second_edit` and `misspellings` make
+  (nplm.use.correction.model_channel). Characters and subwords spell any typed string: they
+  go on with it as typed."""
 
   def __init__(self, model, typos: bool = True, alpha: float | None = None,
                second_edit: float = SECOND_EDIT,
@@ -156,15 +162,25 @@ class Completer:
                         f'--misspellings out' if typos else
                         '--misspellings weighs typos, which --notypos leaves unread: leave '
                         'out one or the other')
-    self.prefix_channel = (
-        PrefixChannel(model_channel(model, alpha, second_edit, misspellings), vocab.words,
-                      self.first) if typos and self.each_token_a_word else None)
+    self.corrector = self.prefix_channel = None
+    if typos and self.each_token_a_word:
+      self.corrector = Corrector(model, alpha, second_edit=second_edit,
+                                 misspellings=misspellings)
+      self.prefix_channel = PrefixChannel(self.corrector.channel, vocab.words, self.first)
+      # While a word is typed, the words before it stay: corrected once for its keystrokes.
+      self.corrected = functools.lru_cache(PREFIXES_KEPT)(
+          lambda words: self.corrector.corrected_tokens(words, ended=False)[0])
 
   def typing(self, prefix: str) -> Typing:
     """The prefix read with the word being typed at its end apart (nplm.use.prompts); with
-    typos, also an unknown last word that no word begins but the channel reaches."""
-    return read_typing(self.model, prefix,
-                       self.prefix_channel and self.prefix_channel.reaches)
+    typos, also an unknown last word that no word begins but the channel reaches, and the
+    words before it corrected."""
+    typing = read_typing(self.model, prefix,
+                         self.prefix_channel and self.prefix_channel.reaches)
+    if self.corrector is None or not typing.prompt.tokens:
+      return typing
+    corrected = self.corrected(tuple(typing.prompt.tokens))
+    return dataclasses.replace(typing, prompt=prompt_of(self.model, prefix, list(corrected)))
 
   def complete(self, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
                beam_width: int | None = None) -> list[Completion]:

@@ -110,10 +110,20 @@ class Corrector:
     return tuple(word for word in near_words(typed, self._searched, most_edits)
                  if self.channel.log_prob(typed, word) > -math.inf)
 
-  def correct(self, text: str) -> Correction:
+  def correct(self, text: str, ended: bool = True) -> Correction:
+    """The correction of a sentence; not `ended`, of the beginning of one (a prefix being
+    typed: no end mark scored after it)."""
     typed = tuple(self.model.tokenizer.tokens(text))
     if not typed:
       raise ConfigError(f'nothing to correct in {text!r}: it holds no words')
+    tokens, changes, best, start = self.corrected_tokens(typed, ended)
+    return Correction(text, tokens, self._rewritten(text, typed, tokens, changes), changes,
+                      best, start)
+
+  def corrected_tokens(self, typed: tuple[str, ...], ended: bool = True
+                       ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
+    """(the corrected tokens, the changes, ln P(w) P(typed | w) of the correction and of
+    the tokens as typed): the module docstring's search."""
     tokens, changes = typed, ()
     channel = sum(self.channel.log_prob(x, x) for x in typed)
     current = start = None  # current: ln p of each token of `tokens` (and of an end mark).
@@ -121,7 +131,7 @@ class Corrector:
       changed = {change.position for change in changes}
       variants = [(i, word) for i, x in enumerate(typed) if i not in changed
                   for word in self.candidates(x)]
-      current, scored = self._variant_log_probs(tokens, current, variants)
+      current, scored = self._variant_log_probs(tokens, current, variants, ended)
       if start is None:  # The sentence as typed, scored in the first round's call.
         best = start = current.sum() + channel
       if not variants:
@@ -136,30 +146,30 @@ class Corrector:
       tokens = tokens[:i] + (word,) + tokens[i + 1:]
       best, channel, current = totals[top], channel + gains[top], scored[top]
       changes = tuple(sorted((*changes, Change(i, typed[i], word)), key=lambda c: c.position))
-    return Correction(text, tokens, self._rewritten(text, typed, tokens, changes), changes,
-                      float(best), float(start))
+    return tokens, changes, float(best), float(start)
 
   def _variant_log_probs(self, tokens: tuple[str, ...], current: np.ndarray | None,
-                         variants: Sequence[tuple[int, str]]):
-    """(ln p of each token of `tokens` (and of an end mark), scored where `current` is None,
-    else `current`; the same for each variant, `tokens` with word i replaced), open
-    vocabulary, in one call. A token before i keeps its ln p: a model of a finite context
+                         variants: Sequence[tuple[int, str]], ended: bool):
+    """(ln p of each token of `tokens` (and of an end mark where `ended`), scored where
+    `current` is None, else `current`; the same for each variant, `tokens` with word i
+    replaced), open vocabulary, in one call. A token before i keeps its ln p: a model of a finite context
     rescores only those a change reaches (_window_variants), a recurrent one each variant
     whole."""
     if self.model.context_length is not None:
-      return self._window_variants(tokens, current, variants)
+      return self._window_variants(tokens, current, variants, ended)
     changed = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
-    scored = [score.token_log_probs
-              for score in self._scored(changed if current is not None else [tokens, *changed])]
+    scored = [score.token_log_probs for score in self._scored(
+        changed if current is not None else [tokens, *changed], ended)]
     return (current, scored) if current is not None else (scored[0], scored[1:])
 
   def _window_variants(self, tokens: tuple[str, ...], current: np.ndarray | None,
-                       variants: Sequence[tuple[int, str]]):
+                       variants: Sequence[tuple[int, str]], ended: bool):
     """_variant_log_probs for a model of a finite context c: a change at i reaches tokens i
     to i + c (with the end mark, where it is among them), each scored alone after its c
     tokens (model.window_log_probs), each distinct (context, token) once: the token at i
     has the same context in every variant that changes it."""
-    c, vocab, end = self.model.context_length, self.model.vocab, self.model.sentence_end
+    c, vocab = self.model.context_length, self.model.vocab
+    end = self.model.sentence_end if ended else None
     marked = [*tokens, *([] if end is None else [end])]
     ids = vocab.encode(marked)
     spelt = spelling_log_probs(self.model, marked, ids)  # A changed word is no <unk>.
@@ -207,7 +217,7 @@ class Corrector:
       text = text[:start] + word + text[end:]
     return text
 
-  def _scored(self, sentences: Sequence[tuple[str, ...]]) -> list:
+  def _scored(self, sentences: Sequence[tuple[str, ...]], ended: bool) -> list:
     """The SentenceScore of each token sequence, open vocabulary."""
     pairs = ((' '.join(tokens), list(tokens)) for tokens in sentences)
-    return list(scored_tokens(self.model, pairs, all_unknown_refused=False))
+    return list(scored_tokens(self.model, pairs, all_unknown_refused=False, ended=ended))

@@ -22,7 +22,7 @@ words do.
 
 from __future__ import annotations
 
-import collections
+import bisect
 import functools
 from collections.abc import Sequence
 
@@ -33,6 +33,7 @@ from rapidfuzz.distance import DamerauLevenshtein
 from nplm.use.spelling_channel import Channel, non_letters
 
 PREFIXES_KEPT = 64  # Typed strings whose P(t | w) over the vocabulary is kept.
+_LAST = chr(0x10FFFF)  # After every character: prefix + _LAST is after every word it begins.
 
 
 def most_edits(typed: str, channel: Channel) -> int:
@@ -48,34 +49,41 @@ class PrefixChannel:
     """`words`: the vocabulary's, by id; `typable`: bool [|V|], the words one types (no
     end mark, no <unk>)."""
     self.channel, self.size = channel, len(words)
-    beginning = collections.defaultdict(list)  # Prefix -> ids of the words it begins.
-    for i in np.flatnonzero(typable):
-      word = words[i]
-      for end in range(1, len(word) + 1):
-        beginning[word[:end]].append(i)
-    self.beginning = {prefix: np.array(ids) for prefix, ids in beginning.items()}
-    self.prefixes = tuple(self.beginning)
+    # Sorted, the words a prefix begins are a run, found by bisection: no table of every
+    # prefix (millions for a vocabulary of a million words).
+    self.ids = np.array(sorted(np.flatnonzero(typable), key=words.__getitem__), np.int64)
+    self.sorted_words = [words[i] for i in self.ids]
+    self.prefixes_of_length = functools.lru_cache(None)(self._prefixes_of_length)
     self.log_probs = functools.lru_cache(PREFIXES_KEPT)(self._log_probs)
+
+  def _prefixes_of_length(self, length: int) -> tuple[str, ...]:
+    """The distinct prefixes of that many characters of the words, built when first asked."""
+    return tuple(dict.fromkeys(w[:length] for w in self.sorted_words if len(w) >= length))
+
+  def beginning(self, prefix: str) -> np.ndarray:
+    """The ids of the words that `prefix` begins."""
+    first = bisect.bisect_left(self.sorted_words, prefix)
+    return self.ids[first:bisect.bisect_left(self.sorted_words, prefix + _LAST, first)]
 
   def _log_probs(self, typed: str) -> np.ndarray:
     """ln P(typed | w) of each word w, float64 [|V|], -inf where no prefix of w is within
     reach; not to be written to."""
     log_probs = np.full(self.size, -np.inf)
     for prefix in self.meant_prefixes(typed):
-      ids = self.beginning[prefix]
+      ids = self.beginning(prefix)
       log_probs[ids] = np.maximum(log_probs[ids], self.channel.log_prob(typed, prefix))
     return log_probs
 
   def meant_prefixes(self, typed: str) -> list[str]:
     """The prefixes of the vocabulary's words that `typed` may have been meant as: within
-    most_edits of it (rapidfuzz, over every prefix, in C), its characters that are not
-    letters unchanged, the channel reaching it."""
-    edits = most_edits(typed, self.channel)
-    near = (process.extract(typed, self.prefixes, scorer=DamerauLevenshtein.distance,
-                            score_cutoff=edits, limit=None)
-            if edits and any(c.isalpha() for c in typed) else
-            [(typed, 0, None)] if typed in self.beginning else [])
-    return [prefix for prefix, _, _ in near
+    most_edits of it (rapidfuzz, over the prefixes of each length within reach, in C), its
+    characters that are not letters unchanged, the channel reaching it."""
+    edits = most_edits(typed, self.channel) if any(c.isalpha() for c in typed) else 0
+    near = [prefix for length in range(max(1, len(typed) - edits), len(typed) + edits + 1)
+            for prefix, _, _ in process.extract(
+                typed, self.prefixes_of_length(length), scorer=DamerauLevenshtein.distance,
+                score_cutoff=edits, limit=None)]
+    return [prefix for prefix in near
             if non_letters(prefix) == non_letters(typed)
             and self.channel.log_prob(typed, prefix) > -np.inf]
 

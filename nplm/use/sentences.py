@@ -111,15 +111,17 @@ def scored(model, sentences: Iterable[str],
 
 
 def scored_tokens(model, sentences: Iterable[tuple[str, Sequence[str]]],
-                  batch_tokens: int = BATCH_TOKENS,
-                  all_unknown_refused: bool = True) -> Iterator[SentenceScore]:
+                  batch_tokens: int = BATCH_TOKENS, all_unknown_refused: bool = True,
+                  ended: bool = True) -> Iterator[SentenceScore]:
   """`scored` of sentences given as (text, its tokens): a sentence built token by token (a
   correction's candidates), scored as those tokens whatever its text reads as. Input with no
   word in the vocabulary is scored too where not `all_unknown_refused` (one sentence among
-  a file's: a correction leaves it as it is)."""
+  a file's: a correction leaves it as it is). Not `ended`: the beginnings of sentences, no
+  end mark scored after them (a prefix being typed)."""
   model.require_language_model()
   held, known = [], not all_unknown_refused
-  for texts, words, ids, lengths, any_known in _batches(model, sentences, batch_tokens):
+  for texts, words, ids, lengths, any_known in _batches(model, sentences, batch_tokens,
+                                                        ended):
     scores = _scored_batch(model, texts, words, ids, lengths)
     known = known or any_known
     if not known:
@@ -134,12 +136,13 @@ def scored_tokens(model, sentences: Iterable[tuple[str, Sequence[str]]],
                       'tokenization?')
 
 
-def _batches(model, sentences: Iterable[tuple[str, Sequence[str]]], batch_tokens: int):
-  """(texts, tokens per sentence, ids of all of them with the end marks, lengths, whether a
-  typed token is in the vocabulary) for each run of whole sentences that fills at most
-  `batch_tokens` (a longer sentence alone), each sentence counted with its c boundary
-  tokens where the context is finite."""
-  vocab, end = model.vocab, model.sentence_end
+def _batches(model, sentences: Iterable[tuple[str, Sequence[str]]], batch_tokens: int,
+             ended: bool = True):
+  """(texts, tokens per sentence, ids of all of them with the end marks where `ended`,
+  lengths, whether a typed token is in the vocabulary) for each run of whole sentences that
+  fills at most `batch_tokens` (a longer sentence alone), each sentence counted with its c
+  boundary tokens where the context is finite."""
+  vocab, end = model.vocab, model.sentence_end if ended else None
   padding = model.context_length or 0
   texts, words, count = [], [], 0
   for number, (text, tokens) in enumerate(sentences, 1):
