@@ -152,9 +152,9 @@ class Corrector:
                          variants: Sequence[tuple[int, str]], ended: bool):
     """(ln p of each token of `tokens` (and of an end mark where `ended`), scored where
     `current` is None, else `current`; the same for each variant, `tokens` with word i
-    replaced), open vocabulary, in one call. A token before i keeps its ln p: a model of a finite context
-    rescores only those a change reaches (_window_variants), a recurrent one each variant
-    whole."""
+    replaced), open vocabulary, in one call. A token before i keeps its ln p: a model of a
+    finite context rescores only those a change reaches (_window_variants), a recurrent one
+    each variant whole."""
     if self.model.context_length is not None:
       return self._window_variants(tokens, current, variants, ended)
     changed = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
