@@ -32,7 +32,9 @@ from rapidfuzz.distance import DamerauLevenshtein
 
 from nplm.use.spelling_channel import Channel, non_letters
 
-PREFIXES_KEPT = 64  # Typed strings whose P(t | w) over the vocabulary is kept.
+# Typed strings whose P(t | w) over the vocabulary is kept: a completion reads one, and at
+# 8 bytes a word each, many would weigh on a vocabulary of a million words.
+PREFIXES_KEPT = 8
 _LAST = chr(0x10FFFF)  # After every character: prefix + _LAST is after every word it begins.
 
 
