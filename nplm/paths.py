@@ -13,6 +13,14 @@ import os
 from pathlib import Path
 
 
+def cache_dir() -> Path:
+  """Where nplm keeps what it builds once per machine (word2vec's compiled update, learned
+  spelling channels): $NPLM_CACHE_DIR, else $XDG_CACHE_HOME/nplm, else ~/.cache/nplm."""
+  if os.environ.get('NPLM_CACHE_DIR'):
+    return Path(os.environ['NPLM_CACHE_DIR'])
+  return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'nplm'
+
+
 def absolute(path: str | os.PathLike) -> str:
   """`path` absolute, from the current directory, `~` expanded and `.`, `..` folded (as the
   shell reads it; symbolic links are kept, not followed)."""

@@ -7,9 +7,9 @@ from pathlib import Path
 import jax
 import pytest
 
+from nplm import paths
 from nplm.config import Config
 from nplm.data import brown_format, load_corpus
-from nplm.training import word2vec_native
 from tests import cli
 
 _UNOPTIMIZED = '--xla_backend_optimization_level=0'
@@ -29,9 +29,10 @@ def pytest_configure(config) -> None:
   # The children write as under a user's shell, Python's buffering theirs: this workplace
   # sets PYTHONUNBUFFERED, which hid a report that os._exit dropped (tests/test_stop_requests).
   os.environ.pop('PYTHONUNBUFFERED', None)
-  # word2vec's compiled update, built once for every test and command: the pages' commands
-  # run with a HOME of their own, which would otherwise move the cache and rebuild it.
-  os.environ.setdefault('NPLM_CACHE_DIR', str(word2vec_native.cache_dir()))
+  # word2vec's compiled update, built once for every test and command (and the channels
+  # learned from lists): the pages' commands run with a HOME of their own, which would
+  # otherwise move the cache and rebuild it.
+  os.environ.setdefault('NPLM_CACHE_DIR', str(paths.cache_dir()))
 
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'

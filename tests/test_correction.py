@@ -182,7 +182,7 @@ def test_the_command_corrects_each_line_and_refuses_what_it_cannot(quick_runs, t
   want = [line for text in ('teh jury said', 'the jury said')
           for line in report_lines(corrector.correct(text), details=True)]
   assert learned.stdout.splitlines() == want
-  assert 'learned the channel from 6 misspellings' in learned.stderr
+  assert 'from 6 misspellings' in learned.stderr  # Learned, or read from the cache.
   (tmp_path / 'bad.txt').write_text('teh the\nrecieve\n')
   chars = quick_runs('chars').config.workdir
   for args, phrase in (([f'--workdir={workdir}', '--misspellings=bad.txt'],

@@ -125,3 +125,40 @@ def test_learning_heeds_a_stop_request_that_python_dropped(monkeypatch):
       EditRates.learned([('teh', 'the'), ('thier', 'their')], 'abcdefghijklmnopqrstuvwxyz')
       reached.append('the end of the learning')
   assert not learned and not reached
+
+
+def test_a_learned_channel_is_kept_on_disk_read_back_the_same_and_never_used_damaged(
+    tmp_path, monkeypatch, caplog):
+  """The rates learned once are read back from $NPLM_CACHE_DIR at the next start (the
+  same values to the last bit); a damaged or unreadable file is said and learned again; a
+  cache that cannot be written is said, and the channel is learned all the same."""
+  monkeypatch.setenv('NPLM_CACHE_DIR', str(tmp_path / 'cache'))
+  caplog.set_level('INFO')
+  typed = [('recieve', 'receive'), ('teh', 'the'), ('thier', 'their'), ('ahcieve', 'achieve')]
+
+  def channel():
+    learned_channel_module.learned_rates.cache_clear()  # As a new process starts.
+    caplog.clear()
+    made = learned_channel(tuple(PAIRS), ALPHABET)
+    return [made.log_prob(x, w) for x, w in typed], caplog.text
+
+  first, said = channel()
+  assert 'learned the channel from 6 misspellings' in said
+  [kept] = (tmp_path / 'cache' / 'channels').iterdir()
+  again, said = channel()
+  assert again == first and f'read from {kept}' in said
+  fresh = EditRates.learned(usable(PAIRS, ALPHABET), ALPHABET)
+  assert [LearnedChannel(ALPHABET, 0.999, 0.1, fresh).log_prob(x, w) for x, w in typed] == first
+  text = kept.read_text()
+  for damage, phrase in ((text.replace('"del"', '"ins"', 1), 'is damaged'),
+                         (text[:len(text) // 2], 'cannot be read')):
+    kept.write_text(damage)
+    again, said = channel()
+    assert again == first and phrase in said and 'learned the channel from 6' in said
+    assert kept.read_text() == text  # Rewritten whole.
+  other = learned_channel(tuple(PAIRS[:5]), ALPHABET)  # Another list: a file of its own.
+  assert other.log_prob('teh', 'the') != learned_channel(tuple(PAIRS), ALPHABET).log_prob(
+      'teh', 'the') and len(list(kept.parent.iterdir())) == 2
+  monkeypatch.setenv('NPLM_CACHE_DIR', str(kept))  # A file where the directory should be.
+  again, said = channel()
+  assert again == first and 'is not kept in' in said and 'learned the channel from 6' in said

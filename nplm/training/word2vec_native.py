@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import jaxlib
 import numpy as np
 
+from nplm.paths import cache_dir
+
 SOURCE = Path(__file__).with_name('word2vec_update.cc')
 HEADERS = tuple(SOURCE.with_name(name) for name in ('word2vec_arithmetic.h',
                                                     'word2vec_sampler.h'))  # #included
@@ -40,12 +42,6 @@ FLAGS = ('-O3', '-march=native', '-fopenmp-simd', '-std=c++17', '-shared', '-fPI
 
 class NativeUnavailable(RuntimeError):
   """The C++ update cannot be built or loaded here (the message says why)."""
-
-
-def cache_dir() -> Path:
-  if os.environ.get('NPLM_CACHE_DIR'):
-    return Path(os.environ['NPLM_CACHE_DIR'])
-  return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'nplm'
 
 
 def compiler() -> str:

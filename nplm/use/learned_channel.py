@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from rapidfuzz.distance import DamerauLevenshtein
 
 from nplm import stop_requests
+from nplm.use import channel_cache
 from nplm.errors import ConfigError
 from nplm.use.spelling_channel import SECOND_EDIT, Channel
 
@@ -96,6 +97,18 @@ class EditRates:
   counts: dict[Edit, float]  # n(e).
   contexts: collections.Counter  # chars(context): in the list's meant words.
   prior_weight: float = PRIOR_WEIGHT
+
+  def content(self) -> dict:
+    """The rates as JSON's types (nplm.use.channel_cache keeps them)."""
+    return {'alphabet': self.alphabet, 'prior_weight': self.prior_weight,
+            'counts': [[*edit, count] for edit, count in self.counts.items()],
+            'contexts': [[*context, count] for context, count in self.contexts.items()]}
+
+  @classmethod
+  def of_content(cls, content: dict) -> EditRates:
+    return cls(content['alphabet'], {tuple(row[:3]): row[3] for row in content['counts']},
+               collections.Counter({tuple(row[:-1]): row[-1] for row in content['contexts']}),
+               content['prior_weight'])
 
   @functools.cached_property
   def mean(self) -> dict[str, float]:
@@ -242,9 +255,17 @@ def learned_rates(pairs: tuple[tuple[str, str], ...], alphabet: str) -> EditRate
     raise ConfigError(f'none of the {len(pairs):,} misspellings is one or two edits from its '
                       'word in the vocabulary\'s characters: give (typed, meant) pairs of '
                       'words')
+  key = channel_cache.key_of(kept, alphabet, {'prior_weight': PRIOR_WEIGHT, 'rounds': ROUNDS})
+  content = channel_cache.read(key)
+  left_out = (f'{len(pairs) - len(kept):,} left out: more than two edits, or characters '
+              'outside the vocabulary\'s')
+  if content is not None:
+    log.info('the channel learned from %s misspellings, read from %s (%s)', f'{len(kept):,}',
+             channel_cache.path_of(key), left_out)
+    return EditRates.of_content(content)
   started = time.perf_counter()
   rates = EditRates.learned(kept, alphabet)
-  log.info('learned the channel from %s misspellings in %.1f s (%s left out: more than two '
-           'edits, or characters outside the vocabulary\'s)', f'{len(kept):,}',
-           time.perf_counter() - started, f'{len(pairs) - len(kept):,}')
+  log.info('learned the channel from %s misspellings in %.1f s (%s)', f'{len(kept):,}',
+           time.perf_counter() - started, left_out)
+  channel_cache.write(key, rates.content())
   return rates
