@@ -84,10 +84,12 @@ def suggested(completer: Completer, occurrence: Occurrence, k: int
   """For each prefix typed, the word in the wanted place of each of the k completions the
   completer gives it (of the text it shows: the prefix as read, corrected with typos, then
   the next word), where its text reaches that place."""
-  at = {key: place(occurrence, key[1]) for key in prefixes(occurrence)}
-  return {key: [words[at[key]] for c in completer.complete(prefix, k, max_words=1)
-                if len(words := c.text.split()) > at[key]]
-          for key, prefix in prefixes(occurrence).items()}
+  found = {}
+  for key, prefix in prefixes(occurrence).items():
+    at, texts = place(occurrence, key[1]), [c.text.split() for c in completer.complete(
+        prefix, k, max_words=1)]
+    found[key] = [words[at] for words in texts if len(words) > at]
+  return found
 
 
 def tally(found: Sequence[Occurrence], suggestions: Sequence[dict], seconds: float) -> dict:
