@@ -302,6 +302,21 @@ def test_vocabulary_and_unk_rates_come_from_train_only(fixture_corpus):
     assert fixture_corpus.stats[name]['unk_rate'] == pytest.approx(expected)
 
 
+def test_the_counts_are_those_of_the_encoded_training_split(prepared_dir):
+  """Brown's marks keep their ids however rare; their counts are still what training holds
+  (not 0, their tokens counted as <unk>): the sampled heads' proposals read them."""
+  corpus = brown_source.load_corpus(prepared_dir, unk_max_count=4, train_tokens=400,
+                                    valid_tokens=100, **FIXTURE)
+  train = fixture_tokens()[:400]
+  assert 0 < train.count(TEXT_END) <= 4
+  assert corpus.vocab.counts[corpus.vocab.id_of(TEXT_END)] == train.count(TEXT_END)
+  assert np.bincount(corpus.splits['train'], minlength=corpus.vocab.size).tolist() == (
+      corpus.vocab.counts.tolist())
+  unseen = Vocabulary.build(['a', 'a', 'b'], unk_max_count=1, reserved=(TEXT_END, 'b'))
+  assert dict(zip(unseen.words, unseen.counts.tolist())) == {'a': 2, 'b': 1, UNK: 0,
+                                                            TEXT_END: 0}
+
+
 def test_too_small_corpus_names_the_sizes(prepared_dir):
   with pytest.raises(ValueError, match='cannot split 643 tokens into 600 train, 100 valid'):
     brown_source.load_corpus(prepared_dir, train_tokens=600, valid_tokens=100, **FIXTURE)

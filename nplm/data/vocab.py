@@ -71,21 +71,22 @@ class Vocabulary:
                   max_size: int = 0, reserved: Sequence[str] = ()) -> Vocabulary:
     """Types seen more than unk_max_count times keep an id, at most max_size ids in all
     (0: no bound; the most frequent kept, ties by the word); the others merge into <unk>.
-    `reserved` tokens always keep an id (with a count of 0 if training never saw them).
+    `reserved` tokens always keep an id, with their training count (0 if never seen).
     unk_max_count -1: trained_unk_max_count's choice."""
     counts = np.asarray(counts, np.int64)
     if unk_max_count == -1:
       unk_max_count = trained_unk_max_count(types, counts)
     # <unk> already in the tokens (a decoded or exported stream, a corpus that ships its own
     # unknown token) stays <unk>: rebuilding from such a stream gives the same vocabulary.
+    # A reserved token keeps its own count however rare, so that the counts are those of the
+    # encoded training split (a sampled head's proposal, word2vec's negatives read them).
     reserved = {t: 0 for t in reserved if t != UNK}
     candidates = []
-    for index in np.flatnonzero(counts > unk_max_count).tolist():
-      word = types[index]
+    for word, count in zip(types, counts.tolist()):
       if word in reserved:
-        reserved[word] = int(counts[index])
-      elif word != UNK:
-        candidates.append((-int(counts[index]), word))
+        reserved[word] = count
+      elif count > unk_max_count and word != UNK:
+        candidates.append((-count, word))
     candidates.sort()
     room = len(candidates) if not max_size else max_size - 1 - len(reserved)
     if room < 0:
