@@ -1,5 +1,6 @@
-r"""Requests per second and latency of `nplm serve`: /score, /complete, and /complete of a word
-being typed, at 1, 8 and 32 concurrent clients, for each trained run named.
+r"""Requests per second and latency of `nplm serve`: /score, /complete, /complete of a word
+being typed, and /complete as a person types, at 1, 8 and 32 concurrent clients, for each
+trained run named.
 
   python -m experiments.benchmarks.serve --workdirs=runs/mlp9,runs/lstm --out=/tmp/serve
 
@@ -7,8 +8,14 @@ For each workdir it starts `nplm serve --port=0` as a user does, warms every req
 (each new text length compiles), then for each endpoint and client count runs the clients
 for --seconds, each sending its next request as soon as the last is answered (closed loop),
 over texts taken in turn from TEXTS (TYPING for a word being typed: what the page sends
-between keystrokes, read back and spelt out by a subword model, nplm.use.prompts). Requests/s: answered requests over the wall time;
-p50/p99: of each request's latency, client-side (the queue for the model included).
+between keystrokes, read back and spelt out by a subword model, nplm.use.prompts).
+The keystroke rows send Brown's test sentences (--data_dir) as a person types them, a prefix
+per keystroke, each prefix once in the run (`Keystrokes`): the server's caches see what
+typing gives them, where the rows above send their six texts again and again. They are
+sent with `"typos": true` (the default: the word being typed read through the spelling
+channel, the words before it corrected) and `false` (as typed). Requests/s: answered
+requests over the wall time; p50/p99: of each request's latency, client-side (the queue for
+the model included).
 """
 
 import concurrent.futures
@@ -23,6 +30,7 @@ import numpy as np
 from absl import flags
 
 from experiments.benchmarks import harness
+from experiments.benchmarks.brown_sentences import brown_splits, reads_back, sentences_of
 from nplm.cli import fail, refuse_arguments, run_experiment
 
 FLAGS = flags.FLAGS
@@ -34,6 +42,9 @@ TYPING = ['The jury sa', 'It was the fir', 'He did not kn', 'The city of Atl',
 # Each row: (its name in the report, the endpoint, the texts it sends).
 REQUESTS = [('/score', 'score', TEXTS), ('/complete', 'complete', TEXTS),
             ('/complete, typing', 'complete', TYPING)]
+# Each keystroke row: (its name in the report, its request's "typos").
+KEYSTROKE_ROWS = [('/complete, keystrokes', True), ('/complete, keystrokes, typos off', False)]
+TYPED_WORDS = (3, 40)  # The words of a sentence typed, at least and at most.
 STARTUP_SECONDS = 300
 
 
@@ -54,10 +65,42 @@ def start_server(workdir: str) -> tuple[subprocess.Popen, str, str]:
   return process, lines[0].split(' at ')[1].split(' ')[0], served
 
 
-def body(endpoint: str, text: str) -> bytes:
+def body(endpoint: str, text: str, typos: bool | None = None) -> bytes:
   request = ({'texts': [text + ' .']} if endpoint == 'score'
              else {'prefix': text, 'k': 10, 'max_words': 3})
+  if typos is not None:
+    request['typos'] = typos
   return json.dumps(request).encode()
+
+
+def keystrokes(sentences: list[list[str]]) -> list[str]:
+  """Each sentence typed a character at a time, its words spaced: every prefix as typed."""
+  typed = [' '.join(words) for words in sentences]
+  return [text[:end] for text in typed for end in range(1, len(text) + 1)]
+
+
+def typed_sentences(tokens: list[str]) -> list[list[str]]:
+  """A split's sentences that a person types as Brown's tokens, of TYPED_WORDS words."""
+  fewest, most = TYPED_WORDS
+  return [s for s in sentences_of(tokens) if fewest <= len(s) <= most and reads_back(s)]
+
+
+class Keystrokes:
+  """Brown's test sentences typed, handed out one prefix at a time to all clients of all the
+  keystroke rows, never the same twice in a run (unless the split runs out: `wrapped`)."""
+
+  def __init__(self, typed: list[str]):
+    self.typed, self.sent, self.lock = typed, 0, threading.Lock()
+
+  def __call__(self, turn: int) -> str:
+    del turn  # The next keystroke, whichever client asks.
+    with self.lock:
+      self.sent += 1
+      return self.typed[(self.sent - 1) % len(self.typed)]
+
+  @property
+  def wrapped(self) -> bool:
+    return self.sent > len(self.typed)
 
 
 def ask(url: str, payload: bytes) -> None:
@@ -67,16 +110,17 @@ def ask(url: str, payload: bytes) -> None:
     answer.read()
 
 
-def measure(url: str, endpoint: str, texts: list[str], clients: int, seconds: float) -> dict:
-  """Closed-loop clients for `seconds`: {'requests', 'requests_per_second', 'p50_ms',
-  'p99_ms'}."""
+def measure(url: str, endpoint: str, text_of, clients: int, seconds: float,
+            typos: bool | None = None) -> dict:
+  """Closed-loop clients for `seconds`, client n's k-th request sending text_of(n + k *
+  clients): {'requests', 'requests_per_second', 'p50_ms', 'p99_ms'}."""
   latencies, deadline = [], time.perf_counter() + seconds
 
   def client(number: int) -> list[float]:
     mine, turn = [], number
     while time.perf_counter() < deadline:
       started = time.perf_counter()
-      ask(url + endpoint, body(endpoint, texts[turn % len(texts)]))
+      ask(url + endpoint, body(endpoint, text_of(turn), typos))
       mine.append(time.perf_counter() - started)
       turn += clients
     return mine
@@ -91,8 +135,15 @@ def measure(url: str, endpoint: str, texts: list[str], clients: int, seconds: fl
           'p99_ms': 1e3 * float(np.percentile(latencies, 99))}
 
 
-def benchmark(workdirs: list[str], client_counts: list[int], seconds: float) -> dict:
-  rows = []
+def benchmark(workdirs: list[str], client_counts: list[int], seconds: float,
+              splits: dict[str, list[str]]) -> dict:
+  rows, wrapped = [], []
+  typed = keystrokes(typed_sentences(splits['test']))
+  # Each prefix length (the lengths compiled) before the clock starts: the longest sentence
+  # of valid's, a word and a word's beginning at a time.
+  longest = max(typed_sentences(splits['valid']), key=len, default=[])
+  warm_up = [' '.join(longest[:words]) + end for words in range(len(longest) + 1)
+             for end in (' ', ' a')]
   for workdir in workdirs:
     process, url, served = start_server(workdir)
     try:
@@ -101,11 +152,24 @@ def benchmark(workdirs: list[str], client_counts: list[int], seconds: float) -> 
           ask(url + endpoint, body(endpoint, text))
         for clients in client_counts:
           rows.append({'workdir': workdir, 'model': served, 'endpoint': name,
-                       'clients': clients, **measure(url, endpoint, texts, clients, seconds)})
+                       'clients': clients, **measure(url, endpoint, lambda turn, texts=texts:
+                                                     texts[turn % len(texts)], clients,
+                                                     seconds)})
+      sent = Keystrokes(typed)  # One stream for the server's keystroke rows.
+      for name, typos in KEYSTROKE_ROWS:
+        for text in warm_up:
+          ask(url + 'complete', body('complete', text, typos))
+        for clients in client_counts:
+          rows.append({'workdir': workdir, 'model': served, 'endpoint': name,
+                       'clients': clients, **measure(url, 'complete', sent, clients, seconds,
+                                                     typos)})
+      if sent.wrapped:
+        wrapped.append(workdir)
     finally:
       process.terminate()
       process.wait(60)
-  return {'machine': harness.machine_info(), 'seconds': seconds, 'rows': rows}
+  return {'machine': harness.machine_info(), 'seconds': seconds, 'keystrokes': len(typed),
+          'wrapped': wrapped, 'rows': rows}
 
 
 def format_report(report: dict, markdown: bool = False) -> str:
@@ -113,9 +177,14 @@ def format_report(report: dict, markdown: bool = False) -> str:
   table += [[f'{row["workdir"]} ({row["model"]})', row['endpoint'], str(row['clients']),
              f'{row["requests"]:,}', f'{row["requests_per_second"]:,.1f}',
              f'{row["p50_ms"]:,.1f}', f'{row["p99_ms"]:,.1f}'] for row in report['rows']]
+  typed = (f'The keystroke rows: {report["keystrokes"]:,} prefixes typed (Brown\'s test '
+           'sentences of {}-{} words), each sent once in a server\'s run'.format(*TYPED_WORDS))
+  if report['wrapped']:
+    typed += (f'; they ran out and were sent again for {", ".join(report["wrapped"])} (its '
+              'caches warm: those rows are faster than typing)')
   return '\n'.join([harness.machine_line(report['machine']),
                     f'Closed-loop clients for {report["seconds"]:g} s each; latency measured '
-                    'by the client, the wait for the model included.', '',
+                    'by the client, the wait for the model included.', typed + '.', '',
                     *harness.table_lines(table, markdown)]) + '\n'
 
 
@@ -126,8 +195,14 @@ def main(argv):
   counts = [int(count) for count in FLAGS.clients.split(',')]
   if min(counts) < 1 or FLAGS.seconds <= 0:
     fail('--clients must be positive counts and --seconds positive')
-  harness.report(benchmark(FLAGS.workdirs.split(','), counts, FLAGS.seconds), format_report,
-                 FLAGS.out)
+  try:
+    splits = brown_splits(FLAGS.data_dir)
+  except harness.CorpusNotPrepared as error:
+    fail(error)
+  if not typed_sentences(splits['test']):
+    fail('Brown\'s test split has no sentence of {}-{} words to type'.format(*TYPED_WORDS))
+  harness.report(benchmark(FLAGS.workdirs.split(','), counts, FLAGS.seconds, splits),
+                 format_report, FLAGS.out)
 
 
 if __name__ == '__main__':
@@ -135,4 +210,6 @@ if __name__ == '__main__':
   flags.DEFINE_string('clients', '1,8,32', 'Concurrent client counts.')
   flags.DEFINE_float('seconds', 10.0, 'Seconds each measurement runs its clients.')
   flags.DEFINE_string('out', '', 'If set, OUT.json and OUT.md receive the report.')
+  flags.DEFINE_string('data_dir', '', 'TFDS data dir of the prepared Brown corpus, whose test '
+                      'sentences the keystroke rows type (empty: TFDS default).')
   run_experiment(main)
