@@ -32,7 +32,7 @@ def nnlm(quick_runs):
 def word_models(quick_runs, tiny_corpus, tmp_path_factory):
   """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
   recurrent one ('lstm'), a finite context that scores each sentence's <eos> ('text': the
-  tiny corpus as text:DIR, a quick run of its own), a counted one ('kn3', of the tiny
+  tiny corpus as text:DIR, a quick run of its own; 'text_lstm', a recurrent one), a counted one ('kn3', of the tiny
   corpus, as nplm ngram fits it), and the quick runs of another window family
   ('transformer') and another head ('nnlm_tree')."""
   def model(kind: str):
@@ -41,11 +41,12 @@ def word_models(quick_runs, tiny_corpus, tmp_path_factory):
                              tiny_corpus.boundary_id)
       return NgramRun(quick_runs('nnlm').config, tiny_corpus.vocab, fitted, None,
                       spelling.of_corpus(tiny_corpus))
-    if kind != 'text':
+    if not kind.startswith('text'):
       return quick_runs(kind)
     root = tmp_path_factory.mktemp('text_words')
+    shape = dict(model='lstm', bptt_length=8) if kind == 'text_lstm' else dict(order=3)
     config = Config(workdir=str(root / 'run'), data_dir=str(root / 'tfds'),
-                    dataset=f'text:{write_text_corpus(root / "text")}', order=3,
+                    dataset=f'text:{write_text_corpus(root / "text")}', **shape,
                     feature_size=8, hidden_size=12, batch_size=16, eval_batch_size=64,
                     learning_rate=1e-2, unk_max_count=1, **QUICK)
     run(config)
@@ -79,16 +80,16 @@ def reached(typed: str, words, alphabet: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'kn3', 'transformer', 'nnlm_tree',
-                                  'nnlm_learned'])
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'text_lstm', 'kn3', 'transformer',
+                                  'nnlm_tree', 'nnlm_learned'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
   every sentence that replaces one word by a vocabulary word one edit from it (two for a
   word outside the vocabulary), each scored whole (a finite context's corrector rescores
   only the tokens a change reaches); 'nnlm_learned': with a channel learned from PAIRS."""
   model = word_models(kind.removesuffix('_learned'))
-  assert (model.context_length is None) == (kind == 'lstm')
-  assert (model.sentence_end is not None) == (kind == 'text')
+  assert (model.context_length is None) == kind.endswith('lstm')
+  assert (model.sentence_end is not None) == kind.startswith('text')
   misspellings = PAIRS if kind.endswith('_learned') else ()
   corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3,
                         misspellings=misspellings)

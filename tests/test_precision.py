@@ -91,5 +91,6 @@ def test_next_words_and_sentences_are_read_with_float32_matmuls(tiny_corpus, mod
   assert all(precisions(text) == {'HIGHEST'} for text in lowered)
   if model == 'lstm':
     words = np.array([[1, 2, 3]], np.int32)
-    text = sentences._rows_scored.lower(lm, reader.variables, words, words).as_text()
+    text = sentences._rows_scored.lower(lm, reader.variables, words, words,
+                                        lm.model.initial_state(1)).as_text()
     assert precisions(text) == {'HIGHEST'}

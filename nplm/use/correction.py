@@ -35,7 +35,7 @@ from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
 from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
 from nplm.use.open_vocabulary import spelling_log_probs
-from nplm.use.sentences import scored_tokens
+from nplm.use.sentences import rows_log_probs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
@@ -154,13 +154,10 @@ class Corrector:
     `current` is None, else `current`; the same for each variant, `tokens` with word i
     replaced), open vocabulary, in one call. A token before i keeps its ln p: a model of a
     finite context rescores only those a change reaches (_window_variants), a recurrent one
-    each variant whole."""
+    each from i on (_recurrent_variants)."""
     if self.model.context_length is not None:
       return self._window_variants(tokens, current, variants, ended)
-    changed = [tokens[:i] + (word,) + tokens[i + 1:] for i, word in variants]
-    scored = [score.token_log_probs for score in self._scored(
-        changed if current is not None else [tokens, *changed], ended)]
-    return (current, scored) if current is not None else (scored[0], scored[1:])
+    return self._recurrent_variants(tokens, current, variants, ended)
 
   def _window_variants(self, tokens: tuple[str, ...], current: np.ndarray | None,
                        variants: Sequence[tuple[int, str]], ended: bool):
@@ -196,6 +193,36 @@ class Corrector:
       scored.append(log_probs)
     return current, scored
 
+  def _recurrent_variants(self, tokens: tuple[str, ...], current: np.ndarray | None,
+                          variants: Sequence[tuple[int, str]], ended: bool):
+    """_variant_log_probs for a recurrent model: a change at i leaves the state before i
+    as the sentence's own (read once, a word at a time: next_words' `carries`), and each
+    variant is read on from there to its end (sentences.rows_log_probs): the tokens before
+    i, half a sentence on average, are not read again for each variant."""
+    vocab, boundary = self.model.vocab, self.model.boundary_id
+    end = self.model.sentence_end if ended else None
+    marked = [*tokens, *([] if end is None else [end])]
+    ids = vocab.encode(marked)
+    spelt = spelling_log_probs(self.model, marked, ids)  # A changed word is no <unk>.
+    inputs = np.concatenate([[boundary], ids[:-1]]).astype(np.int32)  # Each token's input.
+    carries = self.model.next_words().carries(
+        inputs[:max((i for i, _ in variants), default=0) + 1])
+    rows = [] if current is not None else [(inputs, ids, carries[0])]
+    for i, word in variants:
+      changed = ids.copy()
+      changed[i] = vocab.id_of(word)
+      rows.append((np.concatenate([[boundary], changed[:-1]])[i:], changed[i:], carries[i]))
+    closed = iter(rows_log_probs(self.model, *zip(*rows)) if rows else ())
+    if current is None:
+      current = next(closed) + spelt
+    scored = []
+    for (i, _), read_on in zip(variants, closed):
+      log_probs = current.copy()
+      log_probs[i:] = read_on
+      log_probs[i + 1:] += spelt[i + 1:]
+      scored.append(log_probs)
+    return current, scored
+
   def _rewritten(self, text: str, typed: Sequence[str], tokens: Sequence[str],
                  changes: Sequence[Change]) -> str:
     """`text` as typed with only the changed words replaced (its spacing, punctuation and
@@ -216,8 +243,3 @@ class Corrector:
         word = word[:1].upper() + word[1:]
       text = text[:start] + word + text[end:]
     return text
-
-  def _scored(self, sentences: Sequence[tuple[str, ...]], ended: bool) -> list:
-    """The SentenceScore of each token sequence, open vocabulary."""
-    pairs = ((' '.join(tokens), list(tokens)) for tokens in sentences)
-    return list(scored_tokens(self.model, pairs, all_unknown_refused=False, ended=ended))

@@ -69,10 +69,7 @@ class NextWords:
   def start(self, prompts) -> np.ndarray | RecurrentState:
     prompts = np.asarray(prompts, np.int32).reshape(len(prompts), -1)
     if self.recurrent:
-      carry = self.lm.model.initial_state(len(prompts))
-      if self._carry_sharding is not None:
-        carry = jax.device_put(carry, self._carry_sharding)
-      state = RecurrentState(carry, None)
+      state = RecurrentState(self._initial_carry(len(prompts)), None)
       for words in [np.full(len(prompts), self.boundary_id, np.int32), *prompts.T]:
         state = self.push(state, words)
       return state
@@ -80,12 +77,28 @@ class NextWords:
     padding = np.full((len(prompts), width), self.boundary_id, np.int32)
     return np.concatenate([padding, prompts], axis=1)[:, ::-1][:, :width].copy()
 
+  def carries(self, words) -> list[np.ndarray]:
+    """A recurrent model's carried state before each of `words` [T] is read, from h_0 = 0
+    (each [layers, parts, H]): the states a reading of them passes through, for reading on
+    from any of them (nplm.use.sentences.rows_log_probs)."""
+    state = RecurrentState(self._initial_carry(1), None)
+    carries = [np.asarray(state.carry)[:, :, 0]]
+    for word in np.asarray(words, np.int32)[:-1]:
+      state = self.push(state, [word])
+      carries.append(np.asarray(state.carry)[:, :, 0])
+    return carries
+
   def next(self, state) -> tuple[np.ndarray, np.ndarray | RecurrentState]:
     if self.recurrent:
       log_probs = _recurrent_log_probs(self.lm, self.variables, state.hidden)
     else:
       log_probs = _window_log_probs(self.lm, self.variables, jnp.asarray(state))
     return np.asarray(log_probs, np.float32), state
+
+  def _initial_carry(self, rows: int):
+    carry = self.lm.model.initial_state(rows)
+    return carry if self._carry_sharding is None else jax.device_put(carry,
+                                                                     self._carry_sharding)
 
   def push(self, state, words) -> np.ndarray | RecurrentState:
     words = np.asarray(words, np.int32)

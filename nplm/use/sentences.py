@@ -211,31 +211,46 @@ def _stream_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray
 # --- a recurrent model: rows from h_0 = 0, padded to a length bucket ----------------------------
 
 @functools.partial(jax.jit, static_argnames='lm')
-def _rows_scored(lm, variables, words, targets):
-  """ln p of each row's targets [R, L], every row read from h_0 = 0; compiled once per
-  (rows, length) shape."""
-  return lm.apply(variables, words, targets, lm.model.initial_state(words.shape[0]),
-                  method=lm.log_prob)[0]
+def _rows_scored(lm, variables, words, targets, carry):
+  """ln p of each row's targets [R, L], row r read on from its state carry[:, :, r];
+  compiled once per (rows, length) shape."""
+  return lm.apply(variables, words, targets, carry, method=lm.log_prob)[0]
 
 
 def _row_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-  """ln p of each id, the sentences as rows grouped by length bucket, a power of two of
-  rows holding at most --eval_batch_size tokens (a longer sentence alone)."""
+  """ln p of each id, each sentence a row read from h_0 = 0, the boundary token its first
+  input."""
+  sentences = np.split(ids, np.cumsum(lengths)[:-1])
+  inputs = [np.concatenate([[model.boundary_id], sentence])[:len(sentence)]
+            for sentence in sentences]  # Each target's input: the token before it.
+  start = np.asarray(model.lm.model.initial_state(1))[:, :, 0]
+  return np.concatenate(rows_log_probs(model, inputs, sentences, [start] * len(sentences)))
+
+
+def rows_log_probs(model, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+                   carries: Sequence[np.ndarray]) -> list[np.ndarray]:
+  """Closed ln p of each row's targets, row r reading inputs[r] (one per target) on from
+  carries[r], a recurrent model's state ([layers, parts, H]: h_0 = 0 at a sentence's start,
+  nplm.use.next_words' `carries` within one). The rows are grouped by length bucket, a power
+  of two of them holding at most --eval_batch_size tokens (a longer row alone), padded at
+  the end: padding after a row cannot change what came before it, and is dropped."""
   lm, budget = model.lm, model.config.eval_batch_size
   variables = lm.variables_of(model.params)
-  starts, buckets = _starts(lengths), _buckets(lengths)
-  out = np.empty(len(ids), np.float64)
+  lengths = np.array([len(row) for row in targets])
+  buckets, out = _buckets(lengths), [None] * len(targets)
   for length in np.unique(buckets):
     same = np.flatnonzero(buckets == length)
-    rows = 1 << max(0, int(budget // length).bit_length() - 1)
-    for group in np.split(same, np.arange(rows, len(same), rows)):
-      inside = np.arange(length) < lengths[group][:, None]  # [R, L]: the real tokens
-      source = np.where(inside, starts[group][:, None] + np.arange(length), 0)
-      # A short last group: the power of two at or above its count, not all `rows`.
-      targets = np.zeros((min(rows, 1 << (len(group) - 1).bit_length()), length), np.int32)
-      targets[:len(group)] = np.where(inside, ids[source], 0)
-      words = np.concatenate([np.full((len(targets), 1), model.boundary_id, np.int32),
-                              targets[:, :-1]], axis=1)  # Each target's input: the one before.
-      log_probs = np.asarray(_rows_scored(lm, variables, words, targets), np.float64)
-      out[source[inside]] = log_probs[:len(group)][inside]
+    most = 1 << max(0, int(budget // length).bit_length() - 1)
+    for group in np.split(same, np.arange(most, len(same), most)):
+      # A short last group: the power of two at or above its count, not all `most`.
+      size = min(most, 1 << (len(group) - 1).bit_length())
+      words, aims = np.zeros((2, size, length), np.int32)
+      parts, hidden = np.shape(carries[group[0]])[1:]
+      carry = np.zeros((len(carries[group[0]]), parts, size, hidden), np.float32)
+      for row, r in enumerate(group):
+        words[row, :lengths[r]], aims[row, :lengths[r]] = inputs[r], targets[r]
+        carry[:, :, row] = carries[r]
+      log_probs = np.asarray(_rows_scored(lm, variables, words, aims, carry), np.float64)
+      for row, r in enumerate(group):
+        out[r] = log_probs[row, :lengths[r]]
   return out
