@@ -315,6 +315,12 @@ def test_the_counts_are_those_of_the_encoded_training_split(prepared_dir):
   unseen = Vocabulary.build(['a', 'a', 'b'], unk_max_count=1, reserved=(TEXT_END, 'b'))
   assert dict(zip(unseen.words, unseen.counts.tolist())) == {'a': 2, 'b': 1, UNK: 0,
                                                             TEXT_END: 0}
+  # The ids are those runs were trained with when such a token counted 0 and its tokens
+  # <unk>'s: '</p>' (2, within the threshold) ranks with the unseen, <unk> as 1 + 2 = 3.
+  rare = Vocabulary.build(['a'] * 5 + ['b'] * 3 + [PARAGRAPH_END] * 2 + ['x'],
+                          unk_max_count=2, reserved=(PARAGRAPH_END, TEXT_END))
+  assert rare.words == ('a', UNK, 'b', PARAGRAPH_END, TEXT_END)
+  assert rare.counts.tolist() == [5, 1, 3, 2, 0]
 
 
 def test_too_small_corpus_names_the_sizes(prepared_dir):

@@ -2,7 +2,9 @@
 
 Sampled heads (log-uniform proposals, frequency-binned class and adaptive softmaxes) rely
 on id order following training frequency, `<unk>` included at the rank of its merged count.
-A dataset's special tokens (`<eos>`, Brown's marks) are reserved: they always keep an id.
+A dataset's special tokens (`<eos>`, Brown's marks, a subword tokenizer's pieces) are
+reserved: they always keep an id, and their count, however rare (one seen no more than
+unk_max_count times ranks as an unseen one, the ids runs were trained with).
 """
 
 from __future__ import annotations
@@ -95,8 +97,13 @@ class Vocabulary:
     kept = {word: -negative for negative, word in candidates[:room]}
     kept.update(reserved)
     kept[UNK] = int(counts.sum()) - sum(kept.values())  # Every other training token.
-    ranked = sorted(kept.items(), key=lambda item: (-item[1], item[0]))
-    return cls(tuple(w for w, _ in ranked), np.array([n for _, n in ranked]), unk_max_count)
+    # Ranked as the threshold sees them: a reserved token seen unk_max_count times or fewer
+    # ranks as an unseen one, its tokens at <unk>'s rank. These are the ids of every run
+    # trained before such a token kept its count (its checkpoints' rows, its fingerprint).
+    rare = {w: n for w, n in reserved.items() if n <= unk_max_count}
+    rank = {**kept, **dict.fromkeys(rare, 0), UNK: kept[UNK] + sum(rare.values())}
+    ranked = sorted(kept, key=lambda word: (-rank[word], word))
+    return cls(tuple(ranked), np.array([kept[w] for w in ranked]), unk_max_count)
 
   @property
   def size(self) -> int:
