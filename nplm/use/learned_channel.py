@@ -240,6 +240,9 @@ class LearnedChannel(Channel):
   def slip(self, typed: str, meant: str) -> float:
     return self.rates.slip(typed, meant)
 
+  def two_slips(self, typed: str, meant: str) -> float:
+    return sum(self.slip(y, meant) * self.slip(typed, y) for y in self.between(typed, meant))
+
 
 def learned_channel(pairs: tuple[tuple[str, str], ...], alphabet: str,
                     alpha: float = LEARNED_ALPHA,

@@ -119,15 +119,25 @@ class Channel:
     """ln P(typed | meant); -inf beyond the channel's reach."""
     if typed == meant and not self.second_edit:
       return math.log(self.alpha)
-    twice = (sum(self.slip(y, meant) * self.slip(typed, y) for y in self.between(typed, meant))
-             if self.second_edit else 0.0)
+    twice = self.two_slips(typed, meant) if self.second_edit else 0.0
     slipped = (1 - self.second_edit) * self.slip(typed, meant) + self.second_edit * twice
     p = self.alpha * (typed == meant) + (1 - self.alpha) * slipped
     return math.log(p) if p > 0 else -math.inf
 
+  def two_slips(self, typed: str, meant: str) -> float:
+    """P(a slip of a slip of `meant` makes `typed`) = Σ_y slip(y | meant) slip(typed | y) over
+    the y between them, each drawn uniformly: 1/|E(meant)| · Σ_y 1/|E(y)|."""
+    return sum(map(self._reciprocal_edits, self.between(typed, meant))) * (
+        self._reciprocal_edits(meant))
+
   def slip(self, typed: str, meant: str) -> float:
     """P(one slip of `meant` makes `typed`): 1 / |E(meant)| for typed in E(meant)."""
-    return self._one_edit(typed, meant) / edit_count(meant, self._letters)
+    return self._one_edit(typed, meant) * self._reciprocal_edits(meant)
+
+  @functools.lru_cache(maxsize=1 << 16)
+  def _reciprocal_edits(self, word: str) -> float:
+    """1 / |E(word)|: a typed prefix's second edits meet the same strings again and again."""
+    return 1 / edit_count(word, self._letters)
 
   def _one_edit(self, typed: str, meant: str) -> bool:
     """typed ∈ E(meant): for a meant word over the alphabet, one edit apart and typed over it
