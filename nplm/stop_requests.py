@@ -103,7 +103,8 @@ def interrupting(what: str):
     return
   context = _Interrupting(what)
   previous = {s: signal.signal(s, context.handler) for s in SIGNALS}
-  previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable_hook(sys.unraisablehook)
+  previous_hook = sys.unraisablehook
+  sys.unraisablehook = ours = _unraisable_hook(previous_hook)
   _interrupting.append(context)
   try:
     yield
@@ -111,7 +112,8 @@ def interrupting(what: str):
     _interrupting.remove(context)
     for s, h in previous.items():
       signal.signal(s, h)
-    sys.unraisablehook = previous_hook
+    if sys.unraisablehook is ours:  # One installed inside stays (it holds ours).
+      sys.unraisablehook = previous_hook
   if context.signum is not None:  # Its exception was dropped after the last safe point.
     raise context.interrupted()
 

@@ -36,6 +36,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -359,14 +360,27 @@ def read(path: Path, abstract_state=None):
 
 
 def _drop_abandoned_reads() -> None:
-  """Orbax reads a checkpoint's arrays in concurrent coroutines; when one fails, the others
-  are dropped unfinished and Python would print each one's traceback when it collects them.
-  The failure has its one line already: collect them now, quietly."""
-  hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
-  try:
-    gc.collect()
-  finally:
-    sys.unraisablehook = hook
+  """Orbax reads a checkpoint's arrays in concurrent coroutines, on TensorStore's threads;
+  when one fails, the others are dropped unfinished. Python would print a traceback for each
+  as it collects it, and for each of their threads that then finds the event loop closed:
+  now, later, or as the process ends (hundreds of lines after the command's one-line error).
+  The failure has its one line already: from now on these are dropped, anything else still
+  printed."""
+  if not getattr(sys.unraisablehook, 'drops_abandoned_reads', False):
+    sys.unraisablehook = _without_abandoned_reads(sys.unraisablehook)
+  gc.collect()
+
+
+def _without_abandoned_reads(previous: Callable) -> Callable:
+  def hook(unraisable):
+    code = getattr(unraisable.object, 'cr_code', None)  # A coroutine's.
+    abandoned = ('orbax' in getattr(code, 'co_filename', '')
+                 or isinstance(unraisable.exc_value, RuntimeError)
+                 and str(unraisable.exc_value) == 'Event loop is closed')
+    if not abandoned:
+      previous(unraisable)
+  hook.drops_abandoned_reads = True
+  return hook
 
 
 def _first_line(error: Exception) -> str:
