@@ -17,7 +17,7 @@ from nplm.run_files.saved_params import saved_params
 from nplm.run_files.summary import finished_summary
 from nplm.trainer import run
 from nplm.training import loop as loop_module
-from nplm.use.trained import load_trained
+from nplm.use.trained import NoTrainedModelError, load_trained
 from tests.test_schedules import planted_validation
 from tests.test_train import tiny_config
 
@@ -105,6 +105,26 @@ def test_a_damaged_summary_is_refused_in_one_line_and_a_rerun_rewrites_it(
   assert rewritten['reported'] == written['reported']
   assert json.loads(path.read_text())['reported'] == written['reported']
   assert same(saved_params(workdir), params_at(workdir, 'checkpoints', 17))
+
+
+@pytest.mark.parametrize('damage', ['cut short', 'a byte that is no UTF-8', 'a word edited'])
+@pytest.mark.slow
+def test_a_damaged_vocabulary_is_refused_in_one_line_and_a_rerun_writes_it_again(
+    finished, tiny_corpus, tmp_path, monkeypatch, damage):
+  workdir = copied(finished, 'last', tmp_path)
+  path = workdir / 'vocab.txt'
+  written = path.read_bytes()
+  middle = len(written) // 2
+  path.write_bytes({'cut short': written[:middle],
+                    'a byte that is no UTF-8': written[:middle] + b'\xff' + written[middle + 1:],
+                    'a word edited': written.replace(b'\njury\t', b'\njurx\t')}[damage])
+  assert path.read_bytes() != written
+  with pytest.raises(NoTrainedModelError, match=r'^\S+vocab.txt is damaged \([^\n]*\); rerun '
+                     r'the train command of its run to write it again[^\n]*$'):
+    load_trained(workdir)
+  rerun(workdir, 'last', tiny_corpus, monkeypatch)
+  assert path.read_bytes() == written
+  assert load_trained(workdir).vocab.words == tiny_corpus.vocab.words
 
 
 def test_a_finished_run_whose_best_dir_was_deleted_reruns_from_the_same_steps_copy(

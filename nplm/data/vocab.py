@@ -147,5 +147,10 @@ class Vocabulary:
     if not header.startswith(_HEADER_PREFIX):
       raise ValueError(f'{path} is not a vocabulary file written by Vocabulary.save')
     entries = [line.rsplit('\t', 1) for line in lines]
+    cut = next((i for i, entry in enumerate(entries)
+                if len(entry) != 2 or not entry[1].isdigit()), None)
+    if cut is not None:  # A damaged file: a line cut short, a count changed.
+      raise ValueError(f'line {cut + 2} is not what Vocabulary.save writes (a word, a tab, '
+                       'its count)')
     return cls(tuple(w for w, _ in entries), np.array([int(n) for _, n in entries]),
                int(header[len(_HEADER_PREFIX):]))

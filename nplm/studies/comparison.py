@@ -113,13 +113,22 @@ def _unfinished_row(typed: str, identity: dict, where: Path) -> dict:
   nothing = dict.fromkeys(SPLITS)
   return {'workdir': typed, 'kind': 'trained', 'finished': False,
           'dataset': config.get('dataset'), 'tokens': config.get('tokens'),
-          'vocab_size': Vocabulary.load(where / 'vocab.txt').size,
+          'vocab_size': _vocabulary_size(where / 'vocab.txt'),
           'model': config.get('model'), 'head': config.get('head'), 'parameters': None,
           'ppl': nothing, 'word_ppl': nothing, 'open_ppl': nothing, 'bpc': nothing,
           'wall_seconds': None,
           'examples_per_second': None, 'data_fingerprint': identity.get('data_fingerprint'),
           'status': 'unfinished', 'steps': None, 'epochs': None, 'best_epoch': None,
           'reported_parameters': None}
+
+
+def _vocabulary_size(path: Path) -> int | None:
+  """|V| of an unfinished run's vocab.txt; None (shown as '-') where it cannot be read: its
+  reader (nplm evaluate, predict) says why."""
+  try:
+    return Vocabulary.load(path).size
+  except (OSError, ValueError):
+    return None
 
 
 def _ngram_row(typed: str, summary: dict) -> dict:

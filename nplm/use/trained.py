@@ -174,11 +174,17 @@ def load_trained(workdir: str | os.PathLike) -> TrainedModel | NgramRun:
                               'train one there first')
   config, vocab_fingerprint = _recorded(identity, where)
   config = config.absolute_paths().replace(workdir=str(where))
-  vocab = Vocabulary.load(vocab_path)
-  if vocab.fingerprint() != vocab_fingerprint:
-    raise NoTrainedModelError(f'{paths.shown(vocab_path)} does not match the vocabulary '
-                              f'recorded in {paths.shown(where / "run.json")}; the workdir was '
-                              'altered')
+  try:
+    vocab = Vocabulary.load(vocab_path)
+  except ValueError as error:  # Bytes that are no UTF-8, a line cut short.
+    why = f'it cannot be read: {error}'
+  else:
+    why = (None if vocab.fingerprint() == vocab_fingerprint else
+           f'it does not match the vocabulary recorded in {paths.shown(where / "run.json")}')
+  if why is not None:
+    raise NoTrainedModelError(f'{paths.shown(vocab_path)} is damaged ({why}); rerun the '
+                              'train command of its run to write it again (a finished run is '
+                              'not trained again)')
   params = saved_params(where)
   if params is None:
     raise NoTrainedModelError(f'{shown} has no checkpoint yet; let training save one')
