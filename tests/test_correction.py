@@ -32,7 +32,8 @@ def nnlm(quick_runs):
 def word_models(quick_runs, tiny_corpus, tmp_path_factory):
   """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
   recurrent one ('lstm'), a finite context that scores each sentence's <eos> ('text': the
-  tiny corpus as text:DIR, a quick run of its own; 'text_lstm', a recurrent one), a counted one ('kn3', of the tiny
+  tiny corpus as text:DIR, a quick run of its own; 'text_lstm' and 'text_gru', two layers of
+  it, recurrent ones), a counted one ('kn3', of the tiny
   corpus, as nplm ngram fits it), and the quick runs of another window family
   ('transformer') and another head ('nnlm_tree')."""
   def model(kind: str):
@@ -44,7 +45,8 @@ def word_models(quick_runs, tiny_corpus, tmp_path_factory):
     if not kind.startswith('text'):
       return quick_runs(kind)
     root = tmp_path_factory.mktemp('text_words')
-    shape = dict(model='lstm', bptt_length=8) if kind == 'text_lstm' else dict(order=3)
+    shape = {'text_lstm': dict(model='lstm', bptt_length=8),
+             'text_gru': dict(model='gru', num_layers=2, bptt_length=8)}.get(kind, dict(order=3))
     config = Config(workdir=str(root / 'run'), data_dir=str(root / 'tfds'),
                     dataset=f'text:{write_text_corpus(root / "text")}', **shape,
                     feature_size=8, hidden_size=12, batch_size=16, eval_batch_size=64,
@@ -80,15 +82,15 @@ def reached(typed: str, words, alphabet: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'text_lstm', 'kn3', 'transformer',
-                                  'nnlm_tree', 'nnlm_learned'])
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'text_lstm', 'text_gru', 'kn3',
+                                  'transformer', 'nnlm_tree', 'nnlm_learned'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
   every sentence that replaces one word by a vocabulary word one edit from it (two for a
   word outside the vocabulary), each scored whole (a finite context's corrector rescores
   only the tokens a change reaches); 'nnlm_learned': with a channel learned from PAIRS."""
   model = word_models(kind.removesuffix('_learned'))
-  assert (model.context_length is None) == kind.endswith('lstm')
+  assert (model.context_length is None) == kind.endswith(('lstm', 'gru'))
   assert (model.sentence_end is not None) == kind.startswith('text')
   misspellings = PAIRS if kind.endswith('_learned') else ()
   corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3,

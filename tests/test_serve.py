@@ -413,48 +413,6 @@ def test_the_page_completes_as_you_type_ranks_and_charts_in_a_browser(served):
     browser.quit()
 
 
-@pytest.mark.slow
-def test_the_benchmark_reports_rates_and_latencies_from_its_requests(quick_runs, tiny_data_dir,
-                                                                    tmp_path):
-  config = quick_runs('nnlm').config
-  # The keystrokes typed are the tiny Brown's test sentences (tests/readme_substitutions).
-  result = subprocess.run([sys.executable, '-m', 'tests.readme_substitutions', '-m',
-                           'experiments.benchmarks.serve', f'--workdirs={config.workdir}',
-                           '--clients=1,3', '--seconds=0.5', f'--data_dir={tiny_data_dir}',
-                           f'--out={tmp_path / "serve"}'],
-                          capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parent.parent)
-  assert result.returncode == 0, result.stderr
-  report = json.loads((tmp_path / 'serve.json').read_text())
-  assert [(r['endpoint'], r['clients']) for r in report['rows']] == [
-      ('/score', 1), ('/score', 3), ('/complete', 1), ('/complete', 3),
-      ('/complete, typing', 1), ('/complete, typing', 3), ('/complete, keystrokes', 1),
-      ('/complete, keystrokes', 3), ('/complete, keystrokes, typos off', 1),
-      ('/complete, keystrokes, typos off', 3)]
-  for row in report['rows']:
-    assert row['requests'] >= 1 and 0 < row['p50_ms'] <= row['p99_ms']
-    # No more answered than the clients could have sent one after another.
-    assert row['requests_per_second'] <= row['clients'] * 1e3 / row['p50_ms'] * 2 + 1
-  sent = sum(r['requests'] for r in report['rows'] if 'keystrokes' in r['endpoint'])
-  # The tiny corpus's test split types few keystrokes; the report says when they ran out.
-  assert (report['wrapped'] == [config.workdir]) == (sent > report['keystrokes'] > 0)
-  text = (tmp_path / 'serve.md').read_text()
-  assert '| /complete | 3 |' in text
-  assert f'The keystroke rows: {report["keystrokes"]:,} prefixes typed' in text
-
-
-def test_the_keystrokes_are_each_prefix_as_typed_once():
-  from experiments.benchmarks import serve  # pylint: disable=import-outside-toplevel
-  typed = serve.keystrokes([['The', 'jury'], ['It', 'was']])
-  assert typed == ['T', 'Th', 'The', 'The ', 'The j', 'The ju', 'The jur', 'The jury',
-                   'I', 'It', 'It ', 'It w', 'It wa', 'It was']
-  sent = serve.Keystrokes(typed)
-  assert [sent(turn) for turn in (5, 0, 5)] == ['T', 'Th', 'The'] and not sent.wrapped
-  assert [sent(0) for _ in typed][-4:] == ['It was', 'T', 'Th', 'The'] and sent.wrapped
-  assert serve.typed_sentences(['a', '.', 'c', 'd', 'e', '.', '</p>']) == [
-      ['c', 'd', 'e', '.']]
-
-
 @pytest.mark.parametrize('flag,says', [
     ('--max_k=0', '--max_k must be at least 1, not 0'),
     ('--port=70000', '--port must be from 0 (any free port) to 65535, not 70000'),
