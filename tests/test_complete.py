@@ -15,7 +15,7 @@ import pytest
 import nplm
 from nplm.data.vocab import UNK
 from nplm.errors import ConfigError
-from nplm.use import answers
+from nplm.use import answers, completion
 from nplm.use.completion import MAX_WORDS, SENTENCE_END, Completer, complete
 from nplm.use.prompts import read_prompt
 from nplm.use.trained import load_trained
@@ -80,8 +80,9 @@ def best(scored: dict[tuple[int, ...], float], k: int) -> list[tuple[tuple[int, 
   return sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
-@pytest.mark.parametrize('name,prefix', [('nnlm', 'The jury said'), ('nnlm', ''),
-                                         ('lstm', 'the election'), ('kn3', 'The jury said')])
+# A space after the last word: it is whole (without one it is read as still being typed).
+@pytest.mark.parametrize('name,prefix', [('nnlm', 'The jury said '), ('nnlm', ''),
+                                         ('lstm', 'the election '), ('kn3', 'The jury said ')])
 @pytest.mark.slow
 def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones(
     models, name, prefix):
@@ -101,30 +102,45 @@ def test_a_wide_beam_gives_the_brute_force_top_k_and_the_default_beam_exact_ones
     assert c.probability == pytest.approx(math.exp(c.log_prob))
 
 
+@pytest.mark.parametrize('known', [False, True], ids=['unknown', 'a_word_too'])
 @pytest.mark.parametrize('name', ['nnlm', 'kn3'])
 @pytest.mark.slow
-def test_a_word_being_typed_is_completed_by_the_words_it_begins(models, name):
-  """A prefix that ends inside a word the vocabulary lacks, as a search box's does while the
-  word is typed: the brute-force top k of the continuations of the prefix before it whose
-  first word begins with what was typed, and no note of <unk>; with a space after it, the
-  word is read as <unk>, as a whole word the vocabulary lacks is."""
+def test_a_word_being_typed_is_completed_by_the_words_it_begins(models, name, known):
+  """A prefix that ends inside a word, as a search box's does while the word is typed: the
+  brute-force top k of the continuations of the prefix before it whose first word begins
+  with what was typed, and no note of <unk>. What was typed may be a word of the vocabulary
+  itself ("the off" on its way to "office"): it is one of them. With a space after it, the
+  word is whole: one the vocabulary lacks is read as <unk>."""
   model, k, max_words = models[name], 5, 2
   words = model.vocab.words
-  typed = next(w[:2] for w in words if len(w) > 2 and w.isalpha() and w[:2] not in words)
+  if known:  # Read as typed (typos would weigh the words one slip away too, and correct it).
+    typos = False
+    typed = min((w for w in words if w.isalpha() and any(
+        v != w and v.startswith(w) for v in words)), key=len)
+  else:
+    typos = True
+    typed = next(w[:2] for w in words if len(w) > 2 and w.isalpha() and w[:2] not in words)
   typing = f'The jury {typed}'
   every = brute_force(model, 'The jury', max_words, first=lambda word: word.startswith(typed))
-  found = complete(model, typing, k, max_words, beam_width=model.vocab.size ** 2)
+  found = complete(model, typing, k, max_words, beam_width=model.vocab.size ** 2, typos=typos)
   want = best(every, k)
   assert len(want) == k
   assert [model.vocab.decode(ids) for ids, _ in want] == [c.tokens for c in found]
   np.testing.assert_allclose([c.log_prob for c in found], [p for _, p in want], atol=1e-5)
   assert all(c.text.startswith(f'The jury {c.tokens[0]}') for c in found)
-  assert 'warning' not in answers.complete(Completer(model), typing, k, max_words)
-  spaced = answers.complete(Completer(model), f'{typing} ', k, max_words)
-  assert spaced['warning'].endswith(f'read as {UNK} (not in the vocabulary): {typed}')
-  want = best(brute_force(model, f'{typing} ', max_words), k)
-  assert [model.vocab.decode(ids) for ids, _ in want] == [
-      c['tokens'] for c in spaced['completions']]
+  completer = Completer(model, typos=typos)
+  assert 'warning' not in answers.complete(completer, typing, k, max_words)
+  spaced = answers.complete(completer, f'{typing} ', k, max_words)
+  every = brute_force(model, f'{typing} ', max_words)
+  if known:  # A whole word: what follows it (the default beam: exact where it reaches).
+    assert 'warning' not in spaced
+    for c in spaced['completions']:
+      assert c['log_prob'] == pytest.approx(every[tuple(model.vocab.encode(c['tokens']))],
+                                            abs=1e-5)
+  else:
+    assert spaced['warning'].endswith(f'read as {UNK} (not in the vocabulary): {typed}')
+    assert [model.vocab.decode(ids) for ids, _ in best(every, k)] == [
+        c['tokens'] for c in spaced['completions']]
 
 
 def prefix_channel(model, typed: str) -> dict[str, float]:
@@ -325,7 +341,8 @@ def test_the_python_call_takes_one_prefix_or_a_list_and_refuses_bounds_and_word2
 def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_path):
   model = models['kn3']
   workdir = os.path.relpath(model.config.workdir, tmp_path)
-  # 'zebra' is not in the vocabulary; 'wth' may begin 'the', 'that' or 'which', misspelt.
+  # 'zebra' is not in the vocabulary; 'wth' may begin 'the', 'that' or 'which', misspelt;
+  # 'the', a word, may be whole or on its way to 'them' or 'there'.
   prefixes = ['The jury zebra', 'the', 'The jury wth']
   children = [nplm_program('complete', f'--workdir={workdir}', '--k=4', '--max_words=2',
                            *flags, *prefixes, cwd=tmp_path)
@@ -339,7 +356,7 @@ def test_the_program_completes_each_prefix_from_a_relative_workdir(models, tmp_p
   for prefix, block, line in zip(prefixes, blocks, lines, strict=True):
     want = complete(model, prefix, k=4, max_words=2)
     assert block[0] == prefix == line['prefix']
-    typing, channel = prefix.endswith('wth'), ' ln P(typed | word) '
+    typing, channel = prefix.endswith(('wth', 'the')), ' ln P(typed | word) '
     assert all((channel in row) == typing for row in block[1:])
     rows = [row.split(channel)[0].rsplit(None, 4) for row in block[1:]]
     assert [row[0].strip() for row in rows] == [c.text for c in want]
@@ -375,3 +392,10 @@ def test_the_program_names_a_workdir_that_is_not_there_in_one_line(tmp_path):
   assert done.returncode == 2, done.stderr
   assert done.stderr.splitlines() == [
       'error: runs/none: no such directory (give the --workdir of a run)']
+
+
+def test_the_top_scores_break_ties_at_the_cut_by_the_lowest_position():
+  scores = np.zeros((10, 100))
+  scores[3, 7], scores[9, 99] = 1.0, -np.inf
+  assert completion._top(scores, 4) == [(3, 7), (0, 0), (0, 1), (0, 2)]
+  assert completion._top(scores, 1000)[-1] == (9, 98)  # -inf never.

@@ -176,7 +176,7 @@ class Completer:
     typos, also an unknown last word that no word begins but the channel reaches, and the
     words before it corrected."""
     typing = read_typing(self.model, prefix,
-                         self.prefix_channel and self.prefix_channel.reaches)
+                         self.prefix_channel and self.prefix_channel.reaches, search_box=True)
     if self.corrector is None or not typing.prompt.tokens:
       return typing
     corrected = self.corrected(tuple(typing.prompt.tokens))
@@ -278,7 +278,12 @@ def _next_log_probs(reader, prompt: Prompt, live: list[_Continuation],
 def _top(scores: np.ndarray, m: int) -> list[tuple[int, int]]:
   """(row, token) of the m highest finite scores, the highest first (ties: the lowest)."""
   flat = scores.ravel()
-  best = np.argpartition(-flat, m - 1)[:m] if m < flat.size else np.arange(flat.size)
+  if m < flat.size:  # argpartition alone would keep any of the scores tied with the m-th.
+    mth = -np.partition(-flat, m - 1)[m - 1]
+    above = np.flatnonzero(flat > mth)
+    best = np.concatenate([above, np.flatnonzero(flat == mth)[:m - len(above)]])
+  else:
+    best = np.arange(flat.size)
   best = best[np.isfinite(flat[best])]
   return [divmod(int(i), scores.shape[1]) for i in best[np.lexsort((best, -flat[best]))]]
 

@@ -12,7 +12,9 @@ its probability is the word's, what was typed of it included:
   where each token is a word, a last word with no space after it that the vocabulary lacks
     but begins words of ("the old m"): the next word is one of those ("man", "men");
     nplm predict lists them, nplm generate draws one; nplm complete also reads one that may
-    be a misspelt beginning ("the jury recie": nplm.use.prefix_channel);
+    be a misspelt beginning ("the jury recie": nplm.use.prefix_channel), and, as a search
+    box does, a word of the vocabulary ("the off": "off" itself, "office", "officer"; the
+    other two read it as a whole word, whose next word is asked for);
   for learned subwords, the last word with no space after it (token healing, Lundberg
     2023): its pieces as typed ("▁chur" may be "▁ch" "ur") are seldom the ones the model saw
     that word cut into ("▁church"), so what follows spells out what was typed in any pieces
@@ -80,10 +82,13 @@ class Typing:
     return ''.join(self.tokens)
 
 
-def read_typing(model, text: str, reaches: Callable[[str], bool] | None = None) -> Typing:
+def read_typing(model, text: str, reaches: Callable[[str], bool] | None = None,
+                search_box: bool = False) -> Typing:
   """`text` read with the word being typed at its end apart (the module docstring's rule);
   where each token is a word, also a last word that no word begins but `reaches` takes
-  (nplm complete's typos: one it may be a misspelt beginning of)."""
+  (nplm complete's typos: one it may be a misspelt beginning of). A `search_box` (nplm
+  complete) reads a last word of the vocabulary with no space after it as typed too: "the
+  off" may be on its way to "office", or be "off"."""
   prompt = read_prompt(model, text)
   tokenization = Tokenization.of(model.config)
   if not prompt.tokens or text[-1].isspace():
@@ -94,8 +99,11 @@ def read_typing(model, text: str, reaches: Callable[[str], bool] | None = None) 
       return Typing(prompt, [])
   elif tokenization.tokens == 'words':
     typed, cut = prompt.tokens[-1], len(prompt.tokens) - 1
-    if typed not in prompt.unknown or not (Spelling(model).allowed(typed).any()
-                                           or reaches is not None and reaches(typed)):
+    known = typed not in prompt.unknown
+    if known and not (search_box and any(c.isalnum() for c in typed)):
+      return Typing(prompt, [])  # A whole word, or punctuation: read as typed.
+    if not (known or Spelling(model).allowed(typed).any()
+            or reaches is not None and reaches(typed)):
       return Typing(prompt, [])
   else:
     return Typing(prompt, [])
