@@ -13,9 +13,9 @@ Brown wrote it, then the misspelling in part, no space after it, cut two ways:
 - next word: all of it and a space ("The jury recieved "), where a word follows in the
   sentence: the one to suggest is that next word (typos: the misspelt one corrected first).
 The same sentences typed right, the word meant to the same length but one letter short of
-it at least ("The jury receiv", "The jury recei": a word typed whole is read as whole, and
-the next word completed), or whole with the space, measure what reading typos costs where
-there are none.
+it at least ("The jury receiv", "The jury recei": until 2026-12-07 a word typed whole was
+read as whole, and the cut is kept so that the figures compare), or whole with the space,
+measure what reading typos costs where there are none.
 
 Each model suggests the --k most probable next words (nplm complete --max_words=1, the
 next word alone): as typed (--notypos), with typos read through the uniform channel (nplm
