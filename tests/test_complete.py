@@ -399,3 +399,18 @@ def test_the_top_scores_break_ties_at_the_cut_by_the_lowest_position():
   scores[3, 7], scores[9, 99] = 1.0, -np.inf
   assert completion._top(scores, 4) == [(3, 7), (0, 0), (0, 1), (0, 2)]
   assert completion._top(scores, 1000)[-1] == (9, 98)  # -inf never.
+
+
+@pytest.mark.parametrize('name', ['nnlm', 'lstm', 'kn3'])
+@pytest.mark.slow
+def test_a_states_rows_go_on_as_their_words_read_afresh(models, name):
+  """next_words' `rows`, on which the beam search goes on from each parent's state: rows
+  picked, repeated and reordered, then a word pushed, give the distributions of those rows'
+  words read from the start."""
+  model = models[name]
+  reader, ids = model.next_words(), model.vocab.encode('The jury said that'.split())
+  prompts = np.array([ids[:3], ids[1:4], ids[[0, 0, 2]]], np.int32)
+  picked, pushed = [2, 0, 2, 1], ids[[3, 1, 0, 2]]
+  state = reader.push(reader.rows(reader.start(prompts), picked), pushed)
+  afresh = reader.start(np.concatenate([prompts[picked], pushed[:, None]], axis=1))
+  np.testing.assert_allclose(reader.next(state)[0], reader.next(afresh)[0], atol=1e-5)

@@ -38,9 +38,9 @@ continued as corrected.
 
 The beam search keeps `beam_width` live continuations, all of the same length: each step
 reads them in one `next` call of beam_width rows (padded, so compiled once) and keeps the
-beam_width most probable of all their extensions. The protocol cannot copy a state to
-several extensions, so each step reads the live ones afresh from their tokens (`start`):
-a window or n-gram model's last n-1 tokens; a recurrent model reads each from its start. The
+beam_width most probable of all their extensions, each going on from its parent's state
+(`rows`) with its new token read (`push`): the prefix is read once, so a step costs the same
+after a long prefix as after a short one, a recurrent model's too. The
 search stops when no live continuation is more probable than the k-th best finished one (a
 token added only lowers a probability), or after MAX_TOKENS_PER_WORD tokens a word. The
 result is exact where the beam held each continuation that could reach the top k: a wide
@@ -191,14 +191,18 @@ class Completer:
     prompt = typing.prompt
     live = [_Continuation((), 0.0, 0, rest=typing.spelling,
                           typed=self.tokenizer.detokenize(typing.tokens))]
+    state = reader.rows(reader.start(prompt.ids[None]), np.zeros(width, np.int32))
     finished = []
     for _ in range(max_words * MAX_TOKENS_PER_WORD + len(typing.spelling)):
-      log_probs = _next_log_probs(reader, prompt, live, width)
+      log_probs = np.asarray(reader.next(state)[0][:len(live)], np.float64)
       extended, newly_finished = self._step(live, log_probs, max_words, width, k)
       finished = _best([*finished, *newly_finished], k)
-      live = [c for c in extended if len(finished) < k or c.score > finished[-1].score]
-      if not live:
+      going_on = [(row, c) for row, c in extended
+                  if len(finished) < k or c.score > finished[-1].score]
+      if not going_on:
         break
+      parents, live = map(list, zip(*going_on))
+      state = _read_on(reader, state, parents, [c.ids[-1] for c in live], width)
     return [self._completion(prompt, c) for c in finished]
 
   def _weights(self, continuation: _Continuation) -> np.ndarray | None:
@@ -213,10 +217,10 @@ class Completer:
     return None if allowed is None else np.where(allowed, 0.0, -np.inf)
 
   def _step(self, live: list[_Continuation], log_probs: np.ndarray, max_words: int,
-            width: int, k: int) -> tuple[list[_Continuation], list[_Continuation]]:
-    """(the `width` most probable extensions that go on, the finished ones: the `k` most
-    probable extensions that end, and each continuation at max_words with its last word
-    whole, for characters and subwords)."""
+            width: int, k: int) -> tuple[list[tuple[int, _Continuation]], list[_Continuation]]:
+    """(the `width` most probable extensions that go on, each with its parent's row, the
+    finished ones: the `k` most probable extensions that end, and each continuation at
+    max_words with its last word whole, for characters and subwords)."""
     model_log_probs = np.array([c.log_prob for c in live])[:, None] + log_probs
     weights = np.zeros_like(log_probs)
     weights[:, self.model.vocab.unk_id] = -np.inf
@@ -239,8 +243,8 @@ class Completer:
                                  weights[row, token],
                                  SENTENCE_END if self.ends[token] else MAX_WORDS)
                  for row, token in _top(np.where(ending, scores, -np.inf), k)]
-    extended = [self._extension(live[row], token, model_log_probs[row, token],
-                                weights[row, token])
+    extended = [(row, self._extension(live[row], token, model_log_probs[row, token],
+                                      weights[row, token]))
                 for row, token in _top(np.where(ending, -np.inf, scores), width)]
     return extended, finished
 
@@ -265,14 +269,12 @@ class Completer:
                       continuation.words, continuation.ended, continuation.channel)
 
 
-def _next_log_probs(reader, prompt: Prompt, live: list[_Continuation],
-                    width: int) -> np.ndarray:
-  """log p(· | prefix, continuation) of each live continuation, float64 [len(live), |V|]:
-  one `next` of `width` rows, the first repeated as padding."""
-  rows = np.array([[*prompt.ids, *c.ids] for c in live], np.int32).reshape(len(live), -1)
-  padded = np.concatenate([rows, np.repeat(rows[:1], width - len(live), axis=0)])
-  log_probs, _ = reader.next(reader.start(padded))
-  return np.asarray(log_probs[:len(live)], np.float64)
+def _read_on(reader, state, parents: list[int], tokens: list[int], width: int):
+  """The state of each live continuation: its parent's row (`parents`) with its last token
+  read, `width` rows (the first repeated as padding, so each step is compiled once)."""
+  padding = width - len(parents)
+  return reader.push(reader.rows(state, np.array(parents + parents[:1] * padding, np.int32)),
+                     np.array(tokens + tokens[:1] * padding, np.int32))
 
 
 def _top(scores: np.ndarray, m: int) -> list[tuple[int, int]]:

@@ -6,8 +6,11 @@ The protocol every read-back model offers (`next_words()`; n-gram runs have thei
     word; h_0 = 0 and the boundary token as a recurrent model's first input);
   next(state) -> (log p of the next word, float32 [S, |V|], state): exact and normalized,
     the head's `log_probs` whatever objective trained it;
-  push(state, words [S]) -> state: the words read next.
-Prediction and generation use nothing else, so they work for every kind of model.
+  push(state, words [S]) -> state: the words read next;
+  rows(state, indices [R]) -> state: the states of those rows, in that order, a row as often
+    as it is named (a beam search's extensions go on from their parents' states).
+Prediction, generation and completion use nothing else, so they work for every kind of
+model.
 
 A window model's state is its last n-1 words, w_{t-1} first (Eq. 1's x of Bengio et al.
 2003); a recurrent model's is its carried state and the hidden vector after the last word
@@ -99,6 +102,13 @@ class NextWords:
     carry = self.lm.model.initial_state(rows)
     return carry if self._carry_sharding is None else jax.device_put(carry,
                                                                      self._carry_sharding)
+
+  def rows(self, state, indices) -> np.ndarray | RecurrentState:
+    indices = np.asarray(indices, np.int32)
+    if self.recurrent:  # The carry's rows are its third axis (initial_state's layout).
+      return RecurrentState(jnp.take(state.carry, indices, axis=2),
+                            jnp.take(state.hidden, indices, axis=0))
+    return state[indices]
 
   def push(self, state, words) -> np.ndarray | RecurrentState:
     words = np.asarray(words, np.int32)

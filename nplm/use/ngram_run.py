@@ -102,6 +102,9 @@ class NgramNextWords:
   def next(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return self.model.log_probs(state).astype(np.float32), state
 
+  def rows(self, state: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    return state[np.asarray(indices, np.int64)]
+
   def push(self, state: np.ndarray, words: np.ndarray) -> np.ndarray:
     return self._last(np.concatenate([state, np.asarray(words, np.int64)[:, None]], axis=1))
 
