@@ -7,6 +7,7 @@ Every expectation is counted independently from the fixture files the tests writ
 import collections
 import json
 import math
+import tempfile
 
 import numpy as np
 import pytest
@@ -221,7 +222,10 @@ class NplmTestLines(tfds.core.GeneratorBasedBuilder):
 
 
 @pytest.fixture
-def tfds_dir(tmp_path):
+def tfds_dir(tmp_path, monkeypatch):
+  # TFDS leaves an empty directory in the system's temporary directory for each builder of a
+  # dataset not yet prepared (a user's dataset, as this one); keep it in the test's own.
+  monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
   data_dir = tmp_path / 'tfds'
   NplmTestLines(data_dir=str(data_dir), file_format='array_record').download_and_prepare()
   return data_dir
@@ -270,6 +274,16 @@ def test_preparation_happens_once_and_a_change_of_content_is_another_dataset(tmp
   changed = load(tmp_path, f'text:{directory}')
   assert changed.fingerprint != first.fingerprint
   assert len(list((tmp_path / 'tfds' / 'nplm_tokens').iterdir())) == 2
+
+
+def test_preparing_leaves_nothing_in_the_systems_temporary_directory(tmp_path, monkeypatch):
+  system_tmp = tmp_path / 'system_tmp'
+  system_tmp.mkdir()
+  monkeypatch.setattr(tempfile, 'tempdir', str(system_tmp))
+  load(tmp_path, f'text:{write_dir(tmp_path / "ptb")}')
+  brown.load_texts(tmp_path / 'tfds', FIXTURE_DIR, expected_words=FIXTURE_WORDS,
+                   expected_files=FIXTURE_FILES)
+  assert list(system_tmp.iterdir()) == []
 
 
 def test_an_interrupted_preparation_leaves_nothing_and_a_rerun_completes(tmp_path, monkeypatch):

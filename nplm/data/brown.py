@@ -49,10 +49,10 @@ class Brown(tfds_dirs.ArrayRecordBuilder):
   def code_path(cls) -> epath.Path:
     return epath.Path(__file__)
 
-  def _info(self) -> tfds.core.DatasetInfo:
+  def _info(self) -> tfds_dirs.LocalDatasetInfo:
     # Built directly rather than from configs: that path looks for metadata files that
     # do not exist beside this module.
-    return tfds.core.DatasetInfo(
+    return tfds_dirs.LocalDatasetInfo(
         builder=self,
         description='The Brown corpus (Francis & Kucera, 1961/1979): 500 texts, 1.16M words.',
         features=tfds.features.FeaturesDict({

@@ -149,10 +149,10 @@ class NplmTokens(tfds_dirs.ArrayRecordBuilder):
   def code_path(cls) -> epath.Path:
     return epath.Path(__file__)
 
-  def _info(self) -> tfds.core.DatasetInfo:
+  def _info(self) -> tfds_dirs.LocalDatasetInfo:
     ids = tfds.features.Tensor(shape=(None,), dtype=np.int32,
                                encoding=tfds.features.Encoding.BYTES)
-    return tfds.core.DatasetInfo(
+    return tfds_dirs.LocalDatasetInfo(
         builder=self, description='Token ids (indices into metadata types), chunk by chunk.',
         features=tfds.features.FeaturesDict({'ids': ids}),
         disable_shuffling=True,  # Chunk order is text order.

@@ -60,6 +60,14 @@ class ArrayRecordBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True
     check_interrupted()  # Inside the incomplete directory: a stop request is never renamed.
 
 
+class LocalDatasetInfo(tfds.core.DatasetInfo):
+  """The info of a dataset nplm prepares itself, which TFDS's GCS bucket never holds."""
+
+  def initialize_from_bucket(self) -> None:
+    """Nothing: TFDS 4.9.10's makes a temporary directory before it asks the bucket and never
+    removes it, one left in the system's temporary directory per preparation."""
+
+
 def damaged(path, problem) -> CorruptCorpusError:
   return CorruptCorpusError(f'{path} is damaged ({problem}); delete it and rerun to prepare it '
                             'again')
