@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from nplm.run_files import checkpoint
+from nplm.run_files import abandoned_reads, checkpoint
 from nplm.run_files.checkpoint import (CheckpointError, Checkpoints,
                                        IncompatibleCheckpointError)
 from nplm.run_files.saved_params import saved_params
@@ -343,7 +343,7 @@ def test_only_orbaxs_abandoned_reads_go_unprinted(monkeypatch, caplog):
       unraisable.exc_value))
   asyncio_log = logging.getLogger('asyncio')
   monkeypatch.setattr(asyncio_log, 'filters', [])
-  checkpoint._drop_abandoned_reads()
+  abandoned_reads.drop()
   closed_loop = asyncio.new_event_loop()
   closed_loop.close()
   with pytest.raises(RuntimeError, match='Event loop is closed') as raised:

@@ -35,15 +35,13 @@ import json
 import logging
 import os
 import shutil
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import jax
 from jax.experimental import multihost_utils
 import orbax.checkpoint as ocp
 
-from nplm.run_files import state_layouts
+from nplm.run_files import abandoned_reads, state_layouts
 from nplm.run_files.checksum import checkpoint_checksum
 from nplm.paths import absolute, shown
 
@@ -329,7 +327,7 @@ def read(path: Path, abstract_state=None):
   nplm.run_files.state_layouts), or without one as saved, onto this process's first device:
   a reader's machine may have other devices than the run had (8 GPUs, a laptop)."""
   as_today = lambda state: state
-  _drop_abandoned_reads()
+  abandoned_reads.drop()
   try:
     with _checkpointer() as checkpointer:
       saved = checkpointer.metadata(path).item_metadata['state'].tree
@@ -358,56 +356,6 @@ def read(path: Path, abstract_state=None):
   elif checkpoint_checksum(restored.state, progress) != checksum:
     raise UnusableCheckpoint('its contents do not match their checksum (the files were damaged)')
   return as_today(restored.state), progress
-
-
-def _drop_abandoned_reads() -> None:
-  """Orbax reads a checkpoint's arrays in concurrent coroutines, on TensorStore's threads;
-  when one fails, the others are dropped unfinished. Python would print a traceback for each
-  as it collects it, and for each of their threads that then finds the event loop closed:
-  at once (even before the read's error is caught), later, or as the process ends (hundreds
-  of lines beside the command's one-line error). A thread's is printed by TensorStore's
-  PyErr_Print, which calls sys.excepthook, a coroutine's through sys.unraisablehook, and a
-  task's failure that no one awaited by asyncio's logger. The failure has its one line
-  already: from the first read on these are dropped, anything else still printed."""
-  if not getattr(sys.unraisablehook, 'drops_abandoned_reads', False):
-    sys.unraisablehook = _without_abandoned_reads(sys.unraisablehook)
-  if not getattr(sys.excepthook, 'drops_abandoned_reads', False):
-    sys.excepthook = _without_closed_loop_callbacks(sys.excepthook)
-  asyncio_log = logging.getLogger('asyncio')
-  if _unawaited_orbax_reads not in asyncio_log.filters:
-    asyncio_log.addFilter(_unawaited_orbax_reads)
-
-
-def _unawaited_orbax_reads(record: logging.LogRecord) -> bool:
-  """False for asyncio's report of an Orbax read's task whose failure no one awaited."""
-  message = str(record.msg)
-  return not (message.startswith('Task exception was never retrieved')
-              and '/orbax/' in message)
-
-
-def _is_closed_loop(error: BaseException | None) -> bool:
-  return isinstance(error, RuntimeError) and str(error) == 'Event loop is closed'
-
-
-def _without_abandoned_reads(previous: Callable) -> Callable:
-  def hook(unraisable):
-    code = getattr(unraisable.object, 'cr_code', None)  # A coroutine's.
-    if not ('orbax' in getattr(code, 'co_filename', '') or _is_closed_loop(unraisable.exc_value)):
-      previous(unraisable)
-  hook.drops_abandoned_reads = True
-  return hook
-
-
-def _without_closed_loop_callbacks(previous: Callable) -> Callable:
-  """Drops a closed loop's error where native code called the loop (no Python frame
-  before call_soon_threadsafe): only a TensorStore thread's, never the program's own."""
-  def hook(kind, error, traceback):
-    native_call = traceback is not None and traceback.tb_frame.f_code.co_name == (
-        'call_soon_threadsafe')
-    if not (native_call and _is_closed_loop(error)):
-      previous(kind, error, traceback)
-  hook.drops_abandoned_reads = True
-  return hook
 
 
 def _first_line(error: Exception) -> str:
