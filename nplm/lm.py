@@ -100,6 +100,16 @@ class RecurrentLanguageModel(LanguageModel):
     return self.head.log_prob(hidden, targets.reshape(-1)).reshape(targets.shape), state
 
   @exact
+  def hidden(self, words, state):
+    """What the head reads after each word [B·T, H], and the state after."""
+    return self._hidden(words, state)
+
+  @exact
+  def head_log_prob(self, hidden, targets):
+    """Exact log p of each target [N] from its hidden state [N, H]."""
+    return self.head.log_prob(hidden, targets)
+
+  @exact
   def log_probs(self, words, state):
     """The full distribution after each word [B, T, |V|], and the state after."""
     hidden, state = self._hidden(words, state)

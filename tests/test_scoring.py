@@ -101,9 +101,11 @@ def test_batched_scores_are_each_sentence_read_alone_its_end_included(runs, kind
     assert score.log_prob == pytest.approx(total, abs=1e-4)
     assert score.log10_prob == pytest.approx(total / math.log(10), abs=1e-4)
     assert score.perplexity == pytest.approx(math.exp(-total / len(words)), rel=1e-4)
-  one_batch = score_sentences(model, SENTENCES)
-  np.testing.assert_allclose([s.log_prob for s in one_batch], [s.log_prob for s in scores],
-                             atol=1e-5)
+  one_batch = score_sentences(model, SENTENCES)  # More tokens than --eval_batch_size.
+  assert sum(s.num_tokens for s in one_batch) > model.config.eval_batch_size
+  for whole, small in zip(one_batch, scores):
+    np.testing.assert_allclose([t.log_prob for t in whole.tokens],
+                               [t.log_prob for t in small.tokens], atol=1e-5)
 
 
 def test_an_ngram_model_scores_each_sentence_as_its_explicit_windows(runs):

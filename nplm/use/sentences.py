@@ -18,7 +18,7 @@ c boundary tokens (which restart the context exactly as a split's start does), p
 power of two and scored by the model's own split pass (`split_log_probs`): one compilation
 per power of two below the model's --eval_batch_size, one for all above. A recurrent model reads a batch as rows, sentences of one length bucket
 (a power of two) each, padded at the end, every row from h_0 = 0: padding after a sentence
-cannot change what came before it, and is dropped.
+cannot change what came before it; the head then scores the sentences' own positions only.
 """
 
 from __future__ import annotations
@@ -211,10 +211,16 @@ def _stream_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray
 # --- a recurrent model: rows from h_0 = 0, padded to a length bucket ----------------------------
 
 @functools.partial(jax.jit, static_argnames='lm')
-def _rows_scored(lm, variables, words, targets, carry):
-  """ln p of each row's targets [R, L], row r read on from its state carry[:, :, r];
-  compiled once per (rows, length) shape."""
-  return lm.apply(variables, words, targets, carry, method=lm.log_prob)[0]
+def _rows_hidden(lm, variables, words, carry):
+  """What the head reads after each of the rows' words [R·L, H], row r read on from its
+  state carry[:, :, r]; compiled once per (rows, length) shape."""
+  return lm.apply(variables, words, carry, method=lm.hidden)[0]
+
+
+@functools.partial(jax.jit, static_argnames='lm')
+def _positions_scored(lm, variables, hidden, targets):
+  """ln p of each target [N] from its hidden state [N, H]; compiled once per N."""
+  return lm.apply(variables, hidden, targets, method=lm.head_log_prob)
 
 
 def _row_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -231,26 +237,65 @@ def rows_log_probs(model, inputs: Sequence[np.ndarray], targets: Sequence[np.nda
                    carries: Sequence[np.ndarray]) -> list[np.ndarray]:
   """Closed ln p of each row's targets, row r reading inputs[r] (one per target) on from
   carries[r], a recurrent model's state ([layers, parts, H]: h_0 = 0 at a sentence's start,
-  nplm.use.next_words' `carries` within one). The rows are grouped by length bucket, a power
-  of two of them holding at most --eval_batch_size tokens (a longer row alone), padded at
-  the end: padding after a row cannot change what came before it, and is dropped."""
+  nplm.use.next_words' `carries` within one). The rows are read in groups of one length
+  bucket, a power of two of them holding at most --eval_batch_size tokens (a longer row
+  alone), padded at the end: padding after a row cannot change what came before it. The
+  head then scores the rows' own positions only (_Positions): it is most of the work where
+  the vocabulary is large, and padding is up to half of a bucket's positions."""
   lm, budget = model.lm, model.config.eval_batch_size
   variables = lm.variables_of(model.params)
   lengths = np.array([len(row) for row in targets])
-  buckets, out = _buckets(lengths), [None] * len(targets)
+  buckets, order, positions = _buckets(lengths), [], _Positions(lm, variables, budget)
   for length in np.unique(buckets):
     same = np.flatnonzero(buckets == length)
     most = 1 << max(0, int(budget // length).bit_length() - 1)
     for group in np.split(same, np.arange(most, len(same), most)):
       # A short last group: the power of two at or above its count, not all `most`.
       size = min(most, 1 << (len(group) - 1).bit_length())
-      words, aims = np.zeros((2, size, length), np.int32)
-      parts, hidden = np.shape(carries[group[0]])[1:]
-      carry = np.zeros((len(carries[group[0]]), parts, size, hidden), np.float32)
+      words = np.zeros((size, length), np.int32)
+      parts, width = np.shape(carries[group[0]])[1:]
+      carry = np.zeros((len(carries[group[0]]), parts, size, width), np.float32)
       for row, r in enumerate(group):
-        words[row, :lengths[r]], aims[row, :lengths[r]] = inputs[r], targets[r]
+        words[row, :lengths[r]] = inputs[r]
         carry[:, :, row] = carries[r]
-      log_probs = np.asarray(_rows_scored(lm, variables, words, aims, carry), np.float64)
-      for row, r in enumerate(group):
-        out[r] = log_probs[row, :lengths[r]]
+      own = np.concatenate([row * length + np.arange(lengths[r]) for row, r in enumerate(group)])
+      positions.add(np.asarray(_rows_hidden(lm, variables, words, carry))[own],
+                    np.concatenate([targets[r] for r in group]))
+      order.extend(group)
+  out = [None] * len(targets)
+  for r, log_probs in zip(order, np.split(positions.scored(), np.cumsum(lengths[order])[:-1])):
+    out[r] = log_probs
   return out
+
+
+class _Positions:
+  """Hidden states and their targets, gathered from row groups in order, scored by the head
+  a piece at a time (the largest power of two within --eval_batch_size, the last one padded
+  to a power of two) as they fill one: no more than a piece and a group are held."""
+
+  def __init__(self, lm, variables, budget: int):
+    self.lm, self.variables, self.piece = lm, variables, 1 << (max(budget, 1).bit_length() - 1)
+    self.hidden, self.targets, self.log_probs = [], [], []
+
+  def add(self, hidden: np.ndarray, targets: np.ndarray) -> None:
+    self.hidden.append(hidden)
+    self.targets.append(targets)
+    if sum(map(len, self.targets)) >= self.piece:
+      self._score(last=False)
+
+  def scored(self) -> np.ndarray:
+    """ln p of every target added, in order."""
+    self._score(last=True)
+    return np.concatenate(self.log_probs)
+
+  def _score(self, last: bool) -> None:
+    hidden, targets = np.concatenate(self.hidden), np.concatenate(self.targets)
+    end = len(targets) if last else len(targets) // self.piece * self.piece
+    for start in range(0, end, self.piece):
+      count = min(self.piece, end - start)
+      size = int(_buckets([count])[0])
+      states, aims = np.zeros((size, hidden.shape[-1]), hidden.dtype), np.zeros(size, np.int32)
+      states[:count], aims[:count] = hidden[start:start + count], targets[start:start + count]
+      self.log_probs.append(np.asarray(_positions_scored(self.lm, self.variables, states, aims),
+                                       np.float64)[:count])
+    self.hidden, self.targets = [hidden[end:]], [targets[end:]]
