@@ -91,8 +91,10 @@ def test_next_words_and_sentences_are_read_with_float32_matmuls(tiny_corpus, mod
   assert all(precisions(text) == {'HIGHEST'} for text in lowered)
   if model == 'lstm':
     words = np.array([[1, 2, 3]], np.int32)
-    hidden = sentences._rows_hidden.lower(lm, reader.variables, words,
-                                          lm.model.initial_state(1)).as_text()
+    start = lm.model.initial_state(1)
+    hidden = sentences._rows_hidden.lower(lm, reader.variables, words, start).as_text()
     positions = sentences._positions_scored.lower(
         lm, reader.variables, np.zeros((3, 12), np.float32), words[0]).as_text()
-    assert precisions(hidden) == precisions(positions) == {'HIGHEST'}
+    both = sentences._rows_scored.lower(lm, reader.variables, words, start, words[0],
+                                        words[0]).as_text()
+    assert precisions(hidden) == precisions(positions) == precisions(both) == {'HIGHEST'}

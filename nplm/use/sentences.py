@@ -223,6 +223,13 @@ def _positions_scored(lm, variables, hidden, targets):
   return lm.apply(variables, hidden, targets, method=lm.head_log_prob)
 
 
+@functools.partial(jax.jit, static_argnames='lm')
+def _rows_scored(lm, variables, words, carry, own, targets):
+  """_rows_hidden then _positions_scored at the positions `own` [N], in one call."""
+  return _positions_scored(lm, variables, _rows_hidden(lm, variables, words, carry)[own],
+                           targets)
+
+
 def _row_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
   """ln p of each id, each sentence a row read from h_0 = 0, the boundary token its first
   input."""
@@ -241,30 +248,56 @@ def rows_log_probs(model, inputs: Sequence[np.ndarray], targets: Sequence[np.nda
   bucket, a power of two of them holding at most --eval_batch_size tokens (a longer row
   alone), padded at the end: padding after a row cannot change what came before it. The
   head then scores the rows' own positions only (_Positions): it is most of the work where
-  the vocabulary is large, and padding is up to half of a bucket's positions."""
+  the vocabulary is large, and padding is up to half of a bucket's positions. Rows that
+  make one group and one piece (a request's sentence) are read and scored in one call."""
   lm, budget = model.lm, model.config.eval_batch_size
   variables = lm.variables_of(model.params)
   lengths = np.array([len(row) for row in targets])
-  buckets, order, positions = _buckets(lengths), [], _Positions(lm, variables, budget)
-  for length in np.unique(buckets):
-    same = np.flatnonzero(buckets == length)
-    most = 1 << max(0, int(budget // length).bit_length() - 1)
-    for group in np.split(same, np.arange(most, len(same), most)):
-      # A short last group: the power of two at or above its count, not all `most`.
-      size = min(most, 1 << (len(group) - 1).bit_length())
-      words = np.zeros((size, length), np.int32)
-      parts, width = np.shape(carries[group[0]])[1:]
-      carry = np.zeros((len(carries[group[0]]), parts, size, width), np.float32)
-      for row, r in enumerate(group):
-        words[row, :lengths[r]] = inputs[r]
-        carry[:, :, row] = carries[r]
-      own = np.concatenate([row * length + np.arange(lengths[r]) for row, r in enumerate(group)])
-      positions.add(np.asarray(_rows_hidden(lm, variables, words, carry))[own],
-                    np.concatenate([targets[r] for r in group]))
-      order.extend(group)
+  groups, positions = _row_groups(lengths, budget), _Positions(lm, variables, budget)
+  for group, length in groups:
+    words, carry, own = _group_rows(inputs, carries, lengths, group, length)
+    aims = np.concatenate([targets[r] for r in group])
+    if len(groups) == 1 and len(own) <= positions.piece:  # A request's few rows.
+      size = int(_buckets([len(own)])[0])
+      positions.add_scored(np.asarray(_rows_scored(
+          lm, variables, words, carry, _padded(own, size), _padded(aims, size)))[:len(own)])
+    else:
+      positions.add(np.asarray(_rows_hidden(lm, variables, words, carry))[own], aims)
+  order = np.concatenate([group for group, _ in groups])
   out = [None] * len(targets)
   for r, log_probs in zip(order, np.split(positions.scored(), np.cumsum(lengths[order])[:-1])):
     out[r] = log_probs
+  return out
+
+
+def _row_groups(lengths: np.ndarray, budget: int) -> list[tuple[np.ndarray, int]]:
+  """(the rows of a group, their length bucket): rows of one bucket, at most a power of two
+  of them within `budget` tokens (a longer row alone)."""
+  buckets, groups = _buckets(lengths), []
+  for length in np.unique(buckets):
+    same = np.flatnonzero(buckets == length)
+    most = 1 << max(0, int(budget // length).bit_length() - 1)
+    groups += [(group, int(length)) for group in np.split(same, np.arange(most, len(same), most))]
+  return groups
+
+
+def _group_rows(inputs, carries, lengths: np.ndarray, group: np.ndarray, length: int):
+  """(words [R, length], carry [layers, parts, R, H], the rows' own positions among the R ·
+  length): the group's rows padded at the end, R the power of two at or above their count."""
+  size = 1 << (len(group) - 1).bit_length()
+  words = np.zeros((size, length), np.int32)
+  parts, width = np.shape(carries[group[0]])[1:]
+  carry = np.zeros((len(carries[group[0]]), parts, size, width), np.float32)
+  for row, r in enumerate(group):
+    words[row, :lengths[r]] = inputs[r]
+    carry[:, :, row] = carries[r]
+  own = np.concatenate([row * length + np.arange(lengths[r]) for row, r in enumerate(group)])
+  return words, carry, own.astype(np.int32)
+
+
+def _padded(values: np.ndarray, size: int) -> np.ndarray:
+  out = np.zeros((size, *values.shape[1:]), values.dtype)
+  out[:len(values)] = values
   return out
 
 
@@ -283,19 +316,26 @@ class _Positions:
     if sum(map(len, self.targets)) >= self.piece:
       self._score(last=False)
 
+  def add_scored(self, log_probs: np.ndarray) -> None:
+    """Targets' ln p scored already (read in one call): the next in order."""
+    self._score(last=True)
+    self.log_probs.append(np.asarray(log_probs, np.float64))
+
   def scored(self) -> np.ndarray:
     """ln p of every target added, in order."""
     self._score(last=True)
     return np.concatenate(self.log_probs)
 
   def _score(self, last: bool) -> None:
+    if not self.targets:
+      return
     hidden, targets = np.concatenate(self.hidden), np.concatenate(self.targets)
     end = len(targets) if last else len(targets) // self.piece * self.piece
     for start in range(0, end, self.piece):
       count = min(self.piece, end - start)
       size = int(_buckets([count])[0])
-      states, aims = np.zeros((size, hidden.shape[-1]), hidden.dtype), np.zeros(size, np.int32)
-      states[:count], aims[:count] = hidden[start:start + count], targets[start:start + count]
-      self.log_probs.append(np.asarray(_positions_scored(self.lm, self.variables, states, aims),
-                                       np.float64)[:count])
-    self.hidden, self.targets = [hidden[end:]], [targets[end:]]
+      self.log_probs.append(np.asarray(_positions_scored(
+          self.lm, self.variables, _padded(hidden[start:start + count], size),
+          _padded(targets[start:start + count], size)), np.float64)[:count])
+    left = end < len(targets)
+    self.hidden, self.targets = ([hidden[end:]], [targets[end:]]) if left else ([], [])
