@@ -14,7 +14,7 @@ from nplm.ngram import spelling
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.trainer import run
 from nplm.cli.correct import report_lines
-from nplm.use.correction import Corrector
+from nplm.use.correction import Corrector, sentence_spans
 from nplm.use.ngram_run import NgramRun
 from nplm.use.spelling_channel import edits
 from nplm.use.sentences import score_sentences
@@ -126,6 +126,42 @@ def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kin
                     misspellings=misspellings).correct('teh')
   assert alone.tokens == ('the',) and alone.log_prob == pytest.approx(
       objective(model, corrector.channel, ['teh'], ('the',)), abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kind', ['text', 'lstm'])
+def test_each_sentence_of_a_text_is_corrected_alone_with_changes_of_its_own(word_models, kind):
+  """A text of three sentences, one slip each, under max_changes=1: each sentence corrected
+  as if typed alone, the last one only ended where the text is, ln P the sum of theirs."""
+  model = word_models(kind)
+  corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)
+  texts = ['teh jury said .', 'it was teh end of the day !', 'the jyry said it']
+  offsets = np.cumsum([0] + [len(text.split()) for text in texts])
+  for ended in (True, False):
+    whole = corrector.correct(' '.join(texts), ended)
+    ends = [ended or i < len(texts) - 1 for i in range(len(texts))]
+    alone = [corrector.correct(text, end) for text, end in zip(texts, ends)]
+    assert all(len(a.changes) == 1 for a in alone)
+    assert whole.tokens == sum((a.tokens for a in alone), ())
+    assert [(c.position, c.typed, c.corrected) for c in whole.changes] == [
+        (offset + c.position, c.typed, c.corrected) for a, offset in zip(alone, offsets)
+        for c in a.changes]
+    assert whole.corrected == ' '.join(a.corrected for a in alone)
+    meant = [objective(model, corrector.channel, text.split(), a.tokens, end)
+             for text, a, end in zip(texts, alone, ends)]
+    typed = [objective(model, corrector.channel, text.split(), tuple(text.split()), end)
+             for text, end in zip(texts, ends)]
+    assert whole.log_prob == pytest.approx(math.fsum(meant), abs=1e-5)
+    assert whole.typed_log_prob == pytest.approx(math.fsum(typed), abs=1e-5)
+
+
+def test_a_text_is_cut_into_sentences_after_marks_alone_and_the_closers_after_them():
+  tokens = ['He', 'said', '.', "''", 'Mr.', 'Smith', 'paid', '3.5', '?!', 'Yes', '...', 'no',
+            '.']
+  assert sentence_spans(tokens) == [(0, 4), (4, 9), (9, 11), (11, 13)]
+  assert sentence_spans(['It', 'was', '(', 'he', 'said', '.', ')']) == [(0, 7)]
+  assert sentence_spans(['Why', '?', '?', "''", 'No', '!']) == [(0, 4), (4, 6)]
+  assert sentence_spans(['one', 'sentence']) == [(0, 2)] and sentence_spans([]) == [(0, 0)]
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ The noisy channel of Mays, Damerau and Mercer (1991) over the model's open vocab
 one edit away (a letter inserted, deleted, replaced, or two adjacent letters swapped), and with
 probability --second_edit one more edit after that; the correction is the sentence w that
 maximizes P(w) · P(typed | w), found greedily, one word more a round, at most --max_changes
-words. With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
+words a sentence (a line of several is corrected a sentence at a time, each read alone). With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
 it, not uniformly ("recieve": i and e swapped is common); --misspellings=codespell learns
 from the codespell package's list (pip install codespell). A word outside the vocabulary is
 looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the

@@ -18,7 +18,10 @@ outside the vocabulary; so a non-word ("hom") and a real word that the context r
 error a sentence is Mays et al.'s case: each round scores every sentence that changes one
 more word (all of them at once, only the tokens a change reaches) and keeps the best while
 it gains, at most `max_changes` rounds. Only words (tokens with a letter in them) are
-changed, and only in their letters: punctuation, digits and end marks stay as typed.
+changed, and only in their letters: punctuation, digits and end marks stay as typed. Text of
+several sentences ("It was recieved. He has no monney.") is corrected a sentence at a time,
+each read alone from a sentence's start, with `max_changes` of its own: ln P(w) is then
+the sum of the sentences' own, as nplm score would score each.
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ import numpy as np
 from nplm.data.tokenizers import token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
+from nplm.use.generation import closing
 from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
 from nplm.use.open_vocabulary import spelling_log_probs
 from nplm.use.sentences import rows_log_probs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
+_SENTENCE_MARKS = frozenset('.!?')
 # The Corrector's settings when none is given (nplm serve keeps a corrector of these); α
 # None: default_alpha's.
 DEFAULT_SETTINGS = {'alpha': None, 'max_changes': MAX_CHANGES, 'second_edit': SECOND_EDIT}
@@ -58,6 +63,21 @@ def model_channel(model, alpha: float | None = None, second_edit: float = SECOND
   alpha = default_alpha(bool(misspellings)) if alpha is None else alpha
   return (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
           if misspellings else Channel(alphabet, alpha, second_edit))
+
+
+def sentence_spans(typed: Sequence[str]) -> list[tuple[int, int]]:
+  """(first, stop) of each sentence of the typed tokens: one ends after a token of
+  sentence marks alone ('.', '?!', '...'), with the closing quotes and brackets and the
+  marks after it, where more follows. A word tokenizer cuts "said." into "said ." but keeps
+  "Mr." and "3.5" whole: they end none."""
+  spans, first, marked = [], 0, False
+  for i, token in enumerate(typed):
+    mark = bool(token) and set(token) <= _SENTENCE_MARKS
+    if marked and not (mark or closing(token)):
+      spans.append((first, i))
+      first = i
+    marked = mark or (marked and closing(token))
+  return [*spans, (first, len(typed))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +143,21 @@ class Corrector:
   def corrected_tokens(self, typed: tuple[str, ...], ended: bool = True
                        ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
     """(the corrected tokens, the changes, ln P(w) P(typed | w) of the correction and of
-    the tokens as typed): the module docstring's search."""
+    the tokens as typed): each sentence of `typed` (sentence_spans) corrected alone, all but
+    the last ended."""
+    tokens, changes, best, start = (), (), 0.0, 0.0
+    spans = sentence_spans(typed)
+    for number, (first, stop) in enumerate(spans):
+      got = self._corrected_sentence(typed[first:stop], ended or number < len(spans) - 1)
+      tokens += got[0]
+      changes += tuple(dataclasses.replace(change, position=change.position + first)
+                       for change in got[1])
+      best, start = best + got[2], start + got[3]
+    return tokens, changes, best, start
+
+  def _corrected_sentence(self, typed: tuple[str, ...], ended: bool
+                          ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
+    """corrected_tokens of one sentence: the module docstring's search."""
     tokens, changes = typed, ()
     channel = sum(self.channel.log_prob(x, x) for x in typed)
     current = start = None  # current: ln p of each token of `tokens` (and of an end mark).

@@ -161,7 +161,7 @@ class SentenceEnds:
       self.after_end, self.marked = True, False
     else:
       ended = None
-      if self.marked and not _closing(token):
+      if self.marked and not closing(token):
         ended = 'before' if _spaced(self.tokenizer, previous, token) else None
         self.marked = False
       self.after_end = False
@@ -170,7 +170,7 @@ class SentenceEnds:
     return ended
 
 
-def _closing(token: str) -> bool:
+def closing(token: str) -> bool:
   """Only closing quotes and brackets (Brown's '' too): they end the sentence before them."""
   return bool(token) and all(ch in _CLOSERS for ch in token)
 
