@@ -131,10 +131,11 @@ def test_neighbours_takes_words_as_arguments_and_reads_them_as_the_model_does(ru
                                        for word in ('jury', 'said', 'the')}
   assert 'jury' in Vocabulary.load(lower / 'vocab.txt').words
   assert 'Jury' not in Vocabulary.load(lower / 'vocab.txt').words
-  done = nplm('neighbours', f'--workdir={lower.name}', 'Jury', '--words=ZEBRAS',
+  done = nplm('neighbours', f'--workdir={lower.name}', 'Jury', '--words=ZEBRAS,jurry',
               '--analogy=The,Jury,said', '--k=3', cwd=lower.parent)
   assert done.returncode == 0, done.stderr
-  assert done.stderr.strip().splitlines()[-1] == 'not in the vocabulary, skipped: ZEBRAS'
+  assert done.stderr.strip().splitlines()[-1] == ('not in the vocabulary, skipped: ZEBRAS, '
+                                                  'jurry (did you mean jury?)')
   blocks = listed_words(done.stdout)
   assert list(blocks) == ['jury (typed Jury)', 'the - jury + said (typed The - Jury + said)']
   assert blocks['jury (typed Jury)'] == brute_force_nearest(lower, 'jury', 3)

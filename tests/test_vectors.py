@@ -91,6 +91,20 @@ def test_known_and_unknown_words_keep_their_order(trained):
       == (['the', '<unk>', 'he'], ['Monday', 'gnu'])
 
 
+def test_a_word_outside_the_vocabulary_is_named_with_the_likeliest_word_near_it():
+  vocab = Vocabulary(('<unk>', 'the', 'they', 'then', 'president', 'resident', '.'),
+                     np.array([0, 50, 9, 7, 3, 4, 20]), 1)
+  assert neighbours.with_suggestion(vocab, 'thy') == 'thy (did you mean the?)'  # Not they.
+  assert neighbours.with_suggestion(vocab, 'presidnet') == 'presidnet (did you mean president?)'
+  assert neighbours.with_suggestion(vocab, 'prezidant') == 'prezidant (did you mean president?)'
+  assert neighbours.with_suggestion(vocab, 'zqxj') == 'zqxj'
+  assert neighbours.with_suggestion(vocab, 'theyxx') == 'theyxx'  # Two edits: too short.
+  assert neighbours.with_suggestion(vocab, 'th') == 'th'  # One: too short.
+  assert neighbours.with_suggestion(vocab, '<unx>') == '<unx>'  # No special token.
+  with pytest.raises(ConfigError, match=r'\): thy \(did you mean the\?\), zqxj$'):
+    neighbours.ids_of(vocab, ['the', 'thy', 'zqxj'])
+
+
 def start(*args: str) -> subprocess.Popen:
   return cli.start(*args, module='experiments.neighbours')
 

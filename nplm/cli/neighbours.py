@@ -24,7 +24,7 @@ from nplm import cli
 from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.use.neighbours import (analogy, as_read, feature_vectors, known_and_unknown,
-                                 nearest, plot_words)
+                                 nearest, plot_words, with_suggestion)
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -62,7 +62,8 @@ def answered(trained, vectors, words: list[str], triples: list, k: int
   vocab = trained.vocab
   read = {word: as_read(trained, word) for word in [*words, *(w for t in triples for w in t)]}
   unknown = [word for word in words if not known_and_unknown(vocab, [read[word]])[0]]
-  notes = [f'not in the vocabulary, skipped: {", ".join(unknown)}'] if unknown else []
+  named = lambda words: ', '.join(with_suggestion(vocab, w) for w in dict.fromkeys(words))
+  notes = [f'not in the vocabulary, skipped: {named(unknown)}'] if unknown else []
   lists = {shown_query(read[word], word): nearest(vectors, vocab, read[word], k)
            for word in dict.fromkeys(words) if word not in unknown}
   for typed in triples:
@@ -71,14 +72,14 @@ def answered(trained, vectors, words: list[str], triples: list, k: int
                if not known_and_unknown(vocab, [as_known])[0]]
     if missing:
       notes.append(f'not in the vocabulary, skipped {shown_analogy(typed)}: '
-                   f'{", ".join(missing)}')
+                   f'{named(missing)}')
       unknown += missing
     else:
       query = shown_query(shown_analogy(triple), shown_analogy(typed))
       lists[query] = analogy(vectors, vocab, *triple, k)
   if not lists:
-    raise ConfigError(f'not in the vocabulary (|V| = {vocab.size:,}): '
-                      f'{", ".join(dict.fromkeys(unknown))}; nothing to show')
+    raise ConfigError(f'not in the vocabulary (|V| = {vocab.size:,}): {named(unknown)}; '
+                      'nothing to show')
   return lists, notes
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from nplm import paths
-from nplm.data.vocab import UNK, Vocabulary
+from nplm.data.vocab import SPECIAL_TOKENS, UNK, Vocabulary
 from nplm.errors import ConfigError
 from nplm.files import save_figure_atomically
+from nplm.use.spelling_channel import near_words
 from nplm.use.trained import TrainedModel
 
 
@@ -51,12 +52,27 @@ def as_read(trained, word: str) -> str:
   return tokens[0] if len(tokens) == 1 else word
 
 
+def with_suggestion(vocab: Vocabulary, word: str) -> str:
+  """A word outside the vocabulary as an error names it: with the vocabulary's word one
+  edit of a letter from it (else two, for a word of seven characters or more) that training
+  saw most, "presidnet (did you mean president?)", where there is one. A word of one or
+  two characters gets none: an edit is most of it."""
+  if len(word) < 3:
+    return word
+  words = [w for w in vocab.words if w not in SPECIAL_TOKENS]
+  near = near_words(word, words, 1) or (near_words(word, words, 2) if len(word) >= 7 else ())
+  if not near:
+    return word
+  return f'{word} (did you mean {max(near, key=lambda w: vocab.counts[vocab.id_of(w)])}?)'
+
+
 def ids_of(vocab: Vocabulary, words: Sequence[str]) -> list[int]:
   """The words' ids; a word outside the vocabulary has no vector of its own (it was read as
   `<unk>`), so it is an error that names it."""
   _, unknown = known_and_unknown(vocab, words)
   if unknown:
-    raise ConfigError(f'not in the vocabulary (|V| = {vocab.size}): {", ".join(unknown)}')
+    raise ConfigError(f'not in the vocabulary (|V| = {vocab.size}): '
+                      f'{", ".join(with_suggestion(vocab, w) for w in unknown)}')
   return [vocab.id_of(w) for w in words]
 
 
