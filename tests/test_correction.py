@@ -2,8 +2,10 @@
 exhaustive search of P(w) · P(typed | w) (the channel, tests/test_spelling_channel.py's), and
 the command as a user types it."""
 
+import gc
 import json
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -153,6 +155,33 @@ def test_each_sentence_of_a_text_is_corrected_alone_with_changes_of_its_own(word
              for text, end in zip(texts, ends)]
     assert whole.log_prob == pytest.approx(math.fsum(meant), abs=1e-5)
     assert whole.typed_log_prob == pytest.approx(math.fsum(typed), abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_sentence_corrected_once_is_not_searched_again(nnlm, monkeypatch):
+  """A search box's finished sentences: each keystroke after them corrects only the last."""
+  corrector = Corrector(nnlm, alpha=0.9)
+  searched = []
+  search = Corrector._variant_log_probs  # pylint: disable=protected-access
+  monkeypatch.setattr(Corrector, '_variant_log_probs', lambda self, tokens, *rest: (
+      searched.append(tokens) or search(self, tokens, *rest)))
+  first = corrector.correct('teh jury said .', ended=False)
+  searched.clear()
+  both = corrector.correct('teh jury said . it was teh', ended=False)
+  assert {tokens[0] for tokens in searched} == {'it'}  # Only the new sentence's variants.
+  assert both.tokens[:4] == first.tokens and both.changes[0] == first.changes[0]
+
+
+@pytest.mark.slow
+def test_a_corrector_no_longer_used_is_freed_with_what_it_kept(nnlm):
+  """nplm serve builds a corrector for each /correct request of other settings: what one
+  keeps (each word's candidates, each sentence's correction) goes with it."""
+  corrector = Corrector(nnlm, alpha=0.9)
+  corrector.correct('teh jury said . it was teh end')
+  freed = weakref.ref(corrector)
+  del corrector
+  gc.collect()
+  assert freed() is None
 
 
 def test_a_text_is_cut_into_sentences_after_marks_alone_and_the_closers_after_them():

@@ -43,6 +43,9 @@ from nplm.use.sentences import rows_log_probs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
+# Sentences whose corrections are kept: a search box's finished ones, a file's repeated ones.
+SENTENCES_KEPT = 256
+WORDS_KEPT = 1 << 16  # Typed words whose candidates are kept.
 _SENTENCE_MARKS = frozenset('.!?')
 # The Corrector's settings when none is given (nplm serve keeps a corrector of these); α
 # None: default_alpha's.
@@ -117,9 +120,12 @@ class Corrector:
     words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
     self.model, self.max_changes = model, max_changes
     self.words, self._searched = frozenset(words), tuple(words)
+    # Caches of this corrector's own: one of the class's would keep every corrector it
+    # served alive (nplm serve builds one per request of other settings).
+    self.candidates = functools.lru_cache(WORDS_KEPT)(self._candidates)
+    self._corrected_sentence = functools.lru_cache(SENTENCES_KEPT)(self._searched_sentence)
 
-  @functools.lru_cache(maxsize=1 << 16)
-  def candidates(self, typed: str) -> tuple[str, ...]:
+  def _candidates(self, typed: str) -> tuple[str, ...]:
     """The vocabulary's words one edit of a letter from `typed` (near_words); two edits for
     a word outside it where the channel reaches them. A word in the vocabulary is not
     searched two edits away: such a slip is seldom a real word, and a short word has
@@ -146,17 +152,19 @@ class Corrector:
     the tokens as typed): each sentence of `typed` (sentence_spans) corrected alone, all but
     the last ended."""
     tokens, changes, best, start = (), (), 0.0, 0.0
-    spans = sentence_spans(typed)
+    spans, marked = sentence_spans(typed), self.model.sentence_end is not None
     for number, (first, stop) in enumerate(spans):
-      got = self._corrected_sentence(typed[first:stop], ended or number < len(spans) - 1)
+      # Unmarked, a sentence is read alike ended or not: one correction kept for both.
+      ends = marked and (ended or number < len(spans) - 1)
+      got = self._corrected_sentence(typed[first:stop], ends)
       tokens += got[0]
       changes += tuple(dataclasses.replace(change, position=change.position + first)
                        for change in got[1])
       best, start = best + got[2], start + got[3]
     return tokens, changes, best, start
 
-  def _corrected_sentence(self, typed: tuple[str, ...], ended: bool
-                          ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
+  def _searched_sentence(self, typed: tuple[str, ...], ended: bool
+                         ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
     """corrected_tokens of one sentence: the module docstring's search."""
     tokens, changes = typed, ()
     channel = sum(self.channel.log_prob(x, x) for x in typed)
