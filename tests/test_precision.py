@@ -13,7 +13,7 @@ from nplm import parallel
 from nplm.config import Config
 from nplm.lm import build_language_model
 from nplm.training.families import feed_of
-from nplm.use import next_words, sentences
+from nplm.use import next_words, sentences, trained
 
 DOT = re.compile(r'stablehlo\.dot_general .*?precision = \[(\w+), (\w+)\]')
 
@@ -98,3 +98,7 @@ def test_next_words_and_sentences_are_read_with_float32_matmuls(tiny_corpus, mod
     both = sentences._rows_scored.lower(lm, reader.variables, words, start, words[0],
                                         words[0]).as_text()
     assert precisions(hidden) == precisions(positions) == precisions(both) == {'HIGHEST'}
+  else:  # A window model's sentences and a correction's variants: chosen windows.
+    windows = np.array([[1, 2]], np.int32)
+    text = trained._window_log_prob.lower(lm, reader.variables, windows, windows[:, 0])
+    assert precisions(text.as_text()) == {'HIGHEST'}

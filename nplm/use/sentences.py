@@ -13,10 +13,10 @@ Where the dataset ends its sentences with a token (`<eos>` after every line of a
 dataset), that token is scored too, as KenLM's query scores </s>; Brown's sentences have none.
 
 Many sentences share one compiled program, BATCH_TOKENS tokens at a time (a large file is
-streamed). A finite-context model reads a batch as one stream, each sentence behind its own
-c boundary tokens (which restart the context exactly as a split's start does), padded to a
-power of two and scored by the model's own split pass (`split_log_probs`): one compilation
-per power of two below the model's --eval_batch_size, one for all above. A recurrent model reads a batch as rows, sentences of one length bucket
+streamed). A finite-context model scores each token after its c tokens, a sentence's first
+behind c boundary tokens (which restart the context exactly as a split's start does), by its
+window scoring (`window_log_probs`): --eval_batch_size tokens a call, the last call's padded
+to a power of two. A recurrent model reads a batch as rows, sentences of one length bucket
 (a power of two) each, padded at the end, every row from h_0 = 0: padding after a sentence
 cannot change what came before it; the head then scores the sentences' own positions only.
 """
@@ -168,7 +168,7 @@ def _encoded(vocab, end, texts, words):
 
 
 def _scored_batch(model, texts, words, ids, lengths) -> list[SentenceScore]:
-  closed = (_stream_log_probs(model, ids, lengths) if model.context_length is not None
+  closed = (_window_log_probs(model, ids, lengths) if model.context_length is not None
             else _row_log_probs(model, ids, lengths))
   spelt = spelling_log_probs(model, [token for sentence in words for token in sentence], ids)
   log_probs = closed + spelt
@@ -195,17 +195,18 @@ def _buckets(lengths) -> np.ndarray:
   return np.maximum(_SMALLEST_BUCKET, np.left_shift(1, powers))
 
 
-# --- a finite context: one stream, each sentence behind its own c boundary tokens ------------
+# --- a finite context: each token after its c tokens, a sentence's behind c boundary tokens ----
 
-def _stream_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-  """ln p of each id (sentences of `lengths`, concatenated) by one `split_log_probs` pass
-  over them, each behind its c boundary tokens, padded to a power of two."""
+def _window_log_probs(model, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+  """ln p of each id (sentences of `lengths`, concatenated), each after its c tokens: the
+  sentence's own, behind c boundary tokens (nplm.use.trained's window_log_probs). Only the
+  sentences' own positions are scored, not the boundary tokens nor a stream's padding."""
   c = model.context_length
   # Token k of sentence s sits at s + 1 times c, plus its place among the ids.
   positions = np.arange(len(ids)) + np.repeat(np.arange(1, len(lengths) + 1) * c, lengths)
-  stream = np.full(int(_buckets([positions[-1] + 1])[0]), model.boundary_id, np.int32)
+  stream = np.full(positions[-1] + 1, model.boundary_id, np.int32)
   stream[positions] = ids
-  return np.asarray(model.split_log_probs(stream), np.float64)[positions]
+  return model.window_log_probs(stream[positions[:, None] + np.arange(-c, 0)], ids)
 
 
 # --- a recurrent model: rows from h_0 = 0, padded to a length bucket ----------------------------
