@@ -254,3 +254,13 @@ def test_real_corpus_smoke_run(real_data_dir, tmp_path):
   # Ten large updates learn at least the unigram frequencies: far below |V|.
   assert math.isfinite(summary['test_ppl']) and summary['test_ppl'] < summary['vocab_size'] / 2
   assert 'perplexity' in result.stdout and 'step 10' in result.stderr
+
+
+def test_a_mistyped_flag_is_offered_nplms_flags_not_absls():
+  """absl alone offers its own flags: --run got "Did you mean: run_with_pdb,
+  run_with_profiling ?"."""
+  for typed, said in [('--run=runs/mlp9', "Unknown command line flag 'run' (see --help)"),
+                      ('--wrkdir=runs/mlp9', "Unknown command line flag 'wrkdir'. Did you mean: "
+                                             'workdir ? (see --help)')]:
+    done = cli.run('predict', typed, 'the')
+    assert done.returncode == 2 and done.stderr.splitlines() == [f'error: {said}'], done.stderr

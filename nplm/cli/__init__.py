@@ -3,6 +3,7 @@ checkout) and what they share: flags from Config, progress lines, one-line error
 
 import contextlib
 import dataclasses
+import difflib
 import errno
 import functools
 import os
@@ -173,8 +174,19 @@ def _parse_flags(argv: list[str]) -> list[str]:
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:
+    if isinstance(error, flags.UnrecognizedFlagError):
+      error = _unknown_flag(error)
     message = ' '.join(str(error).split())
     fail(f'{message} (see --help)')
+
+
+def _unknown_flag(error: flags.UnrecognizedFlagError) -> flags.UnrecognizedFlagError:
+  """The error with its suggestions drawn from nplm's flags alone: absl's own draw on absl's
+  too, and offer --run_with_pdb for --run."""
+  ours = [flag.name for module, defined in flags.FLAGS.flags_by_module_dict().items()
+          if not module.startswith('absl.') for flag in defined]
+  return flags.UnrecognizedFlagError(error.flagname, error.flagvalue,
+                                     difflib.get_close_matches(error.flagname, ours))
 
 
 def refuse_arguments(argv: list[str]) -> None:
