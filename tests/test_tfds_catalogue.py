@@ -33,11 +33,12 @@ README_LM1B = ("--dataset=tfds:lm1b --tfds_splits='train[:99%],train[99%:],test'
                '--workdir=runs/lm1b')
 
 
-def nplm(*args: str, cwd: Path, prelude: str = '') -> subprocess.CompletedProcess:
+def nplm(*args: str, cwd: Path, prelude: str = '', **variables: str
+         ) -> subprocess.CompletedProcess:
   """`nplm ARGS` in a child process, its TFDS downloads served by tests.tfds_offline
-  (`prelude`: Python run first in the child)."""
+  (`prelude`: Python run first in the child; `variables` added to its environment)."""
   code = f'import sys; import tests.tfds_offline as t; {prelude}t.main(sys.argv[1:])'
-  return cli.run(*args, code=code, cwd=cwd)
+  return cli.run(*args, code=code, cwd=cwd, **variables)
 
 
 def line_tokens(text: str) -> int:
@@ -60,9 +61,13 @@ def assert_one_line_error(result, *phrases):
 
 @pytest.mark.slow
 def test_tiny_shakespeare_is_prepared_offline_and_trained(tmp_path):
+  system_tmp = tmp_path / 'system_tmp'
+  system_tmp.mkdir()
   result = nplm('train', '--dataset=tfds:tiny_shakespeare', '--data_dir=tfds',
-                '--workdir=runs/shakespeare', '--max_steps=30', *TINY_MODEL, cwd=tmp_path)
+                '--workdir=runs/shakespeare', '--max_steps=30', *TINY_MODEL, cwd=tmp_path,
+                TMPDIR=str(system_tmp))
   assert result.returncode == 0, result.stderr[-3000:]
+  assert not any(system_tmp.iterdir())  # Preparing left nothing there.
   assert 'Traceback' not in result.stderr and 'I0000' not in result.stderr, result.stderr
   summary = json.loads((tmp_path / 'runs/shakespeare/summary.json').read_text())
 
@@ -166,12 +171,16 @@ def test_unknown_config_names_the_configs(tmp_path):
 
 
 def test_a_builder_that_needs_tensorflow_without_it_is_one_line(tmp_path):
+  system_tmp = tmp_path / 'system_tmp'
+  system_tmp.mkdir()
   result = nplm('train', '--dataset=tfds:lm1b', '--data_dir=tfds', '--workdir=runs/x',
-                *TINY_MODEL, cwd=tmp_path, prelude='t.hide_tensorflow(); ')
+                *TINY_MODEL, cwd=tmp_path, prelude='t.hide_tensorflow(); ',
+                TMPDIR=str(system_tmp))
   assert_one_line_error(result, 'tfds:lm1b', 'needs TensorFlow', 'pip install "nplm[tf]"')
   # Refused before its download is used: nothing extracted, nothing prepared.
   assert not (tmp_path / 'tfds/downloads/extracted').exists()
   assert not (tmp_path / 'tfds/lm1b').exists()  # Not even its lock: nothing left behind.
+  assert not any(system_tmp.iterdir())  # Nor TFDS's temporary directory of its builder.
 
 
 def test_what_preparing_catalogue_builders_imports_is_declared():

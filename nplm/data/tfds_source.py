@@ -5,9 +5,11 @@ nplm[tf]). Unknown names and configs are one line with the closest ones TFDS kno
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import re
+import tempfile
 from collections.abc import Iterator
 
 from nplm.data.acquire import CorpusError, CorpusNotFoundError
@@ -92,7 +94,8 @@ def _tfds_builder(name: str, data_dir: str | None):
   from nplm.data import tfds_dirs
   _check_tfds_name(name)
   try:
-    builder = tfds.builder(name, data_dir=data_dir, file_format='array_record')
+    with _own_temporary_directory():
+      builder = tfds.builder(name, data_dir=data_dir, file_format='array_record')
   except tfds.core.registered.DatasetNotFoundError:  # Its message lists the whole catalogue.
     raise CorpusNotFoundError(_unknown_tfds_name(name)) from None
   except ImportError as error:
@@ -112,6 +115,20 @@ def _tfds_builder(name: str, data_dir: str | None):
     raise CorpusError(f'tfds:{name} is not prepared in {builder.data_dir} and preparing it '
                       f'failed: {_first_line(error)}') from error
   return builder
+
+
+@contextlib.contextmanager
+def _own_temporary_directory() -> Iterator[None]:
+  """The system's temporary directory, for the block, one of our own, removed after: TFDS
+  4.9.10 makes an empty one there for each builder of a dataset not yet prepared
+  (DatasetInfo.initialize_from_bucket) and never removes it. nplm's own builders skip that
+  step (tfds_dirs.LocalDatasetInfo); the catalogue's are TFDS's code."""
+  with tempfile.TemporaryDirectory(prefix='nplm-tfds-') as own:
+    system, tempfile.tempdir = tempfile.tempdir, own
+    try:
+      yield
+    finally:
+      tempfile.tempdir = system
 
 
 def _check_tfds_name(name: str) -> None:
