@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import types as types_lib
 from pathlib import Path
 
@@ -174,8 +175,11 @@ def test_ngram_command_counts_the_tokens_and_matches_the_library(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_tfds_dataset_trains_from_the_command_line_and_exports(tmp_path):
+def test_a_tfds_dataset_trains_from_the_command_line_and_exports(tmp_path, monkeypatch):
   data_dir = tmp_path / 'tfds'
+  # TFDS leaves an empty directory in the system's temporary directory for each builder of a
+  # dataset not yet prepared (a user's, as this one): the test's own instead.
+  monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
   NplmTestLines(data_dir=str(data_dir), file_format='array_record').download_and_prepare()
   # The child process has no NplmTestLines class: TFDS reads the prepared files by name.
   workdir = tmp_path / 'run'
