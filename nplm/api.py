@@ -155,14 +155,19 @@ class Model:
                         '(model.score gives the score of one)')
     return sentences.rank_sentences(self.read, _listed(sentences_))
 
-  def predict(self, prefix: str | Sequence[str] = '', k: int = 10
+  def predict(self, prefix: str | Sequence[str] = '', k: int = 10, typos: bool = False,
+              alpha: float | None = None, second_edit: float = correction.SECOND_EDIT,
+              misspellings: str | os.PathLike | Sequence[tuple[str, str]] = ()
               ) -> list[prediction.Prediction] | list[list[prediction.Prediction]]:
     """The k most probable next tokens after `prefix`, with exact probabilities
     (`nplm predict`): a list of k Predictions for one prefix (a string), a list of such
-    lists for a list of prefixes."""
+    lists for a list of prefixes. `typos`: after the prefix with its misspelt words
+    corrected, through the channel of `alpha`, `second_edit` and `misspellings`
+    (`correct`'s)."""
+    corrector = self._typo_corrector(typos, alpha, second_edit, misspellings)
     if isinstance(prefix, str):
-      return prediction.predict(self.read, prefix, k)
-    return [prediction.predict(self.read, one, k) for one in _listed(prefix)]
+      return prediction.predict(self.read, prefix, k, corrector)
+    return [prediction.predict(self.read, one, k, corrector) for one in _listed(prefix)]
 
   def complete(self, prefix: str | Sequence[str] = '', k: int = 10,
                max_words: int = completion.DEFAULT_MAX_WORDS, typos: bool = True,
@@ -174,9 +179,7 @@ class Model:
     a list of such lists for a list of prefixes. `typos`: a word being typed may be
     misspelt, read through the channel of `alpha`, `second_edit` and `misspellings`
     (`correct`'s)."""
-    if isinstance(misspellings, (str, os.PathLike)):
-      misspellings = misspelling_lists.read_pairs(os.fspath(misspellings))
-    completer = completion.Completer(self.read, typos, alpha, second_edit, misspellings)
+    completer = completion.Completer(self.read, typos, alpha, second_edit, _pairs(misspellings))
     if isinstance(prefix, str):
       return completer.complete(prefix, k, max_words)
     return [completer.complete(one, k, max_words) for one in _listed(prefix)]
@@ -190,23 +193,45 @@ class Model:
     text, `.changes` what changed): one Correction for a string, a list for a list.
     `misspellings`: (typed, meant) pairs, or a file of them (`--misspellings`), to learn
     the channel's edits from; `alpha` None: 0.99, 0.999 with them (`nplm correct`'s)."""
-    if isinstance(misspellings, (str, os.PathLike)):
-      misspellings = misspelling_lists.read_pairs(os.fspath(misspellings))
-    corrector = correction.Corrector(self.read, alpha, max_changes, second_edit, misspellings)
+    corrector = correction.Corrector(self.read, alpha, max_changes, second_edit,
+                                     _pairs(misspellings))
     corrected = [corrector.correct(one) for one in _listed(sentences_)]
     return corrected[0] if isinstance(sentences_, str) else corrected
 
-  def generate(self, prompt: str = '', seed: int = 0, **sampling) -> str | list[str]:
+  def generate(self, prompt: str = '', seed: int = 0, typos: bool = False,
+               alpha: float | None = None, second_edit: float = correction.SECOND_EDIT,
+               misspellings: str | os.PathLike | Sequence[tuple[str, str]] = (),
+               **sampling) -> str | list[str]:
     """Text continuing `prompt` (`nplm generate`); `sampling`: the fields of
     nplm.use.generation.Sampling (length, sentences, temperature, top_k, top_p, no_unk,
-    spell_unk, samples). One text, or a list when samples > 1."""
+    spell_unk, samples). One text, or a list when samples > 1. `typos`: continuing the
+    prompt with its misspelt words corrected, as `predict` reads them."""
     refuse_unknown(sampling, generation.Sampling, 'sampling setting')
-    texts = generation.generate_text(self.read, prompt, generation.Sampling(**sampling), seed)
+    corrector = self._typo_corrector(typos, alpha, second_edit, misspellings)
+    texts = generation.generate_text(self.read, prompt, generation.Sampling(**sampling), seed,
+                                     corrector)
     return texts[0] if len(texts) == 1 else texts
+
+  def _typo_corrector(self, typos: bool, alpha: float | None, second_edit: float,
+                      misspellings: str | os.PathLike | Sequence[tuple[str, str]]
+                      ) -> correction.Corrector | None:
+    """predict's and generate's reader of typos (`correct`'s channel), None without them."""
+    if not typos:
+      return None
+    return correction.Corrector(self.read, alpha, correction.MAX_CHANGES, second_edit,
+                                _pairs(misspellings))
 
   def vectors(self):
     """The word feature vectors C as gensim KeyedVectors (most_similar, similarity, …)."""
     return embeddings.keyed_vectors(self.read)
+
+
+def _pairs(misspellings: str | os.PathLike | Sequence[tuple[str, str]]
+           ) -> Sequence[tuple[str, str]]:
+  """(typed, meant) pairs as given, or read from a file of them (`--misspellings`)."""
+  if isinstance(misspellings, (str, os.PathLike)):
+    return misspelling_lists.read_pairs(os.fspath(misspellings))
+  return misspellings
 
 
 def _listed(sentences_: str | Sequence[str]) -> list[str]:

@@ -13,6 +13,7 @@ import pytest
 from nplm.data import tokenizers
 from nplm.data.vocab import END_OF_SENTENCE, PARAGRAPH_END, TEXT_END, UNK, Vocabulary
 from nplm.ngram import spelling
+from nplm.use.correction import Corrector
 from nplm.use.generation import (Sampling, as_text, generate, generate_text, sampling_logits,
                                   shown_unknowns, text_pieces)
 from tests import cli
@@ -304,3 +305,23 @@ def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_
     assert returncode == 2, stderr
     assert stderr.startswith('error: ') and phrase in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1 and 'Traceback' not in stderr, stderr
+
+
+@pytest.mark.slow
+def test_typos_continue_the_prompt_as_corrected_and_a_character_model_refuses_them(runs):
+  """--typos: the sample is the one drawn after the prompt typed right (nplm correct's
+  correction of a sentence's beginning), printed with it; a note says how it was read. A
+  character model has no words to correct: one line, status 2."""
+  words, chars = (Path(runs[k].config.workdir) for k in ('words', 'chars'))
+  corrected = Corrector(runs['words']).correct('Teh jury sayd', ended=False)
+  assert corrected.corrected == 'The jury said', corrected  # Else this tests nothing.
+  typos = program(f'--workdir={words.name}', '--typos', '--temperature=0', '--length=6',
+                  'Teh jury sayd', cwd=words.parent)
+  refused = program(f'--workdir={chars.name}', '--typos', 'the jury', cwd=chars.parent)
+  (rc, out, err), (rc2, _, err2) = cli.finish(typos), cli.finish(refused)
+  greedy = generate_text(runs['words'], 'The jury said', Sampling(6, temperature=0))
+  assert rc == 0 and out == greedy[0] + '\n' and out.startswith('The jury said '), err
+  assert err == ("note: 'Teh jury sayd': read as 'The jury said' (Teh -> The, sayd -> "
+                 "said)\n"), err
+  assert rc2 == 2 and err2.startswith('error: spelling correction reads words') and (
+      len(err2.splitlines()) == 1), err2

@@ -12,6 +12,7 @@ import pytest
 
 from nplm.data.vocab import TEXT_END, UNK
 from nplm.errors import ConfigError
+from nplm.use.correction import Corrector
 from nplm.use.prediction import next_log_probs, predict
 from nplm.use.prompts import read_prompt, unknown_note
 from tests.test_heads import numpy_tree_log_probs
@@ -122,6 +123,44 @@ def test_a_word_being_typed_lists_the_words_it_begins(runs):
   assert typing.returncode == spaced.returncode == 0, typing.stderr + spaced.stderr
   assert typing.stderr == '' and f'{UNK} (not in the vocabulary): {typed}' in spaced.stderr
   assert json.loads(typing.stdout)[0]['predictions'][0]['token'] == words[order[0]]
+
+
+def test_typos_predict_after_the_prefix_as_nplm_correct_corrects_its_beginning(runs):
+  """--typos: the prefix's words before the one being typed are corrected as nplm correct
+  corrects the beginning of a sentence (its tests check that search against an exhaustive
+  one), and the predictions are numpy's after the corrected words; the text as read and
+  the changes are said. Without --typos, the unknown word's warning names the flag, and a
+  channel flag is refused."""
+  trained = runs['nnlm']
+  begun = Corrector(trained).correct('Teh jury sayd', ended=False)
+  assert begun.tokens == ('The', 'jury', 'said'), begun  # Else this test tests nothing.
+  want = numpy_next_log_probs(trained, trained.vocab.encode(list(begun.tokens)).tolist())
+  order = np.argsort(-want, kind='stable')[:3]
+  cwd = os.path.dirname(trained.config.workdir)
+  workdir = f'--workdir={os.path.basename(trained.config.workdir)}'
+  done = program(workdir, '--k=3', '--typos', '--json', 'Teh jury sayd', cwd=cwd)
+  assert done.returncode == 0 and done.stderr == '', done.stderr
+  [entry] = json.loads(done.stdout)
+  assert entry['read_as'] == 'The jury said' and 'warning' not in entry
+  assert entry['changes'] == [{'position': 0, 'typed': 'Teh', 'corrected': 'The'},
+                              {'position': 2, 'typed': 'sayd', 'corrected': 'said'}]
+  assert [p['token'] for p in entry['predictions']] == trained.vocab.decode(order)
+  np.testing.assert_allclose([p['log_prob'] for p in entry['predictions']], want[order],
+                             atol=2e-5)
+  text = program(workdir, '--k=3', '--typos', 'Teh jury sayd', cwd=cwd)
+  assert text.stdout.splitlines()[:2] == ['Teh jury sayd', '(read as: The jury said)']
+  # A word being typed stays as typed: the words it begins, after the corrected words.
+  words = trained.vocab.words
+  typed = next(w[:2] for w in words if len(w) > 2 and w.isalpha() and w[:2] not in words)
+  want = numpy_next_log_probs(trained, trained.vocab.encode(['The', 'jury']).tolist())
+  begun = [i for i, w in enumerate(words) if w.startswith(typed)]
+  best = predict(trained, f'Teh jury {typed}', k=2, corrector=Corrector(trained))
+  assert [p.token for p in best] == trained.vocab.decode(sorted(begun, key=lambda i: -want[i])[:2])
+  as_typed = program(workdir, '--k=1', 'Teh jury sayd', cwd=cwd)
+  assert as_typed.returncode == 0 and 'Teh sayd (--typos reads a misspelt word' in as_typed.stderr
+  refused = program(workdir, '--alpha=0.9', 'Teh jury', cwd=cwd)
+  assert refused.returncode == 2 and refused.stderr == (
+      'error: --alpha weighs typos, which only --typos reads: add it, or leave them out\n')
 
 
 # --- the program -------------------------------------------------------------------------

@@ -136,6 +136,17 @@ def test_every_endpoint_answers_as_its_command_does(served):
         home, 'correct', workdir, '--json', *flags, *typed).splitlines()]
     assert server.ask('/correct', {'texts': typed, **settings}) == (200, {'corrections': want})
   assert [c['typed'] for c in want[0]['changes']] == ['teh']
+  # Typos read in a prefix and a prompt (default corrector's), as the commands read them.
+  [want] = json.loads(command_json(home, 'predict', workdir, '--json', '--k=3', '--typos',
+                                   'teh jury sayd'))
+  assert want['read_as'] == 'the jury said'
+  assert server.ask('/predict', {'prefix': 'teh jury sayd', 'k': 3, 'typos': True}) == (200, want)
+  want = command_json(home, 'generate', workdir, '--prompt=teh jury', '--typos', '--length=6',
+                      '--temperature=0')
+  status, got = server.ask('/generate', {'prompt': 'teh jury', 'length': 6, 'temperature': 0,
+                                         'typos': True})
+  assert status == 200 and got['samples'] == [want[:-1]] and want.startswith('the jury ')
+  assert got['changes'] == [{'position': 0, 'typed': 'teh', 'corrected': 'the'}]
 
 
 def serving_page_curls() -> list[str]:
@@ -167,7 +178,8 @@ def test_the_serving_pages_curl_lines_answer_as_it_says(served):
 @pytest.mark.parametrize('path,body,status,says', [
     ('/predict', b'{"prefix": "a",', 400, 'the body is not JSON'),
     ('/predict', b'[1, 2]', 400, 'a JSON object of fields, not a list'),
-    ('/predict', b'{"prefx": "the"}', 400, 'unknown field "prefx": this endpoint reads prefix, k'),
+    ('/predict', b'{"prefx": "the"}', 400,
+     'unknown field "prefx": this endpoint reads prefix, k, typos'),
     ('/predict', b'{"prefix": 3}', 400, '"prefix" must be a string, not a number'),
     ('/predict', b'{"k": 0}', 400, '"k" must be at least 1, not 0'),
     ('/predict', b'{"k": 101}', 400, '"k" is 101; the limit is 100 (nplm serve --max_k)'),

@@ -33,16 +33,15 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
-from nplm.cli.correct import define_channel_flags
+from nplm.cli.correct import define_channel_flags, refuse_unread_channel_flags
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
-from nplm.errors import ConfigError
 from nplm.stop_requests import interrupting
 from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE_END,
                                  Completer, Completion, check_bounds)
 from nplm.use import answers
 from nplm.use.misspelling_lists import read_pairs
-from nplm.use.prompts import unknown_note
+from nplm.use.prompts import notes
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -67,20 +66,15 @@ def main(argv):
   with cli.failing_on_user_errors():
     check_bounds(FLAGS.k, FLAGS.max_words)
     prefixes = sentences_of(argv[1:], FLAGS.file, units='prefixes')
-    unread = [f'--{name}' for name in ('alpha', 'second_edit', 'misspellings')
-              if FLAGS[name].present and not FLAGS.typos]
-    if unread:
-      raise ConfigError(f'{" and ".join(unread)} weigh typos, which --notypos leaves unread: '
-                        'leave out one or the other')
+    refuse_unread_channel_flags()
     with interrupting(f'completing with {FLAGS.workdir}'):
       misspellings = read_pairs(FLAGS.misspellings) if FLAGS.misspellings else ()
       completer = Completer(load_trained(FLAGS.workdir), FLAGS.typos, FLAGS.alpha,
                             FLAGS.second_edit, misspellings)
       for number, prefix in enumerate(prefixes):
         typing = completer.typing(prefix)
-        note = unknown_note(typing.prompt)
-        if note:
-          print(f'warning: {printable(note)}', file=sys.stderr)
+        for note in notes(typing.prompt):
+          print(printable(note), file=sys.stderr)
         completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)
         if FLAGS.json:
           print(json.dumps(answers.completions(prefix, completions), ensure_ascii=False),

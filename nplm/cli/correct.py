@@ -30,10 +30,12 @@ from absl import flags
 from nplm import cli
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
+from nplm.errors import ConfigError
 from nplm.stop_requests import check_interrupted, interrupting
 from nplm.use import answers
-from nplm.use.correction import MAX_CHANGES, Correction, Corrector
+from nplm.use.correction import MAX_CHANGES, Correction, Corrector, reads_words
 from nplm.use.misspelling_lists import read_pairs
+from nplm.use.prompts import Prompt, unknown_note
 from nplm.use.learned_channel import LEARNED_ALPHA
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
@@ -84,6 +86,47 @@ def define_channel_flags() -> None:
                       'typed -> meant), or "codespell" for the codespell package\'s: each edit '
                       'is drawn as often as they make it (Kernighan, Church and Gale 1990), not '
                       'uniformly.')
+
+
+def define_typos_flag(default: bool, what: str) -> None:
+  """--typos, and the channel's flags it reads (predict's, generate's and complete's)."""
+  flags.DEFINE_bool('typos', default, f'Read the words typed as possibly misspelt{what}, '
+                    'the words before a word being typed corrected as nplm correct corrects '
+                    'the beginning of a sentence (a word-level model\'s), through the channel '
+                    'of --alpha, --second_edit and --misspellings.')
+  define_channel_flags()
+
+
+def refuse_unread_channel_flags() -> None:
+  """A channel flag given without --typos weighs nothing: a ConfigError that says so."""
+  unread = [f'--{name}' for name in ('alpha', 'second_edit', 'misspellings')
+            if FLAGS[name].present and not FLAGS.typos]
+  if unread:
+    how = ('--notypos leaves unread: leave out one or the other' if FLAGS['typos'].default
+           else 'only --typos reads: add it, or leave them out')
+    raise ConfigError(f'{" and ".join(unread)} weigh{"s" if len(unread) == 1 else ""} typos, '
+                      f'which {how}')
+
+
+def typo_corrector(model) -> Corrector | None:
+  """The corrector that reads typos, by --typos and the channel's flags; None without
+  --typos."""
+  refuse_unread_channel_flags()
+  if not FLAGS.typos:
+    return None
+  misspellings = read_pairs(FLAGS.misspellings) if FLAGS.misspellings else ()
+  return Corrector(model, FLAGS.alpha, MAX_CHANGES, FLAGS.second_edit, misspellings)
+
+
+def unknown_warning(model, prompt: Prompt, corrector: Corrector | None) -> str | None:
+  """predict's and generate's warning where typed words fell to <unk>: without --typos, for
+  a word-level model, saying that --typos would read a misspelt one as the word meant."""
+  note = unknown_note(prompt)
+  if note is None:
+    return None
+  hint = ' (--typos reads a misspelt word as the word meant)' if (
+      corrector is None and reads_words(model)) else ''
+  return f'warning: {printable(note)}{hint}'
 
 
 def run_program(argv=None) -> None:

@@ -16,6 +16,8 @@ Control characters print escaped, as nplm score prints them. Temperature, then t
 top-p reshape each draw, as in Hugging Face's generate; --temperature=0 is greedy. A drawn
 <unk> prints as a word outside the vocabulary drawn from the open vocabulary's spelling
 model (--spell_unk; nplm.use.generation.shown_unknowns). The same --seed gives the same text.
+With --typos the prompt's misspelt words are read corrected, as nplm predict --typos reads a
+prefix: the samples continue it as read, and it prints so.
 """
 
 import sys
@@ -23,9 +25,11 @@ import sys
 from absl import flags
 
 from nplm import cli
+from nplm.cli.correct import define_typos_flag, typo_corrector, unknown_warning
 from nplm.display import printable
 from nplm.use.generation import Sampling, text_pieces
-from nplm.use.prompts import read_typing, unknown_note
+from nplm.use import answers
+from nplm.use.prompts import correction_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -55,13 +59,13 @@ def prompt_of(arguments: list[str]) -> str:
   return arguments[0] if arguments else FLAGS.prompt
 
 
-def write_samples(model, prompt: str, sampling: Sampling) -> None:
+def write_samples(model, prompt: str, sampling: Sampling, corrector=None) -> None:
   """Each sample as it is drawn, headed by its number when there are several, each ending
   its last line."""
   for sample in range(sampling.samples):
     if sampling.samples > 1:
       write(f'--- sample {sample + 1} ---\n')
-    for piece in text_pieces(model, prompt, sampling, FLAGS.seed, sample):
+    for piece in text_pieces(model, prompt, sampling, FLAGS.seed, sample, corrector=corrector):
       write(piece)
     write('\n')
 
@@ -77,10 +81,14 @@ def main(argv):
     with interrupting(f'sampling from {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
-      note = unknown_note(read_typing(model, prompt).prompt)
-      if note:
-        print(f'warning: {printable(note)}', file=sys.stderr)
-      write_samples(model, prompt, sampling)
+      corrector = typo_corrector(model)
+      read = answers.read(model, prompt, corrector).prompt
+      if read.changes:
+        print(f'note: {printable(correction_note(read))}', file=sys.stderr)
+      warning = unknown_warning(model, read, corrector)
+      if warning:
+        print(warning, file=sys.stderr)
+      write_samples(model, prompt, sampling, corrector)
   except Interrupted as stop:
     if _line_open:
       write('\n')  # The line cut short ends before the message.
@@ -111,6 +119,8 @@ def run_program(argv=None) -> None:
                       'words, one the vocabulary lacks) is spelt out first, as nplm complete '
                       'reads it.')
   flags.DEFINE_integer('samples', 1, 'How many samples to draw.')
+  define_typos_flag(False, ' in the prompt: the samples continue it as read, corrected, and '
+                    'it prints so; as typed by default')
   flags.DEFINE_bool('no_unk', False, 'Never draw <unk> (the class of all rare words).')
   flags.DEFINE_bool('spell_unk', True, 'Print a drawn <unk> as a word drawn from the open '
                     "vocabulary's spelling model q (the model gives a word w outside the "

@@ -2,6 +2,7 @@ r"""The most probable next tokens after a prefix, with their exact probabilities
 
   nplm predict --workdir=runs/mlp9 "the cat sat on the"
   nplm predict --workdir=runs/lstm --k=5 --json "The jury said" "It was"
+  nplm predict --workdir=runs/mlp9 --typos "the jury sayd that"
   printf 'the cat\nof the\n' | nplm predict --workdir=runs/kn5
 
 Per prefix (each argument, or each line of --file or stdin): the --k most probable tokens, one
@@ -13,8 +14,12 @@ complete reads it: where each token is a word, a last word with no space after i
 vocabulary lacks but begins words of ("the old m") lists the words it begins, each with its
 probability after the prefix before it ("man", "men"); for subwords, the last word's pieces
 are read back and the list is of the pieces that spell it out, each with its probability of
-coming next and spelling the word out ("▁church" for "the chur"). Control characters print
-escaped, as nplm score prints them.
+coming next and spelling the word out ("▁church" for "the chur"). With --typos, the words
+before the one being typed are read as possibly misspelt, corrected as nplm correct corrects
+the beginning of a sentence (nplm.use.correction), and the tokens listed are those after the
+prefix as read, shown under it ("the jury sayd" read as "the jury said"); off by default,
+where they are the probabilities after the text as typed. Control characters print escaped,
+as nplm score prints them.
 """
 
 import json
@@ -24,13 +29,14 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
+from nplm.cli.correct import define_typos_flag, typo_corrector, unknown_warning
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.data.vocab import UNK
 from nplm.use import answers
 from nplm.use.prediction import Prediction, predictions
-from nplm.use.prompts import unknown_note
+from nplm.use.prompts import Prompt
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -43,21 +49,25 @@ def _label(token: str) -> str:
   return '␣' if token == ' ' else printable(token)  # A character model's space, visible.
 
 
-def report(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]]) -> str:
-  """One block per prefix: a line per token, p and ln p."""
+def report(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]],
+           prompts: Sequence[Prompt]) -> str:
+  """One block per prefix: a line per token, p and ln p; under the prefix, the text as read
+  where typos were corrected in it."""
   blocks = []
-  for prefix, best in zip(prefixes, found):
+  for prefix, best, prompt in zip(prefixes, found, prompts):
     width = max(12, *(len(_label(p.token)) for p in best))
     lines = [printable(prefix) if prefix else '(the start of a text)']
+    lines += [f'(read as: {printable(prompt.read_as)})'] if prompt.changes else []
     lines += [f'  {_label(p.token):{width}} {p.probability:8.5f} {p.log_prob:9.4f}'
               for p in best]
     blocks.append('\n'.join(lines))
   return '\n\n'.join(blocks)
 
 
-def as_json(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]]) -> str:
-  return json.dumps([answers.prediction(prefix, best)
-                     for prefix, best in zip(prefixes, found)], indent=2)
+def as_json(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]],
+            prompts: Sequence[Prompt]) -> str:
+  return json.dumps([answers.with_note(answers.prediction(prefix, best), prompt)
+                     for prefix, best, prompt in zip(prefixes, found, prompts)], indent=2)
 
 
 def main(argv):
@@ -69,25 +79,30 @@ def main(argv):
     with interrupting(f'predicting with {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
-      found = []
+      corrector = typo_corrector(model)
+      found, prompts = [], []
       for prefix in prefixes:
-        prompt, best = predictions(model, prefix, FLAGS.k)
-        note = unknown_note(prompt)
-        if note:
-          print(f'warning: {printable(note)}', file=sys.stderr)
+        prompt, best = predictions(model, prefix, FLAGS.k, corrector)
+        warning = unknown_warning(model, prompt, corrector)
+        if warning:
+          print(warning, file=sys.stderr)
         found.append(best)
+        prompts.append(prompt)
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:
     cli.fail(error)
-  print(as_json(prefixes, found) if FLAGS.json else report(prefixes, found))
+  print(as_json(prefixes, found, prompts) if FLAGS.json
+        else report(prefixes, found, prompts))
 
 
 def run_program(argv=None) -> None:
   define_input_flags()
   flags.DEFINE_integer('k', 10, 'How many of the most probable next tokens to list.')
+  define_typos_flag(False, ': predicting after the prefix as read, corrected; as typed '
+                    'by default, whose probabilities they are')
   flags.DEFINE_bool('json', False, 'Print JSON: per prefix its text and predictions (token, '
-                    'probability, log_prob).')
+                    'probability, log_prob); with typos corrected, read_as and changes.')
   cli.start(main, argv)
 
 

@@ -64,7 +64,7 @@ class Service:
     if endpoint == 'rank':
       return {'ranked': answers.rank(model, request['texts'])}
     if endpoint == 'predict':
-      return answers.predict(model, request['prefix'], request['k'])
+      return answers.predict(model, request['prefix'], request['k'], self.typos(request))
     if endpoint == 'complete':
       return answers.complete(self.completers[request['typos']], request['prefix'],
                               request['k'], request['max_words'])
@@ -75,7 +75,13 @@ class Service:
     sampling = Sampling(**{name: request[name] for name in (
         'length', 'temperature', 'top_k', 'top_p', 'no_unk', 'spell_unk', 'samples',
         'sentences')})
-    return answers.samples(model, request['prompt'], sampling, request['seed'])
+    return answers.samples(model, request['prompt'], sampling, request['seed'],
+                           self.typos(request))
+
+  def typos(self, request: dict) -> Corrector | None:
+    """/predict's and /generate's reader of typos: /correct's corrector of the default
+    settings (nplm serve --misspellings' channel), where the request asks for typos."""
+    return self.corrector(**self.correct_defaults) if request['typos'] else None
 
   def corrector(self, **settings) -> Corrector:
     """The corrector of the default settings, built once (the words' candidates it found

@@ -119,7 +119,7 @@ def fields_of(limits: Limits, alpha: float = ALPHA) -> dict[str, dict[str, Calla
   return {
       'score': {'texts': texts(limits), 'tokens': boolean(False)},
       'rank': {'texts': texts(limits, fewest=2)},
-      'predict': {'prefix': text(limits, ''), 'k': k},
+      'predict': {'prefix': text(limits, ''), 'k': k, 'typos': boolean(False)},
       'complete': {'prefix': text(limits, ''), 'k': k,
                    'max_words': integer(min(DEFAULT_MAX_WORDS, limits.max_words), 1,
                                         limits.max_words, 'max_completion_words'),
@@ -132,7 +132,7 @@ def fields_of(limits: Limits, alpha: float = ALPHA) -> dict[str, dict[str, Calla
                    'seed': integer(0, 0), 'samples': integer(1, 1, limits.samples,
                                                              'max_samples'),
                    'sentences': integer(0, 0), 'no_unk': boolean(False),
-                   'spell_unk': boolean(True)},
+                   'spell_unk': boolean(True), 'typos': boolean(False)},
       'correct': {'texts': texts(limits),
                   'alpha': number(alpha, 0.0, 1.0, above_lowest=True, below_highest=True,
                                   meaning=' (P(a word is typed as meant))'),

@@ -3,6 +3,7 @@
 `nplm serve` returns for the same request (one function behind both, so the numbers agree).
 """
 
+import dataclasses
 from typing import Iterable, Sequence
 
 from nplm.errors import ConfigError
@@ -10,7 +11,7 @@ from nplm.use.completion import Completer, Completion, check_bounds
 from nplm.use.correction import Corrector
 from nplm.use.generation import Sampling, text_pieces
 from nplm.use.prediction import Prediction, predictions
-from nplm.use.prompts import read_typing, unknown_note
+from nplm.use.prompts import Prompt, Typing, read_typing, unknown_note
 from nplm.use.sentences import SentenceScore, rank_sentences, scored
 
 
@@ -38,11 +39,11 @@ def prediction(prefix: str, best: Sequence[Prediction]) -> dict:
   return {'prefix': prefix, 'predictions': [p.as_dict() for p in best]}
 
 
-def predict(model, prefix: str, k: int) -> dict:
+def predict(model, prefix: str, k: int, corrector: Corrector | None = None) -> dict:
   if k < 1:
     raise ConfigError(f'k must be at least 1, not {k}')
   model.require_language_model()
-  prompt, best = predictions(model, prefix, k)
+  prompt, best = predictions(model, prefix, k, corrector)
   return with_note(prediction(prefix, best), prompt)
 
 
@@ -57,14 +58,15 @@ def complete(completer: Completer, prefix: str, k: int, max_words: int) -> dict:
                    completer.typing(prefix).prompt)
 
 
-def samples(model, prompt: str, sampling: Sampling, seed: int) -> dict:
-  """What `nplm generate` writes: each sample's text (the prompt, then what was drawn), its
-  pieces joined."""
+def samples(model, prompt: str, sampling: Sampling, seed: int,
+            corrector: Corrector | None = None) -> dict:
+  """What `nplm generate` writes: each sample's text (the prompt as read, then what was
+  drawn), its pieces joined."""
   model.require_language_model()
   sampling.validate()
-  texts = [''.join(text_pieces(model, prompt, sampling, seed, sample))
+  texts = [''.join(text_pieces(model, prompt, sampling, seed, sample, corrector=corrector))
            for sample in range(sampling.samples)]
-  return with_note({'prompt': prompt, 'samples': texts}, read_typing(model, prompt).prompt)
+  return with_note({'prompt': prompt, 'samples': texts}, read(model, prompt, corrector).prompt)
 
 
 def correction(corrector: Corrector, text: str) -> dict:
@@ -76,7 +78,17 @@ def corrections(corrector: Corrector, texts: Sequence[str]) -> dict:
   return {'corrections': [correction(corrector, text) for text in texts]}
 
 
-def with_note(answer: dict, prompt) -> dict:
-  """The answer, and the commands' warning where typed tokens fell to <unk>."""
+def read(model, text: str, corrector: Corrector | None = None) -> Typing:
+  """`text` as the model reads it (nplm.use.prompts), with a `corrector` its typos read."""
+  typing = read_typing(model, text)
+  return typing if corrector is None else corrector.read(typing)
+
+
+def with_note(answer: dict, prompt: Prompt) -> dict:
+  """The answer, with the text as read and the changes where its typos were corrected,
+  and the commands' warning where typed tokens fell to <unk>."""
+  if prompt.changes:
+    answer = {**answer, 'read_as': prompt.read_as,
+              'changes': [dataclasses.asdict(change) for change in prompt.changes]}
   note = unknown_note(prompt)
   return {**answer, 'warning': note} if note else answer

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
 from collections.abc import Sequence
 
@@ -62,7 +61,7 @@ from nplm.errors import ConfigError
 from nplm.use.correction import Corrector
 from nplm.use.generation import SentenceEnds, as_text, end_ids
 from nplm.use.prefix_channel import PrefixChannel
-from nplm.use.prompts import Prompt, Spelling, Typing, prompt_of, read_typing
+from nplm.use.prompts import Prompt, Spelling, Typing, read_typing
 from nplm.use.spelling_channel import SECOND_EDIT
 
 # A search box suggests a few words: each word more lowers every continuation's probability,
@@ -70,7 +69,6 @@ from nplm.use.spelling_channel import SECOND_EDIT
 DEFAULT_MAX_WORDS = 3
 MOST_K, MOST_WORDS = 1000, 50
 MAX_TOKENS_PER_WORD = 30  # The search's cap, per word (characters; words need one each).
-PREFIXES_KEPT = 64  # Prefixes whose words before the one typed are kept corrected.
 SENTENCE_END, MAX_WORDS = 'sentence_end', 'max_words'  # How a continuation ended.
 
 
@@ -167,9 +165,6 @@ class Completer:
       self.corrector = Corrector(model, alpha, second_edit=second_edit,
                                  misspellings=misspellings)
       self.prefix_channel = PrefixChannel(self.corrector.channel, vocab.words, self.first)
-      # While a word is typed, the words before it stay: corrected once for its keystrokes.
-      self.corrected = functools.lru_cache(PREFIXES_KEPT)(
-          lambda words: self.corrector.corrected_tokens(words, ended=False)[0])
 
   def typing(self, prefix: str) -> Typing:
     """The prefix read with the word being typed at its end apart (nplm.use.prompts); with
@@ -177,10 +172,9 @@ class Completer:
     words before it corrected."""
     typing = read_typing(self.model, prefix,
                          self.prefix_channel and self.prefix_channel.reaches, search_box=True)
-    if self.corrector is None or not typing.prompt.tokens:
-      return typing
-    corrected = self.corrected(tuple(typing.prompt.tokens))
-    return dataclasses.replace(typing, prompt=prompt_of(self.model, prefix, list(corrected)))
+    # While a word is typed, the sentences before it stay: each corrected once
+    # (the corrector keeps them) for all its keystrokes.
+    return typing if self.corrector is None else self.corrector.read(typing)
 
   def complete(self, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
                beam_width: int | None = None) -> list[Completion]:

@@ -39,6 +39,7 @@ from nplm.errors import ConfigError
 from nplm.use.generation import closing
 from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
 from nplm.use.open_vocabulary import spelling_log_probs
+from nplm.use.prompts import Typing, prompt_of
 from nplm.use.sentences import rows_log_probs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
 
@@ -66,6 +67,11 @@ def model_channel(model, alpha: float | None = None, second_edit: float = SECOND
   alpha = default_alpha(bool(misspellings)) if alpha is None else alpha
   return (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
           if misspellings else Channel(alphabet, alpha, second_edit))
+
+
+def reads_words(model) -> bool:
+  """Whether the model's tokens are typed words, the only ones a typo is corrected in."""
+  return model.config.tokens == 'words' and model.tokenizer.name in ('words', 'nltk')
 
 
 def sentence_spans(typed: Sequence[str]) -> list[tuple[int, int]]:
@@ -111,7 +117,7 @@ class Corrector:
 
   def __init__(self, model, alpha: float | None = None, max_changes: int = MAX_CHANGES,
                second_edit: float = SECOND_EDIT, misspellings: Sequence[tuple[str, str]] = ()):
-    if model.config.tokens != 'words' or model.tokenizer.name not in ('words', 'nltk'):
+    if not reads_words(model):
       raise ConfigError('spelling correction reads words: this model reads '
                         f'{token_kind(model.config)}; use a word-level run')
     if max_changes < 1:
@@ -162,6 +168,21 @@ class Corrector:
                        for change in got[1])
       best, start = best + got[2], start + got[3]
     return tokens, changes, best, start
+
+  def read(self, typing: Typing) -> Typing:
+    """`typing` with typos read (nplm complete's, and predict's and generate's --typos): the
+    tokens before the word being typed corrected as the beginning of a sentence is (no end
+    scored after them), its prompt's tokens those, with the changes and the text as read;
+    the word being typed stays as typed, what follows spells it out."""
+    typed = tuple(typing.prompt.tokens)
+    tokens, changes, _, _ = self.corrected_tokens(typed, ended=False) if typed else ((), (), 0, 0)
+    if not changes:
+      return typing
+    text, rest = typing.prompt.text, tuple(typing.tokens)
+    read_as = self._rewritten(text, typed + rest, tokens + rest, changes)
+    prompt = dataclasses.replace(prompt_of(self.model, text, list(tokens)),
+                                 changes=changes, read_as=read_as)
+    return dataclasses.replace(typing, prompt=prompt)
 
   def _searched_sentence(self, typed: tuple[str, ...], ended: bool
                          ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:

@@ -234,12 +234,14 @@ def generate(model, prompt: Sequence[int] = (), sampling: Sampling = Sampling(),
 
 
 def text_pieces(model, prompt: str = '', sampling: Sampling = Sampling(), seed: int = 0,
-                sample: int = 0, piece_tokens: int = PIECE_TOKENS) -> Iterator[str]:
+                sample: int = 0, piece_tokens: int = PIECE_TOKENS, corrector=None
+                ) -> Iterator[str]:
   """Sample number `sample` (from 0) drawn alone, the same as generate_text's, as text
-  written as it comes: the typed prompt, then the continuation, a piece at each line end, or
-  every `piece_tokens` tokens of a longer line, or PIECE_SECONDS after the last piece;
-  ''.join() of the pieces is the whole text. Holds a line's last few tokens, no more."""
-  typing, spelling = read_and_weigh(model, prompt)
+  written as it comes: the typed prompt (as read: with a `corrector`, its typos corrected),
+  then the continuation, a piece at each line end, or every `piece_tokens` tokens of a
+  longer line, or PIECE_SECONDS after the last piece; ''.join() of the pieces is the whole
+  text. Holds a line's last few tokens, no more."""
+  typing, spelling = read_and_weigh(model, prompt, corrector)
   steps = _steps(model, typing.prompt.ids, sampling, seed, sample, 1, spelling)
   drawn = (model.vocab.words[int(words[0])] for words, kept in steps if kept[0])
   shown = shown_unknowns(model, drawn, sampling, seed, sample)
@@ -314,9 +316,10 @@ def _rest(tokenizer, line: Sequence[str], done: int) -> str:
 
 
 def generate_text(model, prompt: str = '', sampling: Sampling = Sampling(),
-                  seed: int = 0) -> list[str]:
-  """The typed prompt and each sample's continuation as text, one line per sentence."""
-  typing, spelling = read_and_weigh(model, prompt)
+                  seed: int = 0, corrector=None) -> list[str]:
+  """The typed prompt (as read: with a `corrector`, its typos corrected) and each sample's
+  continuation as text, one line per sentence."""
+  typing, spelling = read_and_weigh(model, prompt, corrector)
   return [as_text(model, [*typing.prompt.tokens,
                           *shown_unknowns(model, model.vocab.decode(ids), sampling, seed, i)])
           for i, ids in enumerate(generate(model, typing.prompt.ids, sampling, seed, spelling))]

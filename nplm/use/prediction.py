@@ -8,7 +8,8 @@ predictions are the tokens that spell it out, each weighed by its probability of
 and spelling it out (nplm.use.spelling_weights): for words, the words it begins ("the old
 m": "man", "men"), each with its p; for subwords, the pieces ("▁church" for "chur").
 The probabilities are the model's own exact, normalized distribution over the vocabulary
-(every head's `log_probs`, n-gram models' too): they sum to 1 over all |V| tokens.
+(every head's `log_probs`, n-gram models' too): they sum to 1 over all |V| tokens. With
+typos read (a Corrector), they are those after the prefix as it was read, corrected.
 """
 
 from __future__ import annotations
@@ -33,17 +34,19 @@ class Prediction:
     return dataclasses.asdict(self)
 
 
-def predict(model, prefix: str, k: int = 10) -> list[Prediction]:
+def predict(model, prefix: str, k: int = 10, corrector=None) -> list[Prediction]:
   """The k most probable tokens after `prefix` (most probable first; ties: lowest id)."""
-  return predictions(model, prefix, k)[1]
+  return predictions(model, prefix, k, corrector)[1]
 
 
-def predictions(model, prefix: str, k: int) -> tuple[Prompt, list[Prediction]]:
+def predictions(model, prefix: str, k: int, corrector=None
+                ) -> tuple[Prompt, list[Prediction]]:
   """(the prompt read, the k most probable next tokens: of those that spell out the word
-  being typed, if any, fewer if there are fewer)."""
+  being typed, if any, fewer if there are fewer); with a `corrector` (nplm.use.correction),
+  after the prefix with its typos read."""
   if k < 1:
     raise ConfigError(f'--k must be at least 1, not {k}')
-  typing, spelling = read_and_weigh(model, prefix)
+  typing, spelling = read_and_weigh(model, prefix, corrector)
   if spelling:
     log_probs = spelling.prompt_log_probs + spelling.log_weights[()]
   else:

@@ -46,6 +46,11 @@ class Prompt:
   ids: np.ndarray  # int32: each token's id, <unk>'s for a token outside the vocabulary.
   unknown: list[str]  # The typed tokens read as <unk>, each once, in order.
   only_unknown: bool  # Every token was read as <unk> (and there is one at least).
+  # Where typos were read (nplm.use.correction's Corrector.read): its changes to the typed
+  # tokens (each a Change: position, typed, corrected) and the text as read, the typed
+  # text with only the changed words replaced.
+  changes: tuple = ()
+  read_as: str | None = None
 
 
 def read_prompt(model, text: str) -> Prompt:
@@ -68,6 +73,21 @@ def unknown_note(prompt: Prompt) -> str | None:
           if prompt.only_unknown else '')
   return (f'{prompt.text!r}: read as {UNK} (not in the vocabulary): '
           f'{" ".join(prompt.unknown)}{only}')
+
+
+def correction_note(prompt: Prompt) -> str | None:
+  """The line telling the user how typos in the text were read, or None where none was."""
+  if not prompt.changes:
+    return None
+  changed = ', '.join(f'{change.typed} -> {change.corrected}' for change in prompt.changes)
+  return f'{prompt.text!r}: read as {prompt.read_as!r} ({changed})'
+
+
+def notes(prompt: Prompt) -> list[str]:
+  """The lines (stderr's) telling the user how the text was read: its typos, then its
+  unknown words."""
+  return [f'{kind}: {note}' for kind, note in (('note', correction_note(prompt)),
+                                               ('warning', unknown_note(prompt))) if note]
 
 
 @dataclasses.dataclass(frozen=True)

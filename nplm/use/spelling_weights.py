@@ -50,15 +50,18 @@ class SpellingWeights:
     return child if child in self.log_weights else None
 
 
-def read_and_weigh(model, text: str) -> tuple[Typing, SpellingWeights | None]:
+def read_and_weigh(model, text: str, corrector=None) -> tuple[Typing, SpellingWeights | None]:
   """(`text` read with the word being typed apart, the weights of spelling it out), or
-  (`text` read as typed, None) where it ends in no such word or its tree is too large."""
-  typing = read_typing(model, text)
+  (`text` read as typed, None) where it ends in no such word or its tree is too large; with
+  a `corrector` (nplm.use.correction's), its typos read (Corrector.read)."""
+  def read(typing: Typing) -> Typing:
+    return typing if corrector is None else corrector.read(typing)
+  typing = read(read_typing(model, text))
   if not typing.tokens:
     return typing, None
   weights = weigh(model, typing.prompt.ids, typing.spelling)
   if weights is None:
-    return Typing(read_prompt(model, text), []), None
+    return read(Typing(read_prompt(model, text), [])), None
   return typing, weights
 
 
