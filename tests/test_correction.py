@@ -157,6 +157,49 @@ def test_each_sentence_of_a_text_is_corrected_alone_with_changes_of_its_own(word
     assert whole.typed_log_prob == pytest.approx(math.fsum(typed), abs=1e-5)
 
 
+def greedy(model, corrector: Corrector, typed: list[str], rounds: int):
+  """The greedy search by brute force: each round, every sentence that changes one more word
+  to one `reached` from it, scored whole (objective's sum, batched), the best kept while it
+  gains (the first of equals, as the corrector takes them)."""
+  channel, words = corrector.channel, corrector.words
+  meant, changed = tuple(typed), set()
+  best = objective(model, channel, typed, meant)
+  for _ in range(rounds):
+    options = [(i, (*meant[:i], w, *meant[i + 1:])) for i, x in enumerate(typed)
+               if i not in changed for w in reached(x, words, channel.alphabet)]
+    scores = score_sentences(model, [' '.join(option) for _, option in options])
+    values = [score.log_prob + sum(channel.log_prob(x, w) for x, w in zip(typed, option))
+              for score, (_, option) in zip(scores, options)]
+    if not values or max(values) <= best:
+      break
+    top = int(np.argmax(values))
+    changed.add(options[top][0])
+    meant, best = options[top][1], values[top]
+  return meant, best
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm'])
+def test_a_long_sentence_has_max_changes_for_each_twenty_tokens_begun(word_models, kind):
+  """A sentence of 41 to 60 tokens, no end mark in it (a transcript, a chat), has three
+  times max_changes: the correction is the brute-force greedy's of three rounds (a window model's
+  variants that a change did not reach are not scored again; the two slips side by side
+  check that those it reached are), and one sentence of at most 20 tokens keeps
+  max_changes."""
+  model = word_models(kind)
+  corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)
+  typed = ('teh jyry said it was the end of the day and the grand jury said that it was '
+           'the end of the election and the jury said it was the end of the day and the '
+           'grand jury said that it was the end').split()
+  assert 40 < len(typed) <= 60
+  correction = corrector.correct(' '.join(typed))
+  meant, best = greedy(model, corrector, typed, rounds=3)
+  assert len(correction.changes) >= 2, correction  # More than max_changes, else it tests nothing.
+  assert correction.tokens == meant
+  assert correction.log_prob == pytest.approx(best, abs=1e-5)
+  assert len(corrector.correct(' '.join(typed[:20])).changes) == 1
+
+
 @pytest.mark.slow
 def test_a_sentence_corrected_once_is_not_searched_again(nnlm, monkeypatch):
   """A search box's finished sentences: each keystroke after them corrects only the last."""

@@ -11,7 +11,9 @@ The noisy channel of Mays, Damerau and Mercer (1991) over the model's open vocab
 one edit away (a letter inserted, deleted, replaced, or two adjacent letters swapped), and with
 probability --second_edit one more edit after that; the correction is the sentence w that
 maximizes P(w) · P(typed | w), found greedily, one word more a round, at most --max_changes
-words a sentence (a line of several is corrected a sentence at a time, each read alone). With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
+words a sentence (a line of several is corrected a sentence at a time, each read alone; a
+sentence of more than 20 tokens, text without end marks, has --max_changes for each 20
+begun). With --misspellings=FILE each edit is drawn as often as a list of misspellings makes
 it, not uniformly ("recieve": i and e swapped is common); --misspellings=codespell learns
 from the codespell package's list (pip install codespell). A word outside the vocabulary is
 looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the
@@ -33,7 +35,8 @@ from nplm.display import printable
 from nplm.errors import ConfigError
 from nplm.stop_requests import check_interrupted, interrupting
 from nplm.use import answers
-from nplm.use.correction import MAX_CHANGES, Correction, Corrector, reads_words
+from nplm.use.correction import (MAX_CHANGES, SENTENCE_TOKENS, Correction, Corrector,
+                                 reads_words)
 from nplm.use.misspelling_lists import read_pairs
 from nplm.use.prompts import Prompt, unknown_note
 from nplm.use.learned_channel import LEARNED_ALPHA
@@ -132,7 +135,8 @@ def unknown_warning(model, prompt: Prompt, corrector: Corrector | None) -> str |
 def run_program(argv=None) -> None:
   define_input_flags()
   define_channel_flags()
-  flags.DEFINE_integer('max_changes', MAX_CHANGES, 'At most this many words changed per sentence.')
+  flags.DEFINE_integer('max_changes', MAX_CHANGES, f'At most this many words changed per '
+                       f'sentence, per {SENTENCE_TOKENS} tokens begun of a longer one.')
   flags.DEFINE_bool('details', False, 'Print each change under its sentence, and the gain '
                     'in ln P(w) P(typed | w).')
   flags.DEFINE_bool('json', False, 'Print one JSON object per sentence (JSON Lines): text, '
