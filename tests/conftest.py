@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import signal
 from pathlib import Path
 
 import jax
@@ -33,6 +34,11 @@ def pytest_configure(config) -> None:
   # learned from lists): the pages' commands run with a HOME of their own, which would
   # otherwise move the cache and rebuild it.
   os.environ.setdefault('NPLM_CACHE_DIR', str(paths.cache_dir()))
+  # A suite started in the background (`.ci/run &`, nohup) has SIGINT ignored, and so would
+  # every program it starts: the Ctrl-C a test sends would never arrive (three stop tests
+  # failed so). Handled here, it is a user's Ctrl-C again in the tests' programs.
+  if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 FIXTURE_DIR = Path(__file__).parent / 'fixtures' / 'brown_tiny'

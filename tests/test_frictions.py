@@ -28,7 +28,7 @@ from nplm.run_files.saved_params import saved_params
 from nplm.trainer import run
 from nplm.use import generation
 from nplm.use.generation import Sampling, as_text, generate, generate_text, shown_unknowns
-from nplm.use.prediction import predict
+from nplm.use.prediction import predictions
 from nplm.use.trained import load_trained
 from tests.conftest import write_text_corpus
 from tests.test_generation import BigramReader, reader_count
@@ -157,7 +157,8 @@ def test_control_characters_print_escaped_and_are_scored_as_given(runs):
   escaped = 'The \\x1b[31mjury\\x1b[0m said\\r it'
   assert lines[0].endswith(escaped) and f'{UNK} (\\x1b[31mjury\\x1b[0m)' in lines[2]
   assert any(line.endswith(escaped) for line in lines[-2:])
-  shown = predict_program.report([typed], [predict(model, typed, 2)])
+  prompt, best = predictions(model, typed, 2)
+  shown = predict_program.report([typed], [best], [prompt])
   assert shown.splitlines()[0] == escaped and '\x1b' not in shown
   assert display.printable('tab\there, bidi \u202e, NBSP\u00a0é') == \
       'tab\\there, bidi \\u202e, NBSP\u00a0é'
