@@ -18,7 +18,7 @@ from nplm.trainer import run
 from nplm.cli.correct import report_lines
 from nplm.use.correction import Corrector, sentence_spans
 from nplm.use.ngram_run import NgramRun
-from nplm.use.spelling_channel import edits
+from nplm.use.spelling_channel import Channel, edits
 from nplm.use.sentences import score_sentences
 from nplm.use.trained import load_trained
 from tests import cli
@@ -198,6 +198,23 @@ def test_a_long_sentence_has_max_changes_for_each_twenty_tokens_begun(word_model
   assert correction.tokens == meant
   assert correction.log_prob == pytest.approx(best, abs=1e-5)
   assert len(corrector.correct(' '.join(typed[:20])).changes) == 1
+
+
+@pytest.mark.slow
+def test_a_capital_typed_is_not_taken_away_alone(nnlm):
+  """A word that differs from the typed one in its case alone is no candidate where a capital
+  was typed (the writer's: 'THE' is not 'The', 'The' not 'the'), but is where none was."""
+  corrector = Corrector(nnlm, alpha=0.9)
+  # Capitals the tiny vocabulary lacks are the channel's letters too: else it rules them out.
+  corrector.channel = Channel(''.join(sorted({*corrector.channel.alphabet, *'THE'})), 0.9)
+  assert {'the', 'The'} <= corrector.words
+  assert 'The' in corrector.candidates('Thf')  # Reached where no capital is taken away.
+  for typed in ('THE', 'The', 'tHE'):
+    assert not {'the', 'The'} & set(corrector.candidates(typed)), typed
+  name = next(w for w in sorted(corrector.words)
+              if w.istitle() and w.lower() not in corrector.words)
+  assert name in corrector.candidates(name.lower())
+  assert corrector.correct('THE JURY SAID').changes == ()
 
 
 @pytest.mark.slow

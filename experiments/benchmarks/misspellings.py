@@ -17,7 +17,8 @@ Each of Brown's test sentences (experiments/benchmarks/brown_sentences.py) that 
 with such misspellings, as listed or capitalised, is typed with one of them misspelt (one
 error a sentence, as in Mays et al.'s test): the word and its misspelling drawn at random
 (--seed), capitalised as the word was; --limit draws that many of these sentences. Each
-model corrects the typed sentence as `nplm correct` does, and it is
+model corrects the typed sentence as `nplm correct` does, and the text it prints (the words
+it changed in place, a capital typed kept) is
 - restored: it comes back as Brown wrote it;
 - fixed, another word changed: the misspelling corrected, and another word changed too;
 - miscorrected: the misspelling changed to another word;
@@ -262,7 +263,9 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
     correctors = dict.fromkeys((0, 1), Corrector(model.read, **settings))
   texts = [o.text for o in found] + [' '.join(sentence) for sentence in written]
   started = time.perf_counter()
-  tokens = [correctors[fold].correct(text).tokens
+  # What the user reads: the text as typed with the changed words replaced, a capital typed
+  # kept ('Recieved' corrected as 'received' reads 'Received'), cut where it was joined.
+  tokens = [correctors[fold].correct(text).corrected.split(' ')
             for text, fold in display.progress(zip(texts, folds), len(texts), label,
                                                'sentence')]
   seconds = time.perf_counter() - started

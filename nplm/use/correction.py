@@ -145,10 +145,13 @@ class Corrector:
     searched two edits away: such a slip is seldom a real word, and a short word has
     hundreds of words two edits from it, each a sentence to score. Those the channel cannot
     have typed as `typed` (a character outside the vocabulary's, 'Zürich' for 'Zurich') are
-    left out."""
+    left out, and so is a word that differs from `typed` in its case alone where a capital
+    was typed: the writer's ('THE' is not 'The'); 'i' may be 'I'."""
     most_edits = 1 if typed in self.words else self.channel.most_edits
+    capitals = typed != typed.lower()
     return tuple(word for word in near_words(typed, self._searched, most_edits)
-                 if self.channel.log_prob(typed, word) > -math.inf)
+                 if not (capitals and word.casefold() == typed.casefold())
+                 and self.channel.log_prob(typed, word) > -math.inf)
 
   def correct(self, text: str, ended: bool = True) -> Correction:
     """The correction of a sentence; not `ended`, of the beginning of one (a prefix being
