@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from absl import flags
 
 from nplm import cli
-from nplm.cli.correct import define_channel_flags, refuse_unread_channel_flags
+from nplm.cli.correct import (define_channel_flags, reading_lines,
+                              refuse_unread_channel_flags)
 from nplm.cli.score import define_input_flags, sentences_of
 from nplm.display import printable
 from nplm.stop_requests import interrupting
@@ -41,7 +42,6 @@ from nplm.use.completion import (DEFAULT_MAX_WORDS, MOST_K, MOST_WORDS, SENTENCE
                                  Completer, Completion, check_bounds)
 from nplm.use import answers
 from nplm.use.misspelling_lists import read_pairs
-from nplm.use.prompts import notes
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -73,8 +73,8 @@ def main(argv):
                             FLAGS.second_edit, misspellings)
       for number, prefix in enumerate(prefixes):
         typing = completer.typing(prefix)
-        for note in notes(typing.prompt):
-          print(printable(note), file=sys.stderr)
+        for line in reading_lines(completer.model, typing.prompt, completer.corrector):
+          print(line, file=sys.stderr)
         completions = completer.complete(prefix, FLAGS.k, FLAGS.max_words)
         if FLAGS.json:
           print(json.dumps(answers.completions(prefix, completions), ensure_ascii=False),

@@ -38,7 +38,7 @@ from nplm.use import answers
 from nplm.use.correction import (MAX_CHANGES, SENTENCE_TOKENS, Correction, Corrector,
                                  reads_words)
 from nplm.use.misspelling_lists import read_pairs
-from nplm.use.prompts import Prompt, unknown_note
+from nplm.use.prompts import Prompt, correction_note, unknown_note
 from nplm.use.learned_channel import LEARNED_ALPHA
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
@@ -130,6 +130,14 @@ def unknown_warning(model, prompt: Prompt, corrector: Corrector | None) -> str |
   hint = ' (--typos reads a misspelt word as the word meant)' if (
       corrector is None and reads_words(model)) else ''
   return f'warning: {printable(note)}{hint}'
+
+
+def reading_lines(model, prompt: Prompt, corrector: Corrector | None) -> list[str]:
+  """generate's and complete's lines on stderr of how the text was read: its typos
+  corrected, then its words read as <unk>."""
+  lines = [f'note: {printable(correction_note(prompt))}'] if prompt.changes else []
+  warning = unknown_warning(model, prompt, corrector)
+  return lines + [warning] if warning else lines
 
 
 def run_program(argv=None) -> None:

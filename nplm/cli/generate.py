@@ -25,11 +25,10 @@ import sys
 from absl import flags
 
 from nplm import cli
-from nplm.cli.correct import define_typos_flag, typo_corrector, unknown_warning
+from nplm.cli.correct import define_typos_flag, reading_lines, typo_corrector
 from nplm.display import printable
 from nplm.use.generation import Sampling, text_pieces
 from nplm.use import answers
-from nplm.use.prompts import correction_note
 from nplm.use.trained import load_trained
 from nplm.stop_requests import Interrupted, interrupting
 
@@ -82,12 +81,9 @@ def main(argv):
       model = load_trained(FLAGS.workdir)
       model.require_language_model()
       corrector = typo_corrector(model)
-      read = answers.read(model, prompt, corrector).prompt
-      if read.changes:
-        print(f'note: {printable(correction_note(read))}', file=sys.stderr)
-      warning = unknown_warning(model, read, corrector)
-      if warning:
-        print(warning, file=sys.stderr)
+      for line in reading_lines(model, answers.read(model, prompt, corrector).prompt,
+                                corrector):
+        print(line, file=sys.stderr)
       write_samples(model, prompt, sampling, corrector)
   except Interrupted as stop:
     if _line_open:

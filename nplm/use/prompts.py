@@ -83,13 +83,6 @@ def correction_note(prompt: Prompt) -> str | None:
   return f'{prompt.text!r}: read as {prompt.read_as!r} ({changed})'
 
 
-def notes(prompt: Prompt) -> list[str]:
-  """The lines (stderr's) telling the user how the text was read: its typos, then its
-  unknown words."""
-  return [f'{kind}: {note}' for kind, note in (('note', correction_note(prompt)),
-                                               ('warning', unknown_note(prompt))) if note]
-
-
 @dataclasses.dataclass(frozen=True)
 class Typing:
   """A prefix read with the word being typed at its end apart."""
