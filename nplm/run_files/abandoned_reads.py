@@ -2,6 +2,7 @@
 reports the failure in one line)."""
 
 import logging
+import re
 import sys
 from collections.abc import Callable
 
@@ -13,7 +14,8 @@ def drop() -> None:
   at once (even before the read's error is caught), later, or as the process ends (hundreds
   of lines beside the command's one-line error). A thread's is printed by TensorStore's
   PyErr_Print, which calls sys.excepthook, a coroutine's through sys.unraisablehook, and a
-  task's failure that no one awaited by asyncio's logger. The failure has its one line
+  task's or a TensorStore future's failure that no one awaited by asyncio's logger. The
+  failure has its one line
   already: from the first read on these are dropped, anything else still printed."""
   if not getattr(sys.unraisablehook, 'drops_abandoned_reads', False):
     sys.unraisablehook = _without_abandoned_reads(sys.unraisablehook)
@@ -24,11 +26,18 @@ def drop() -> None:
     asyncio_log.addFilter(_unawaited_orbax_reads)
 
 
+# A TensorStore read's error as its future's repr shows it ('FAILED_PRECONDITION: Error
+# reading "params..." in OCDBT database at ...').
+_TENSORSTORE_READ = re.compile(r"exception=ValueError\('[A-Z_]+: Error reading ")
+
+
 def _unawaited_orbax_reads(record: logging.LogRecord) -> bool:
-  """False for asyncio's report of an Orbax read's task whose failure no one awaited."""
+  """False for asyncio's report of an Orbax read's task, or of a TensorStore read's future,
+  whose failure no one awaited."""
   message = str(record.msg)
-  return not (message.startswith('Task exception was never retrieved')
-              and '/orbax/' in message)
+  return not (message.startswith('Task exception was never retrieved') and '/orbax/' in message
+              or message.startswith('Future exception was never retrieved')
+              and _TENSORSTORE_READ.search(message))
 
 
 def _is_closed_loop(error: BaseException | None) -> bool:
