@@ -212,6 +212,24 @@ def test_misspelt_words_before_the_one_typed_are_corrected_as_a_sentence_begins(
 
 
 @pytest.mark.slow
+def test_a_prefix_typed_in_capitals_is_completed_as_it_is_read(models):
+  """Caps lock on: the words before the one being typed are read as nplm correct reads
+  words in capitals ('The jury' or 'the jury'), and the word being typed is compared in its letters: the
+  completions of the prefix as read, with the same channel's figures; --notypos reads the
+  words as typed (<unk>)."""
+  model = models['nnlm']
+  read = Completer(model).corrector.correct('THE JURY', ended=False)
+  assert read.tokens in {('The', 'jury'), ('the', 'jury')} and read.changes == ()
+  found = complete(model, 'THE JURY WTH', 4, 2)
+  assert len(found) == 4 and [c.as_dict() for c in found] == [
+      c.as_dict() for c in complete(model, ' '.join(read.tokens) + ' wth', 4, 2)]
+  assert 'warning' not in answers.complete(Completer(model), 'THE JURY WTH', 4, 2)
+  assert answers.complete(Completer(model, typos=False), 'THE JURY WTH', 4, 2)[
+      'warning'].endswith('THE JURY WTH -- every token of it: the model sees no more than '
+                          '"rare words"')
+
+
+@pytest.mark.slow
 def test_a_text_dataset_ends_continuations_at_eos(models):
   for name, prefix in [('kn3', 'the'), ('kn3_chars', 'The jury said')]:
     completions = complete(models[name], prefix, k=50, max_words=2)

@@ -6,6 +6,7 @@ import gc
 import json
 import math
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -200,10 +201,77 @@ def test_a_long_sentence_has_max_changes_for_each_twenty_tokens_begun(word_model
   assert len(corrector.correct(' '.join(typed[:20])).changes) == 1
 
 
+def capitals(x: str) -> bool:
+  return sum(c.isalpha() and c.isupper() for c in x) >= 2 and x == x.upper()
+
+
+def in_letters(channel, typed: Sequence[str], meant: Sequence[str]) -> float:
+  """Σ ln P(x | w), a word typed all in capitals (two letters or more) read in its letters."""
+  return sum(channel.log_prob(x.lower(), w.lower()) if capitals(x) else channel.log_prob(x, w)
+             for x, w in zip(typed, meant))
+
+
+def lm(model, tokens: Sequence[str]) -> float:
+  return score_sentences(model, [' '.join(tokens)])[0].log_prob
+
+
+def read_in_capitals(model, words, typed: list[str]) -> tuple[str, ...]:
+  """Each word typed in capitals as its most frequent form in the vocabulary (in lower case
+  where it has none, else capitalized), then from the first on, as whichever of its forms
+  makes the sentence, scored whole, likeliest (the form held kept on a tie, else the first
+  of equals)."""
+  forms = {x: sorted((w for w in words if w.upper() == x), key=model.vocab.id_of)
+           or [x.lower(), x.capitalize()] for x in typed if capitals(x)}
+  read = [forms[x][0] if x in forms else x for x in typed]
+  for i, x in enumerate(typed):
+    if len(forms.get(x, ())) >= 2:
+      options = [read[i], *(w for w in forms[x] if w != read[i])]
+      read[i] = options[int(np.argmax([lm(model, (*read[:i], w, *read[i + 1:]))
+                                       for w in options]))]
+  return tuple(read)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text'])
+def test_a_sentence_in_capitals_is_read_in_the_vocabularys_case_then_corrected(word_models,
+                                                                             kind):
+  """Typed in capitals, each word is read as the vocabulary's forms of it make the sentence
+  likeliest (read_in_capitals), then corrected by the greedy search whose channel compares
+  a word in capitals in its letters: the brute force's; the text stays in capitals."""
+  model = word_models(kind)
+  corrector = Corrector(model, alpha=0.9, max_changes=2, second_edit=0.3)
+  words, channel = corrector.words, corrector.channel
+  lowered = {w.lower() for w in words}
+  for text in ('THE JYRY SAID IT WAS TEH END', 'IT WAS THE END OF THE DYA', 'TEH JURY'):
+    typed = text.split()
+    meant = read = read_in_capitals(model, words, typed)
+    best, changed = lm(model, read) + in_letters(channel, typed, read), set()
+    for _ in range(2):  # The greedy search, as greedy() but over words in any case.
+      options = [(i, (*meant[:i], w, *meant[i + 1:])) for i, x in enumerate(typed)
+                 if i not in changed for w in sorted(words)
+                 if w.upper() != x and w.lower() in reached(x.lower(), lowered, channel.alphabet)
+                 and in_letters(channel, [x], [w]) > -math.inf]
+      values = [lm(model, option) + in_letters(channel, typed, option) for _, option in options]
+      if not values or max(values) <= best:
+        break
+      top = int(np.argmax(values))
+      changed.add(options[top][0])
+      meant, best = options[top][1], values[top]
+    correction = corrector.correct(text)
+    assert correction.tokens == meant, (text, read)
+    assert correction.log_prob == pytest.approx(best, abs=1e-5)
+    assert [c.position for c in correction.changes] == sorted(changed)
+    assert correction.corrected == ' '.join(
+        w.upper() if i in changed else x for i, (x, w) in enumerate(zip(typed, meant)))
+    assert read != tuple(typed)  # Read in the vocabulary's case.
+  assert correction.changes  # The search changed a word too.
+
+
 @pytest.mark.slow
 def test_a_capital_typed_is_not_taken_away_alone(nnlm):
   """A word that differs from the typed one in its case alone is no candidate where a capital
-  was typed (the writer's: 'THE' is not 'The', 'The' not 'the'), but is where none was."""
+  was typed (the writer's: 'The' is not 'the'; 'THE' is read as 'the' or 'The' before the
+  search, no change), but is where none was."""
   corrector = Corrector(nnlm, alpha=0.9)
   # Capitals the tiny vocabulary lacks are the channel's letters too: else it rules them out.
   corrector.channel = Channel(''.join(sorted({*corrector.channel.alphabet, *'THE'})), 0.9)
@@ -277,8 +345,11 @@ def test_the_text_keeps_its_spacing_quotes_and_case_and_a_sentence_of_unknown_wo
                                                                   ('sayd', 'said')]
   assert correction.corrected == 'The jury said, "it was fine".'
   assert correction.tokens[-3:] == ('fine', "''", '.')
-  unknown = corrector.correct('THE JURY SAYD')  # No word of it in the vocabulary: not refused.
-  assert unknown.changes == () and unknown.corrected == 'THE JURY SAYD'
+  unknown = corrector.correct('Qxzv wkjq')  # No word of it in the vocabulary: not refused.
+  assert unknown.changes == () and unknown.corrected == 'Qxzv wkjq'
+  capitals = corrector.correct('THE JURY SAYD.')  # Read as 'the jury sayd', written in capitals.
+  assert [(c.typed, c.corrected) for c in capitals.changes] == [('SAYD', 'said')]
+  assert capitals.corrected == 'THE JURY SAID.'
 
 
 @pytest.mark.slow

@@ -132,6 +132,28 @@ def test_the_outcomes_are_the_commands_corrections(tiny_splits, kn3, tmp_path):
   clean_changes = sum(len(record['changes']) for record in records[len(found):])
   assert result['models']['kn3']['false_alarms']['changed'] == clean_changes
   assert 'kn3' in benchmark.formatted(result, markdown=True)
+  # --capitals: the same sentences typed in capitals, what the command prints against
+  # Brown's words in capitals.
+  typed = [o.text.upper() for o in found] + [text.upper() for text in written]
+  (tmp_path / 'capitals.txt').write_text(''.join(f'{text}\n' for text in typed))
+  done = cli.run('correct', f'--workdir={kn3}', '--json', '--alpha=0.9',
+                 '--file=capitals.txt', cwd=tmp_path)
+  printed = [json.loads(line)['corrected'].split(' ') for line in done.stdout.splitlines()]
+  capitals = benchmark.benchmark({'kn3': nplm.load(kn3)}, tiny_splits, LISTED, alpha=0.9,
+                                 capitals=True)
+  upper = lambda tokens: tuple(t.upper() for t in tokens)
+  outcomes = collections.Counter(
+      'restored' if upper(o.sentence) == tuple(got) else
+      'fixed, another word changed' if got[o.position] == o.sentence[o.position].upper() else
+      'left' if got[o.position] == o.typed.upper() else 'miscorrected'
+      for o, got in zip(found, printed))
+  assert capitals['models']['kn3']['outcomes'] == {name: outcomes[name]
+                                                   for name in benchmark.OUTCOMES}
+  assert outcomes['left'] < len(found)  # A misspelling typed in capitals corrected.
+  assert capitals['models']['kn3']['false_alarms']['changed'] == sum(
+      a != b.upper() for got, text in zip(printed[len(found):], written)
+      for a, b in zip(got, text.split(' ')))
+  assert 'typed in capitals' in benchmark.formatted(capitals)
 
 
 def test_the_halves_of_the_list_split_it_by_the_meant_word():

@@ -33,11 +33,11 @@ def within(typed: str, prefix: str) -> bool:
           else typed in paths(prefix, 0.5, 0.5))
 
 
-def brute_force(typed: str, alpha: float, second: float) -> np.ndarray:
+def brute_force(typed: str, alpha: float, second: float, words=WORDS) -> np.ndarray:
   """ln max over the prefixes u of each word (<unk> and '</p>' none) of P(typed | u), u
   within the edits typed's length allows and its '-' where typed's are."""
-  best = np.full(len(WORDS), -math.inf)
-  for i, word in enumerate(WORDS[1:-1], 1):
+  best = np.full(len(words), -math.inf)
+  for i, word in enumerate(words[1:-1], 1):
     for end in range(1, len(word) + 1):
       prefix = word[:end]
       p = paths(prefix, alpha, second).get(typed)
@@ -65,3 +65,22 @@ def test_each_word_gets_its_likeliest_prefix_within_the_edits_its_length_allows(
   begun = prefixes.log_probs('ab')  # Too short for an edit: the words it begins, at P(t | t).
   assert np.flatnonzero(np.isfinite(begun)).tolist() == [2, 3]
   np.testing.assert_allclose(begun[[2, 3]], math.log(slips('ab', 0.9, second, ALPHABET)['ab']))
+
+
+def test_a_word_typed_in_capitals_is_compared_in_its_letters_alone():
+  """'CA' may begin 'cab' and 'Cab' alike, at P(ca | ca): capitals say nothing of the case
+  meant; a word typed with one capital is compared as written ('Ca' begins 'Cab' alone)."""
+  words = ('<unk>', 'cab', 'Cab', 'ABba', 'abcabc', 'Bacca', 'a-b', '</p>')
+  channel = Channel(ALPHABET, 0.9, 0.3)
+  prefixes = PrefixChannel(channel, words, np.array([w not in ('<unk>', '</p>') for w in words]))
+  lowered = tuple(w.lower() for w in words)
+  typed_strings = [t.upper() for t in strings_up_to(5, 'abc') if len(t) >= 2] + ['A-B', 'CABZ']
+  for typed in typed_strings:
+    want = brute_force(typed.lower(), 0.9, 0.3, lowered)
+    got = prefixes.log_probs(typed)
+    assert np.array_equal(np.isinf(got), np.isinf(want)), typed
+    np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-12,
+                               err_msg=typed)
+  assert np.flatnonzero(np.isfinite(prefixes.log_probs('CA'))).tolist() == [1, 2]
+  assert np.flatnonzero(np.isfinite(prefixes.log_probs('Ca'))).tolist() == [2]
+  assert np.flatnonzero(np.isfinite(prefixes.log_probs('AB'))).tolist() == [3, 4]

@@ -34,7 +34,11 @@ order on a tie; two edits where no word is one edit away), and no other word cha
 --channel=learned: the list is cut in halves by the meant word (fold_of), and a sentence
 whose misspelt word is in one half is corrected, typed and as written, with the channel
 learned from the other half (as `nplm correct --misspellings=FILE` of that half), so no
-misspelling is corrected by a channel that has seen it. With --learn_from=FILE (another list,
+misspelling is corrected by a channel that has seen it.
+
+--capitals: every sentence, typed and as written, is typed in capitals (caps lock on), and
+what a corrector prints is compared with Brown's words in capitals; the context-free
+baseline's counts are of the training words in capitals. With --learn_from=FILE (another list,
 in any form nplm correct --misspellings reads) every sentence is corrected with the channel
 learned from FILE's pairs whose meant word the list does not hold.
 """
@@ -248,6 +252,12 @@ def channel_sources(listed: dict[str, list[str]],
                                         f'{len(pairs):,} pairs of words the list does not hold')
 
 
+def in_capitals(found: Sequence[Occurrence]) -> list[Occurrence]:
+  """The occurrences typed in capitals, their sentences as written too."""
+  return [Occurrence(tuple(t.upper() for t in o.sentence), o.position, o.typed.upper())
+          for o in found]
+
+
 def corrected_by_model(model, label: str, found: Sequence[Occurrence],
                        written: Sequence[tuple[str, ...]], settings: dict,
                        folds: Sequence[int], learned_from: dict | None = None,
@@ -270,7 +280,8 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
                                                'sentence')]
   seconds = time.perf_counter() - started
   corrector = correctors[0]
-  outside = sum(o.sentence[o.position] not in corrector.words for o in found)
+  known = corrector.words | {word.upper() for word in corrector.words}  # --capitals'.
+  outside = sum(o.sentence[o.position] not in known for o in found)
   return {'name': model.read.name, 'dataset': model.config.dataset,
           'meant_outside_vocabulary': outside,
           **tallied(found, tokens[:len(found)], tokens[len(found):], written, seconds,
@@ -279,12 +290,13 @@ def corrected_by_model(model, label: str, found: Sequence[Occurrence],
 
 def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, list[str]],
               limit: int = 0, seed: int = 0, learned: tuple[dict, str] | None = None,
-              split: str = 'test', typo_rate: float = TYPO_RATE, **settings) -> dict:
+              split: str = 'test', typo_rate: float = TYPO_RATE, capitals: bool = False,
+              **settings) -> dict:
   """The results of the `models` (label -> nplm.load's Model) and of the context-free
   baseline on the `split`'s sentences; `splits`: Brown's tokens per split; `settings`: the
   Corrector's (alpha, max_changes, second_edit), its defaults where not given. `learned`:
   channel_sources' (each half's pairs, what they are): each misspelling corrected with the
-  channel learned from its half's."""
+  channel learned from its half's. `capitals`: the module docstring's --capitals."""
   settings = {**DEFAULT_SETTINGS, **settings}
   if settings['alpha'] is None:
     settings['alpha'] = default_alpha(bool(learned))
@@ -294,7 +306,15 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
   found = occurrences(readable, by_word, limit, seed)
   eligible = len(occurrences(readable, by_word, 0, seed)) if limit else len(found)
   written = list(dict.fromkeys(o.sentence for o in found))
-  baseline, started = ContextFree(splits['train']), time.perf_counter()
+  folds = [fold_of(listed_word(o, by_word)) for o in found]
+  fold_of_sentence = dict(zip((o.sentence for o in found), folds))
+  folds += [fold_of_sentence[sentence] for sentence in written]
+  train = splits['train']
+  if capitals:
+    found = in_capitals(found)
+    written = [tuple(token.upper() for token in sentence) for sentence in written]
+    train = [token.upper() for token in train]
+  baseline, started = ContextFree(train), time.perf_counter()
   corrected = [baseline.corrected(o.text.split(' ')) for o in found]
   clean = [baseline.corrected(sentence) for sentence in written]
   result = {'pairs': sum(map(len, by_word.values())), 'words': len(by_word),
@@ -303,13 +323,11 @@ def benchmark(models: dict, splits: dict[str, Sequence[str]], listed: dict[str, 
             'occurrences': len(found),
             'clean_sentences': len(written),
             'limit': limit, 'seed': seed, 'settings': settings, 'typo_rate': typo_rate,
+            'capitals': capitals,
             'channel': learned[1] if learned else 'uniform',
             'baseline': tallied(found, corrected, clean, written,
                                 time.perf_counter() - started, typo_rate),
             'models': {}}
-  folds = [fold_of(listed_word(o, by_word)) for o in found]
-  fold_of_sentence = dict(zip((o.sentence for o in found), folds))
-  folds += [fold_of_sentence[sentence] for sentence in written]
   for label, model in models.items():
     result['models'][label] = corrected_by_model(
         model, label, found, written, settings, folds, learned[0] if learned else None,
@@ -348,7 +366,8 @@ def formatted(result: dict, markdown: bool = False) -> str:
       f'{result["sentences"]:,} sentences, {result["sentences_left_out"]:,} left out that '
       'Brown\'s tokenizer does not read back as Brown\'s tokens; '
       f'{result["eligible"]:,} hold a word the list misspells; {drawn}, each typed with one '
-      'word misspelt; ' + ', '.join(f'--{name}={value:g}'
+      'word misspelt' + ('; every sentence typed in capitals' if result['capitals'] else '')
+      + '; ' + ', '.join(f'--{name}={value:g}'
                                     for name, value in result['settings'].items())
       + f'; the channel {result["channel"]}.',
       'Each typed sentence is restored (as Brown wrote it), fixed with another word changed, '
@@ -377,7 +396,8 @@ def result_of(options, models) -> dict:
   for model in read.values():
     Corrector(model.read, **settings)  # Refused now, not later.
   return benchmark(read, brown_splits(options.data_dir), listed, options.limit,
-                   options.seed, learned, options.split, options.typo_rate, **settings)
+                   options.seed, learned, options.split, options.typo_rate, options.capitals,
+                   **settings)
 
 
 def define_draw_flags() -> None:
@@ -406,6 +426,7 @@ if __name__ == '__main__':
                       'the benchmark\'s list does not hold, not from the other half.')
   flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Brown\'s sentences to misspell: '
                     'valid to choose settings on, test to report.')
+  flags.DEFINE_bool('capitals', False, 'Type every sentence in capitals (caps lock on).')
   flags.DEFINE_float('typo_rate', TYPO_RATE, 'The share of words misspelt in the text the '
                      '"errors left" row counts for.')
   run_experiment(benchmark_main(result_of, formatted))

@@ -19,6 +19,9 @@ from the codespell package's list (pip install codespell). A word outside the vo
 looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the
 vocabulary (a misspelling, or a name typed right) and a real word that its context rejects
 ("minuets" for "minutes") are corrected alike; a name the model finds likely as spelt stays.
+A word typed in capitals ("THE GOVERMENT SAID") is read in the case the vocabulary holds it
+in, the likeliest where it holds several ("The", "the"), compared with the words meant in
+its letters alone, and printed in capitals ("THE GOVERNMENT SAID").
 Prints each sentence corrected, one per line, as typed with only the changed words replaced (a
 filter: sentences in, sentences out); --details adds a line per change with the gain in ln P;
 --json one JSON object per sentence. Sentences come as for nplm score: arguments, --file or
@@ -40,7 +43,7 @@ from nplm.use.correction import (MAX_CHANGES, SENTENCE_TOKENS, Correction, Corre
 from nplm.use.misspelling_lists import read_pairs
 from nplm.use.prompts import Prompt, correction_note, unknown_note
 from nplm.use.learned_channel import LEARNED_ALPHA
-from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, in_capitals
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -95,8 +98,9 @@ def define_typos_flag(default: bool, what: str) -> None:
   """--typos, and the channel's flags it reads (predict's, generate's and complete's)."""
   flags.DEFINE_bool('typos', default, f'Read the words typed as possibly misspelt{what}, '
                     'the words before a word being typed corrected as nplm correct corrects '
-                    'the beginning of a sentence (a word-level model\'s), through the channel '
-                    'of --alpha, --second_edit and --misspellings.')
+                    'the beginning of a sentence (a word-level model\'s; words in capitals '
+                    'read in the vocabulary\'s case), through the channel of --alpha, '
+                    '--second_edit and --misspellings.')
   define_channel_flags()
 
 
@@ -123,11 +127,13 @@ def typo_corrector(model) -> Corrector | None:
 
 def unknown_warning(model, prompt: Prompt, corrector: Corrector | None) -> str | None:
   """predict's and generate's warning where typed words fell to <unk>: without --typos, for
-  a word-level model, saying that --typos would read a misspelt one as the word meant."""
+  a word-level model, saying that --typos would read a misspelt one, or one in capitals, as
+  the word meant."""
   note = unknown_note(prompt)
   if note is None:
     return None
-  hint = ' (--typos reads a misspelt word as the word meant)' if (
+  capitals = ', or one in capitals,' if any(map(in_capitals, prompt.unknown)) else ''
+  hint = f' (--typos reads a misspelt word{capitals} as the word meant)' if (
       corrector is None and reads_words(model)) else ''
   return f'warning: {printable(note)}{hint}'
 

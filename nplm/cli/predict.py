@@ -17,8 +17,9 @@ are read back and the list is of the pieces that spell it out, each with its pro
 coming next and spelling the word out ("▁church" for "the chur"). With --typos, the words
 before the one being typed are read as possibly misspelt, corrected as nplm correct corrects
 the beginning of a sentence (nplm.use.correction), and the tokens listed are those after the
-prefix as read, shown under it ("the jury sayd" read as "the jury said"); off by default,
-where they are the probabilities after the text as typed. Control characters print escaped,
+prefix as read, shown under it ("the jury sayd" read as "the jury said"), words typed in
+capitals read in the case the vocabulary holds them in ("THE JURY" as "The jury"); off by
+default, where they are the probabilities after the text as typed. Control characters print escaped,
 as nplm score prints them.
 """
 

@@ -25,6 +25,14 @@ and end marks stay as typed. Text of several sentences ("It was recieved. He has
 monney.") is corrected a sentence at a time, each read alone from a sentence's start, with
 `max_changes` of its own: ln P(w) is then the sum of the sentences' own, as nplm score would
 score each.
+
+A word typed in capitals ("THE GOVERMENT SAID") says nothing of the case of the word meant:
+its channel compares letters alone, P(x | w) = P(lower(x) | lower(w)), so its candidates are
+the vocabulary's words in any case one or two edits from it ("government", "Government"),
+and before the search it is read as the case of it in the vocabulary that makes the sentence
+likeliest ("THE" as "The" or "the", each tried in turn, a word at a time: the truecasing of
+Lita et al. 2003). Such a reading is no change: the corrected text is written in capitals
+as typed ("THE GOVERNMENT SAID").
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
 from nplm.use.open_vocabulary import spelling_log_probs
 from nplm.use.prompts import Typing, prompt_of
 from nplm.use.sentences import rows_log_probs
-from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, near_words
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, in_capitals, near_words
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
 # Sentences whose corrections are kept: a search box's finished ones, a file's repeated ones.
@@ -134,6 +142,12 @@ class Corrector:
     words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
     self.model, self.max_changes = model, max_changes
     self.words, self._searched = frozenset(words), tuple(words)
+    forms = {}  # A word in capitals -> the vocabulary's words it writes, the most frequent first.
+    for word in model.vocab.words:  # In id order: by training frequency.
+      if word not in SPECIAL_TOKENS:
+        forms.setdefault(word.upper(), []).append(word)
+    self._forms = {capitals: tuple(found) for capitals, found in forms.items()}
+    self._searched_in_capitals = tuple(sorted(self._forms))
     # Caches of this corrector's own: one of the class's would keep every corrector it
     # served alive (nplm serve builds one per request of other settings).
     self.candidates = functools.lru_cache(WORDS_KEPT)(self._candidates)
@@ -146,12 +160,25 @@ class Corrector:
     hundreds of words two edits from it, each a sentence to score. Those the channel cannot
     have typed as `typed` (a character outside the vocabulary's, 'Zürich' for 'Zurich') are
     left out, and so is a word that differs from `typed` in its case alone where a capital
-    was typed: the writer's ('THE' is not 'The'); 'i' may be 'I'."""
+    was typed: the writer's ('The' is not 'the'); 'i' may be 'I'. A word in capitals has
+    the words one edit (two) from it in letters, in any case: its own cases are read
+    before the search (_read_in_capitals)."""
+    if in_capitals(typed):
+      most_edits = 1 if typed in self._forms else self.channel.most_edits
+      near = near_words(typed, self._searched_in_capitals, most_edits)
+      return tuple(word for capitals in near for word in self._forms[capitals]
+                   if self._channel(typed, word) > -math.inf)
     most_edits = 1 if typed in self.words else self.channel.most_edits
     capitals = typed != typed.lower()
     return tuple(word for word in near_words(typed, self._searched, most_edits)
                  if not (capitals and word.casefold() == typed.casefold())
                  and self.channel.log_prob(typed, word) > -math.inf)
+
+  def _channel(self, typed: str, meant: str) -> float:
+    """ln P(typed | meant): a word in capitals compared in its letters alone."""
+    if in_capitals(typed):
+      return self.channel.log_prob(typed.lower(), meant.lower())
+    return self.channel.log_prob(typed, meant)
 
   def correct(self, text: str, ended: bool = True) -> Correction:
     """The correction of a sentence; not `ended`, of the beginning of one (a prefix being
@@ -167,7 +194,8 @@ class Corrector:
                        ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
     """(the corrected tokens, the changes, ln P(w) P(typed | w) of the correction and of
     the tokens as typed): each sentence of `typed` (sentence_spans) corrected alone, all but
-    the last ended."""
+    the last ended. The tokens are what the model read: a word in capitals in the case the
+    model knows it in, changed or not."""
     tokens, changes, best, start = (), (), 0.0, 0.0
     spans, marked = sentence_spans(typed), self.model.sentence_end is not None
     for number, (first, stop) in enumerate(spans):
@@ -184,10 +212,11 @@ class Corrector:
     """`typing` with typos read (nplm complete's, and predict's and generate's --typos): the
     tokens before the word being typed corrected as the beginning of a sentence is (no end
     scored after them), its prompt's tokens those, with the changes and the text as read;
-    the word being typed stays as typed, what follows spells it out."""
+    the word being typed stays as typed, what follows spells it out. Words in capitals
+    read in the vocabulary's case (with no change to say) are read so too."""
     typed = tuple(typing.prompt.tokens)
     tokens, changes, _, _ = self.corrected_tokens(typed, ended=False) if typed else ((), (), 0, 0)
-    if not changes:
+    if tokens == typed:
       return typing
     text, rest = typing.prompt.text, tuple(typing.tokens)
     read_as = self._rewritten(text, typed + rest, tokens + rest, changes)
@@ -197,10 +226,12 @@ class Corrector:
 
   def _searched_sentence(self, typed: tuple[str, ...], ended: bool
                          ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
-    """corrected_tokens of one sentence: the module docstring's search."""
-    tokens, changes = typed, ()
-    channel = sum(self.channel.log_prob(x, x) for x in typed)
-    current = start = None  # current: ln p of each token of `tokens` (and of an end mark).
+    """corrected_tokens of one sentence: the module docstring's search, from its words in
+    capitals read."""
+    tokens, current = self._read_in_capitals(typed, ended)
+    changes, start = (), None  # current: ln p of each token of `tokens` (and of an end mark).
+    read = tokens
+    channel = sum(map(self._channel, typed, read))
     kept = {}  # A window model's variants that no change has reached since they were scored.
     for _ in range(self.max_changes * -(-len(typed) // SENTENCE_TOKENS)):
       changed = {change.position for change in changes}
@@ -211,7 +242,7 @@ class Corrector:
         best = start = current.sum() + channel
       if not variants:
         break
-      gains = [self.channel.log_prob(typed[i], word) - self.channel.log_prob(typed[i], typed[i])
+      gains = [self._channel(typed[i], word) - self._channel(typed[i], read[i])
                for i, word in variants]
       totals = [log_probs.sum() + channel + gain for log_probs, gain in zip(scored, gains)]
       top = max(range(len(totals)), key=totals.__getitem__)
@@ -225,6 +256,35 @@ class Corrector:
         kept = {v: log_probs for v, log_probs in kept.items()
                 if abs(v[0] - i) > self.model.context_length}
     return tokens, changes, float(best), float(start)
+
+  def _read_in_capitals(self, typed: tuple[str, ...], ended: bool
+                        ) -> tuple[tuple[str, ...], np.ndarray | None]:
+    """The typed tokens with each word in capitals read as one of its forms, the
+    vocabulary's words it writes (a word outside it: in lower case, or capitalized, an
+    unknown word whose spelling the model weighs as such), the first, then each in turn
+    (from the first) as whichever of them makes the sentence likeliest; and the ln p of each
+    token so read (None where none has two forms)."""
+    forms = [self._case_forms(x) for x in typed]
+    tokens = tuple(found[0] if found else x for x, found in zip(typed, forms))
+    current = None
+    for i, found in enumerate(forms):
+      if len(found) < 2:
+        continue
+      others = [(i, word) for word in found if word != tokens[i]]
+      current, scored = self._variant_log_probs(tokens, current, others, ended)
+      totals = [log_probs.sum() for log_probs in scored]
+      top = max(range(len(totals)), key=totals.__getitem__)
+      if totals[top] > current.sum():
+        tokens = tokens[:i] + (others[top][1],) + tokens[i + 1:]
+        current = scored[top]
+    return tokens, current
+
+  def _case_forms(self, typed: str) -> tuple[str, ...]:
+    """What a word in capitals may be read as (_read_in_capitals'), the likeliest a priori
+    first; () for another token."""
+    if not in_capitals(typed):
+      return ()
+    return self._forms.get(typed, (typed.lower(), typed.capitalize()))
 
   def _kept_or_scored(self, tokens: tuple[str, ...], current: np.ndarray | None,
                       variants: Sequence[tuple[int, str]], ended: bool, kept: dict):
@@ -268,7 +328,7 @@ class Corrector:
     end = self.model.sentence_end if ended else None
     marked = [*tokens, *([] if end is None else [end])]
     ids = vocab.encode(marked)
-    spelt = spelling_log_probs(self.model, marked, ids)  # A changed word is no <unk>.
+    spelt = spelling_log_probs(self.model, marked, ids)
     padded = np.concatenate([np.full(c, self.model.boundary_id), ids])  # j's context: j to j + c.
     rows, reached = [], []
     if current is None:
@@ -285,10 +345,10 @@ class Corrector:
     if current is None:
       current = np.array([next(closed) for _ in marked]) + spelt
     scored = []
-    for i, stop in reached:
+    for (i, stop), own in zip(reached, self._spelt(variants)):
       log_probs = current.copy()
       log_probs[i:stop] = [next(closed) for _ in range(i, stop)]
-      log_probs[i + 1:stop] += spelt[i + 1:stop]
+      log_probs[i:stop] += [own, *spelt[i + 1:stop]]
       scored.append(log_probs)
     return current, scored
 
@@ -302,7 +362,7 @@ class Corrector:
     end = self.model.sentence_end if ended else None
     marked = [*tokens, *([] if end is None else [end])]
     ids = vocab.encode(marked)
-    spelt = spelling_log_probs(self.model, marked, ids)  # A changed word is no <unk>.
+    spelt = spelling_log_probs(self.model, marked, ids)
     inputs = np.concatenate([[boundary], ids[:-1]]).astype(np.int32)  # Each token's input.
     carries = self.model.next_words().carries(
         inputs[:max((i for i, _ in variants), default=0) + 1])
@@ -315,17 +375,24 @@ class Corrector:
     if current is None:
       current = next(closed) + spelt
     scored = []
-    for (i, _), read_on in zip(variants, closed):
+    for (i, _), read_on, own in zip(variants, closed, self._spelt(variants)):
       log_probs = current.copy()
       log_probs[i:] = read_on
-      log_probs[i + 1:] += spelt[i + 1:]
+      log_probs[i:] += [own, *spelt[i + 1:]]
       scored.append(log_probs)
     return current, scored
+
+  def _spelt(self, variants: Sequence[tuple[int, str]]) -> np.ndarray:
+    """ln q(word) of each variant's word outside the vocabulary (a word in capitals read
+    in lower case: _case_forms), 0 for one in it."""
+    words = [word for _, word in variants]
+    return spelling_log_probs(self.model, words, self.model.vocab.encode(words))
 
   def _rewritten(self, text: str, typed: Sequence[str], tokens: Sequence[str],
                  changes: Sequence[Change]) -> str:
     """`text` as typed with only the changed words replaced (its spacing, punctuation and
-    case kept; a word typed capitalized stays so), where the typed tokens are found in it in
+    case kept; a word typed capitalized stays so, one in capitals in capitals), where the
+    typed tokens are found in it in
     order (case aside; a token the tokenizer rewrote, a quote as ``, is passed over); else
     the corrected tokens as the tokenizer writes them."""
     spans, cursor, folded = [], 0, text.casefold()
@@ -338,7 +405,9 @@ class Corrector:
     for change in sorted(changes, key=lambda c: -c.position):
       start, end = spans[change.position]
       word = change.corrected
-      if text[start:end][:1].isupper() and word[:1].islower():
+      if in_capitals(change.typed):
+        word = word.upper()
+      elif text[start:end][:1].isupper() and word[:1].islower():
         word = word[:1].upper() + word[1:]
       text = text[:start] + word + text[end:]
     return text

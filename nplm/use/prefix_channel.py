@@ -17,7 +17,9 @@ has P(t | t) (α and a little more, the slips that come back to t).
 How far t may be from u grows with its length, as Elasticsearch's fuzziness "AUTO": no edit
 under 3 characters (two edits reach nearly every short prefix), one to 5, two from 6 (as
 far as the channel reaches). t keeps its characters that are not letters, as nplm correct's
-words do.
+words do. A t in capitals ("RECIE") is compared in its letters alone, P(t | w) =
+P(lower(t) | lower(w)), as nplm correct compares a word in capitals: it says nothing of the
+case of w.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from nplm.use.spelling_channel import Channel, non_letters
+from nplm.use.spelling_channel import Channel, in_capitals, non_letters
 
 # Typed strings whose P(t | w) over the vocabulary is kept: a completion reads one, and at
 # 8 bytes a word each, many would weigh on a vocabulary of a million words.
@@ -51,39 +53,30 @@ class PrefixChannel:
     """`words`: the vocabulary's, by id; `typable`: bool [|V|], the words one types (no
     end mark, no <unk>)."""
     self.channel, self.size = channel, len(words)
-    # Sorted, the words a prefix begins are a run, found by bisection: no table of every
-    # prefix (millions for a vocabulary of a million words).
-    self.ids = np.array(sorted(np.flatnonzero(typable), key=words.__getitem__), np.int64)
-    self.sorted_words = [words[i] for i in self.ids]
-    self.prefixes_of_length = functools.lru_cache(None)(self._prefixes_of_length)
+    typed_ids = np.flatnonzero(typable)
+    self.as_written = _Beginnings(words, typed_ids, str)
+    self.in_letters = _Beginnings(words, typed_ids, str.lower)  # For a t in capitals.
     self.log_probs = functools.lru_cache(PREFIXES_KEPT)(self._log_probs)
-
-  def _prefixes_of_length(self, length: int) -> tuple[str, ...]:
-    """The distinct prefixes of that many characters of the words, built when first asked."""
-    return tuple(dict.fromkeys(w[:length] for w in self.sorted_words if len(w) >= length))
-
-  def beginning(self, prefix: str) -> np.ndarray:
-    """The ids of the words that `prefix` begins."""
-    first = bisect.bisect_left(self.sorted_words, prefix)
-    return self.ids[first:bisect.bisect_left(self.sorted_words, prefix + _LAST, first)]
 
   def _log_probs(self, typed: str) -> np.ndarray:
     """ln P(typed | w) of each word w, float64 [|V|], -inf where no prefix of w is within
     reach; not to be written to."""
     log_probs = np.full(self.size, -np.inf)
-    for prefix in self.meant_prefixes(typed):
-      ids = self.beginning(prefix)
+    words = self.in_letters if in_capitals(typed) else self.as_written
+    typed = words.key(typed)
+    for prefix in self.meant_prefixes(typed, words):
+      ids = words.beginning(prefix)
       log_probs[ids] = np.maximum(log_probs[ids], self.channel.log_prob(typed, prefix))
     return log_probs
 
-  def meant_prefixes(self, typed: str) -> list[str]:
-    """The prefixes of the vocabulary's words that `typed` may have been meant as: within
-    most_edits of it (rapidfuzz, over the prefixes of each length within reach, in C), its
-    characters that are not letters unchanged, the channel reaching it."""
+  def meant_prefixes(self, typed: str, words: _Beginnings) -> list[str]:
+    """The prefixes of the `words` that `typed` may have been meant as: within most_edits
+    of it (rapidfuzz, over the prefixes of each length within reach, in C), its characters
+    that are not letters unchanged, the channel reaching it."""
     edits = most_edits(typed, self.channel) if any(c.isalpha() for c in typed) else 0
     near = [prefix for length in range(max(1, len(typed) - edits), len(typed) + edits + 1)
             for prefix, _, _ in process.extract(
-                typed, self.prefixes_of_length(length), scorer=DamerauLevenshtein.distance,
+                typed, words.prefixes_of_length(length), scorer=DamerauLevenshtein.distance,
                 score_cutoff=edits, limit=None)]
     return [prefix for prefix in near
             if non_letters(prefix) == non_letters(typed)
@@ -92,3 +85,24 @@ class PrefixChannel:
   def reaches(self, typed: str) -> bool:
     """Whether some word may be the one `typed` begins."""
     return bool(np.isfinite(self.log_probs(typed)).any())
+
+
+class _Beginnings:
+  """The words that each prefix begins, the words compared by `key` (as written, or in
+  lower case): sorted by it, the words a prefix begins are a run, found by bisection, with no
+  table of every prefix (millions for a vocabulary of a million words)."""
+
+  def __init__(self, words: Sequence[str], ids: np.ndarray, key):
+    self.key = key
+    self.ids = np.array(sorted(ids, key=lambda i: key(words[i])), np.int64)
+    self.sorted_keys = [key(words[i]) for i in self.ids]
+    self.prefixes_of_length = functools.lru_cache(None)(self._prefixes_of_length)
+
+  def _prefixes_of_length(self, length: int) -> tuple[str, ...]:
+    """The distinct prefixes of that many characters of the words, built when first asked."""
+    return tuple(dict.fromkeys(w[:length] for w in self.sorted_keys if len(w) >= length))
+
+  def beginning(self, prefix: str) -> np.ndarray:
+    """The ids of the words that `prefix` begins."""
+    first = bisect.bisect_left(self.sorted_keys, prefix)
+    return self.ids[first:bisect.bisect_left(self.sorted_keys, prefix + _LAST, first)]

@@ -96,6 +96,13 @@ def near_words(typed: str, words: Collection[str], most_edits: int = 1) -> tuple
                       and any(map(str.isalpha, w)) and w != lowered))
 
 
+def in_capitals(token: str) -> bool:
+  """Whether a token is typed in capitals: two cased letters or more, none small ('THE',
+  'U.S.'; 'I' and 'A' are a word's usual case). Such a word says nothing of the case of the
+  word meant."""
+  return sum(c != c.lower() for c in token) >= 2 and token == token.upper()
+
+
 @dataclasses.dataclass(frozen=True)
 class Channel:
   """P(typed | meant) (the module docstring's) over one vocabulary's alphabet."""
