@@ -211,6 +211,9 @@ def test_brown_text_is_tokenized_as_the_corpus():
   assert brown_words('The jury said.') == ['The', 'jury', 'said', '.']
   assert brown_words('Mr. Smith\'s "new" car, in the U.S.') == [
       'Mr.', "Smith's", '``', 'new', "''", 'car', ',', 'in', 'the', 'U.S.']
+  # In capitals too (caps lock): an abbreviation ends no sentence; a word before a stop does.
+  assert brown_words('MR. SMITH MET DR. JONES ON MAIN ST. mr. x') == [
+      'MR.', 'SMITH', 'MET', 'DR.', 'JONES', 'ON', 'MAIN', 'ST.', 'mr', '.', 'x']
   assert words_of('a  b.', 'text:x', 'words') == ['a', 'b.']
   assert words_of('a b', 'text:x', 'chars') == ['a', ' ', 'b']
   assert words_of('said.', 'brown', 'chars') == list('said .')

@@ -224,6 +224,9 @@ def test_a_prefix_typed_in_capitals_is_completed_as_it_is_read(models):
   assert len(found) == 4 and [c.as_dict() for c in found] == [
       c.as_dict() for c in complete(model, ' '.join(read.tokens) + ' wth', 4, 2)]
   assert 'warning' not in answers.complete(Completer(model), 'THE JURY WTH', 4, 2)
+  # One letter of the word being typed, caps lock on: the words it begins in any case.
+  begun = {c.tokens[0] for c in complete(model, 'THE JURY W', 20, 1)}
+  assert {w[0] for w in begun} == {'w'} or {w[0] for w in begun} == {'w', 'W'}, begun
   assert answers.complete(Completer(model, typos=False), 'THE JURY WTH', 4, 2)[
       'warning'].endswith('THE JURY WTH -- every token of it: the model sees no more than '
                           '"rare words"')

@@ -202,11 +202,12 @@ def test_a_long_sentence_has_max_changes_for_each_twenty_tokens_begun(word_model
 
 
 def capitals(x: str) -> bool:
-  return sum(c.isalpha() and c.isupper() for c in x) >= 2 and x == x.upper()
+  """Of a sentence typed in capitals: a word, read in its letters."""
+  return any(c.isupper() for c in x)
 
 
 def in_letters(channel, typed: Sequence[str], meant: Sequence[str]) -> float:
-  """Σ ln P(x | w), a word typed all in capitals (two letters or more) read in its letters."""
+  """Σ ln P(x | w) of a sentence typed in capitals, its words compared in their letters."""
   return sum(channel.log_prob(x.lower(), w.lower()) if capitals(x) else channel.log_prob(x, w)
              for x, w in zip(typed, meant))
 
@@ -237,7 +238,8 @@ def test_a_sentence_in_capitals_is_read_in_the_vocabularys_case_then_corrected(w
                                                                              kind):
   """Typed in capitals, each word is read as the vocabulary's forms of it make the sentence
   likeliest (read_in_capitals), then corrected by the greedy search whose channel compares
-  a word in capitals in its letters: the brute force's; the text stays in capitals."""
+  words in their letters: the brute force's; the text stays in capitals. Where the sentence
+  has small letters, a word in capitals is read as typed."""
   model = word_models(kind)
   corrector = Corrector(model, alpha=0.9, max_changes=2, second_edit=0.3)
   words, channel = corrector.words, corrector.channel
@@ -265,6 +267,9 @@ def test_a_sentence_in_capitals_is_read_in_the_vocabularys_case_then_corrected(w
         w.upper() if i in changed else x for i, (x, w) in enumerate(zip(typed, meant)))
     assert read != tuple(typed)  # Read in the vocabulary's case.
   assert correction.changes  # The search changed a word too.
+  # A sentence with small letters: its capitals are the writer's, its words read as typed.
+  mixed = corrector.correct('the JYRY said')
+  assert mixed.tokens == ('the', 'JYRY', 'said') and 'jury' in corrector.candidates('jyry')
 
 
 @pytest.mark.slow

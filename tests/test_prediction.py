@@ -161,6 +161,21 @@ def test_typos_predict_after_the_prefix_as_nplm_correct_corrects_its_beginning(r
   refused = program(workdir, '--alpha=0.9', 'Teh jury', cwd=cwd)
   assert refused.returncode == 2 and refused.stderr == (
       'error: --alpha weighs typos, which only --typos reads: add it, or leave them out\n')
+  # Typed in capitals: read in the vocabulary's case, the text as read the tokens read.
+  begun = Corrector(trained).correct('THE JURY SAYD', ended=False)
+  assert begun.tokens[1:] == ('jury', 'said') and begun.tokens[0] in ('The', 'the')
+  want = numpy_next_log_probs(trained, trained.vocab.encode(list(begun.tokens)).tolist())
+  order = np.argsort(-want, kind='stable')[:3]
+  [entry] = json.loads(program(workdir, '--k=3', '--typos', '--json', 'THE JURY SAYD',
+                               cwd=cwd).stdout)
+  assert entry['read_as'] == ' '.join(begun.tokens) and 'warning' not in entry
+  assert entry['changes'] == [{'position': 2, 'typed': 'SAYD', 'corrected': 'said'}]
+  assert [p['token'] for p in entry['predictions']] == trained.vocab.decode(order)
+  np.testing.assert_allclose([p['log_prob'] for p in entry['predictions']], want[order],
+                             atol=2e-5)
+  as_typed = program(workdir, '--k=1', 'THE JURY SAYD', cwd=cwd)
+  assert '(--typos reads a misspelt word, and text in capitals, as the words meant)' in (
+      as_typed.stderr)
 
 
 # --- the program -------------------------------------------------------------------------

@@ -83,4 +83,8 @@ def test_a_word_typed_in_capitals_is_compared_in_its_letters_alone():
                                err_msg=typed)
   assert np.flatnonzero(np.isfinite(prefixes.log_probs('CA'))).tolist() == [1, 2]
   assert np.flatnonzero(np.isfinite(prefixes.log_probs('Ca'))).tolist() == [2]
+  # One capital after text in capitals (in_letters): compared in its letters too.
+  assert np.flatnonzero(np.isfinite(prefixes.log_probs('C'))).tolist() == [2]
+  np.testing.assert_array_equal(prefixes.log_probs('C', True), brute_force('c', 0.9, 0.3, lowered))
+  assert prefixes.reaches('C', True) and not prefixes.reaches('A-', False)
   assert np.flatnonzero(np.isfinite(prefixes.log_probs('AB'))).tolist() == [3, 4]

@@ -19,9 +19,10 @@ from the codespell package's list (pip install codespell). A word outside the vo
 looked up two edits away ("htikn" for "think"), one in it one edit away. A word not in the
 vocabulary (a misspelling, or a name typed right) and a real word that its context rejects
 ("minuets" for "minutes") are corrected alike; a name the model finds likely as spelt stays.
-A word typed in capitals ("THE GOVERMENT SAID") is read in the case the vocabulary holds it
-in, the likeliest where it holds several ("The", "the"), compared with the words meant in
-its letters alone, and printed in capitals ("THE GOVERNMENT SAID").
+A sentence typed in capitals ("THE GOVERMENT SAID") has its words read in the case the
+vocabulary holds them in, the likeliest where it holds several ("The", "the"), compared with
+the words meant in their letters alone, and is printed in capitals ("THE GOVERNMENT SAID");
+in a sentence with small letters, capitals are the writer's ("the FBI").
 Prints each sentence corrected, one per line, as typed with only the changed words replaced (a
 filter: sentences in, sentences out); --details adds a line per change with the gain in ln P;
 --json one JSON object per sentence. Sentences come as for nplm score: arguments, --file or
@@ -39,11 +40,11 @@ from nplm.errors import ConfigError
 from nplm.stop_requests import check_interrupted, interrupting
 from nplm.use import answers
 from nplm.use.correction import (MAX_CHANGES, SENTENCE_TOKENS, Correction, Corrector,
-                                 reads_words)
+                                 reads_words, typed_in_capitals)
 from nplm.use.misspelling_lists import read_pairs
 from nplm.use.prompts import Prompt, correction_note, unknown_note
 from nplm.use.learned_channel import LEARNED_ALPHA
-from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, in_capitals
+from nplm.use.spelling_channel import ALPHA, SECOND_EDIT
 from nplm.use.trained import load_trained
 
 FLAGS = flags.FLAGS
@@ -127,13 +128,14 @@ def typo_corrector(model) -> Corrector | None:
 
 def unknown_warning(model, prompt: Prompt, corrector: Corrector | None) -> str | None:
   """predict's and generate's warning where typed words fell to <unk>: without --typos, for
-  a word-level model, saying that --typos would read a misspelt one, or one in capitals, as
-  the word meant."""
+  a word-level model, saying that --typos would read a misspelt one (and text in capitals)
+  as the words meant."""
   note = unknown_note(prompt)
   if note is None:
     return None
-  capitals = ', or one in capitals,' if any(map(in_capitals, prompt.unknown)) else ''
-  hint = f' (--typos reads a misspelt word{capitals} as the word meant)' if (
+  read = ('a misspelt word, and text in capitals, as the words meant'
+          if typed_in_capitals(prompt.tokens) else 'a misspelt word as the word meant')
+  hint = f' (--typos reads {read})' if (
       corrector is None and reads_words(model)) else ''
   return f'warning: {printable(note)}{hint}'
 
@@ -141,7 +143,8 @@ def unknown_warning(model, prompt: Prompt, corrector: Corrector | None) -> str |
 def reading_lines(model, prompt: Prompt, corrector: Corrector | None) -> list[str]:
   """generate's and complete's lines on stderr of how the text was read: its typos
   corrected, then its words read as <unk>."""
-  lines = [f'note: {printable(correction_note(prompt))}'] if prompt.changes else []
+  note = correction_note(prompt)
+  lines = [f'note: {printable(note)}'] if note else []
   warning = unknown_warning(model, prompt, corrector)
   return lines + [warning] if warning else lines
 

@@ -58,7 +58,7 @@ def report(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]],
   for prefix, best, prompt in zip(prefixes, found, prompts):
     width = max(12, *(len(_label(p.token)) for p in best))
     lines = [printable(prefix) if prefix else '(the start of a text)']
-    lines += [f'(read as: {printable(prompt.read_as)})'] if prompt.changes else []
+    lines += [f'(read as: {printable(prompt.read_as)})'] if prompt.read_as else []
     lines += [f'  {_label(p.token):{width}} {p.probability:8.5f} {p.log_prob:9.4f}'
               for p in best]
     blocks.append('\n'.join(lines))

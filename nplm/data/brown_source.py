@@ -112,10 +112,11 @@ def paragraph_lines(tokens: Sequence[str]) -> list[str]:
 
 _ABBREVIATIONS = ('Mr', 'Mrs', 'Ms', 'Dr', 'Jr', 'Sr', 'St', 'Mt', 'Co', 'Inc', 'Ltd', 'Gen',
                   'Gov', 'Sen', 'Rep', 'Rev', 'Prof', 'Col', 'Lt', 'Capt', 'vs')
+_ABBREVIATED = '|'.join([*_ABBREVIATIONS, *map(str.upper, _ABBREVIATIONS)])  # Text in capitals.
 _WORD = re.compile(
     r"``|''|--|\.\.\."                                     # Brown's quotes, dash, ellipsis
     r"|(?:[A-Za-z]\.){2,}"                                 # U.S., A.M.
-    rf"|(?:{'|'.join(_ABBREVIATIONS)})\.(?!\w)"            # Mr. Mrs. Dr.
+    rf"|(?:{_ABBREVIATED})\.(?!\w)"                        # Mr. Mrs. Dr. MR.
     r"|\$?\d+(?:[.,:/]\d+)*%?"                             # 1,000  3.5  1/2  10:30  $5  5%
     r"|\w+(?:[-'’]\w+)*"                                   # Georgia's  well-known
     r"|\S")                                                # any other character on its own

@@ -87,7 +87,7 @@ def read(model, text: str, corrector: Corrector | None = None) -> Typing:
 def with_note(answer: dict, prompt: Prompt) -> dict:
   """The answer, with the text as read and the changes where its typos were corrected,
   and the commands' warning where typed tokens fell to <unk>."""
-  if prompt.changes:
+  if prompt.read_as is not None:
     answer = {**answer, 'read_as': prompt.read_as,
               'changes': [dataclasses.asdict(change) for change in prompt.changes]}
   note = unknown_note(prompt)

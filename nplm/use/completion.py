@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -58,7 +59,7 @@ import numpy as np
 
 from nplm.data.tokenizers import Tokenization, token_kind
 from nplm.errors import ConfigError
-from nplm.use.correction import Corrector
+from nplm.use.correction import Corrector, typed_in_capitals
 from nplm.use.generation import SentenceEnds, as_text, end_ids
 from nplm.use.prefix_channel import PrefixChannel
 from nplm.use.prompts import Prompt, Spelling, Typing, read_typing
@@ -96,6 +97,7 @@ class _Continuation:
   ended: str | None = None  # None while it is live.
   rest: str = ''  # What is left to spell of the word being typed, in tokens' text.
   typed: str = ''  # That word as typed, in text: the words counted follow it.
+  in_letters: bool = False  # That word compared in its letters: typed in capitals.
   channel: float = 0.0  # Completion.channel_log_prob.
 
   @property
@@ -170,8 +172,9 @@ class Completer:
     """The prefix read with the word being typed at its end apart (nplm.use.prompts); with
     typos, also an unknown last word that no word begins but the channel reaches, and the
     words before it corrected."""
-    typing = read_typing(self.model, prefix,
-                         self.prefix_channel and self.prefix_channel.reaches, search_box=True)
+    reaches = self.prefix_channel and functools.partial(
+        self.prefix_channel.reaches, in_letters=self._in_letters(prefix))
+    typing = read_typing(self.model, prefix, reaches, search_box=True)
     # While a word is typed, the sentences before it stay: each corrected once
     # (the corrector keeps them) for all its keystrokes.
     return typing if self.corrector is None else self.corrector.read(typing)
@@ -184,7 +187,8 @@ class Completer:
     reader = self.model.next_words()
     prompt = typing.prompt
     live = [_Continuation((), 0.0, 0, rest=typing.spelling,
-                          typed=self.tokenizer.detokenize(typing.tokens))]
+                          typed=self.tokenizer.detokenize(typing.tokens),
+                          in_letters=self._in_letters(prefix))]
     state = reader.rows(reader.start(prompt.ids[None]), np.zeros(width, np.int32))
     finished = []
     for _ in range(max_words * MAX_TOKENS_PER_WORD + len(typing.spelling)):
@@ -199,13 +203,19 @@ class Completer:
       state = _read_on(reader, state, parents, [c.ids[-1] for c in live], width)
     return [self._completion(prompt, c) for c in finished]
 
+  def _in_letters(self, prefix: str) -> bool:
+    """Whether the word being typed is compared in its letters: the prefix is in capitals
+    (nplm.use.correction's typed_in_capitals), so one capital typed of it ('THE JURY R')
+    says nothing of its case either."""
+    return typed_in_capitals(self.tokenizer.tokens(prefix))
+
   def _weights(self, continuation: _Continuation) -> np.ndarray | None:
     """ln of what weighs each token that may extend a continuation, float [|V|] (None: 0
     for each): -inf for one that may not. A word that one types (not an end mark, not
     <unk>) first; while the word being typed is spelt out, one that spells on, or where
     typos are read, P(typed | it) (a word-level model's first word)."""
     if continuation.rest and self.prefix_channel is not None:
-      return self.prefix_channel.log_probs(continuation.rest)
+      return self.prefix_channel.log_probs(continuation.rest, continuation.in_letters)
     allowed = (self.spelling.allowed(continuation.rest) & self.first if continuation.rest
                else self.first if continuation.words == 0 else None)
     return None if allowed is None else np.where(allowed, 0.0, -np.inf)
@@ -254,7 +264,7 @@ class Completer:
       words = len(text[len(parent.typed):].split()) if text.startswith(parent.typed) else 0
     rest = self.spelling.rest_after(parent.rest, token) if parent.rest else ''
     return _Continuation(ids, float(log_prob), words, ended, rest, parent.typed,
-                         parent.channel + float(weight))
+                         parent.in_letters, parent.channel + float(weight))
 
   def _completion(self, prompt: Prompt, continuation: _Continuation) -> Completion:
     tokens = self.model.vocab.decode(continuation.ids)

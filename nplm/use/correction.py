@@ -26,13 +26,15 @@ monney.") is corrected a sentence at a time, each read alone from a sentence's s
 `max_changes` of its own: ln P(w) is then the sum of the sentences' own, as nplm score would
 score each.
 
-A word typed in capitals ("THE GOVERMENT SAID") says nothing of the case of the word meant:
-its channel compares letters alone, P(x | w) = P(lower(x) | lower(w)), so its candidates are
-the vocabulary's words in any case one or two edits from it ("government", "Government"),
-and before the search it is read as the case of it in the vocabulary that makes the sentence
-likeliest ("THE" as "The" or "the", each tried in turn, a word at a time: the truecasing of
-Lita et al. 2003). Such a reading is no change: the corrected text is written in capitals
-as typed ("THE GOVERNMENT SAID").
+A sentence typed in capitals ("THE GOVERMENT SAID": caps lock, a headline; no small letter
+in it) says nothing of the case of the words meant: each word's channel compares letters
+alone, P(x | w) = P(lower(x) | lower(w)), so its candidates are the vocabulary's words in any
+case one or two edits from it ("government", "Government"), and before the search each word
+is read as the form of it in the vocabulary that makes the sentence likeliest ("THE" as "The"
+or "the", each tried in turn, a word at a time: the truecasing of Lita et al. 2003). Such a
+reading is no change: the corrected text is written in capitals as typed ("THE GOVERNMENT
+SAID"). In a sentence with small letters, capitals are the writer's ("the FBI", "it was VERY
+late"), as a capital first letter is.
 """
 
 from __future__ import annotations
@@ -83,6 +85,11 @@ def model_channel(model, alpha: float | None = None, second_edit: float = SECOND
   alpha = default_alpha(bool(misspellings)) if alpha is None else alpha
   return (learned_channel(tuple(misspellings), alphabet, alpha, second_edit)
           if misspellings else Channel(alphabet, alpha, second_edit))
+
+
+def typed_in_capitals(tokens: Sequence[str]) -> bool:
+  """Whether a sentence is typed in capitals: a word in capitals and no small letter."""
+  return any(map(in_capitals, tokens)) and not any(c.islower() for t in tokens for c in t)
 
 
 def reads_words(model) -> bool:
@@ -153,30 +160,31 @@ class Corrector:
     self.candidates = functools.lru_cache(WORDS_KEPT)(self._candidates)
     self._corrected_sentence = functools.lru_cache(SENTENCES_KEPT)(self._searched_sentence)
 
-  def _candidates(self, typed: str) -> tuple[str, ...]:
+  def _candidates(self, typed: str, in_letters: bool = False) -> tuple[str, ...]:
     """The vocabulary's words one edit of a letter from `typed` (near_words); two edits for
     a word outside it where the channel reaches them. A word in the vocabulary is not
     searched two edits away: such a slip is seldom a real word, and a short word has
     hundreds of words two edits from it, each a sentence to score. Those the channel cannot
     have typed as `typed` (a character outside the vocabulary's, 'Zürich' for 'Zurich') are
     left out, and so is a word that differs from `typed` in its case alone where a capital
-    was typed: the writer's ('The' is not 'the'); 'i' may be 'I'. A word in capitals has
-    the words one edit (two) from it in letters, in any case: its own cases are read
-    before the search (_read_in_capitals)."""
-    if in_capitals(typed):
+    was typed: the writer's ('The' is not 'the'); 'i' may be 'I'. `in_letters` (a word
+    of a sentence in capitals): the words one edit (two) from it in letters, in any case;
+    its own forms are read before the search (_read_in_capitals)."""
+    if in_letters:
       most_edits = 1 if typed in self._forms else self.channel.most_edits
       near = near_words(typed, self._searched_in_capitals, most_edits)
       return tuple(word for capitals in near for word in self._forms[capitals]
-                   if self._channel(typed, word) > -math.inf)
+                   if self._channel(typed, word, True) > -math.inf)
     most_edits = 1 if typed in self.words else self.channel.most_edits
     capitals = typed != typed.lower()
     return tuple(word for word in near_words(typed, self._searched, most_edits)
                  if not (capitals and word.casefold() == typed.casefold())
                  and self.channel.log_prob(typed, word) > -math.inf)
 
-  def _channel(self, typed: str, meant: str) -> float:
-    """ln P(typed | meant): a word in capitals compared in its letters alone."""
-    if in_capitals(typed):
+  def _channel(self, typed: str, meant: str, in_letters: bool) -> float:
+    """ln P(typed | meant), `in_letters` (a word of a sentence in capitals) compared in its
+    letters alone."""
+    if in_letters:
       return self.channel.log_prob(typed.lower(), meant.lower())
     return self.channel.log_prob(typed, meant)
 
@@ -212,14 +220,18 @@ class Corrector:
     """`typing` with typos read (nplm complete's, and predict's and generate's --typos): the
     tokens before the word being typed corrected as the beginning of a sentence is (no end
     scored after them), its prompt's tokens those, with the changes and the text as read;
-    the word being typed stays as typed, what follows spells it out. Words in capitals
-    read in the vocabulary's case (with no change to say) are read so too."""
+    the word being typed stays as typed, what follows spells it out. A sentence in capitals
+    is read in the vocabulary's case, changed or not: the text as read is then the tokens
+    the model reads ("The jury said", not "THE JURY SAID")."""
     typed = tuple(typing.prompt.tokens)
     tokens, changes, _, _ = self.corrected_tokens(typed, ended=False) if typed else ((), (), 0, 0)
     if tokens == typed:
       return typing
     text, rest = typing.prompt.text, tuple(typing.tokens)
-    read_as = self._rewritten(text, typed + rest, tokens + rest, changes)
+    changed = {change.position for change in changes}
+    cased = any(t != x for i, (t, x) in enumerate(zip(tokens, typed)) if i not in changed)
+    read_as = (self.model.tokenizer.detokenize(list(tokens + rest)) if cased
+               else self._rewritten(text, typed + rest, tokens + rest, changes))
     prompt = dataclasses.replace(prompt_of(self.model, text, list(tokens)),
                                  changes=changes, read_as=read_as)
     return dataclasses.replace(typing, prompt=prompt)
@@ -228,22 +240,25 @@ class Corrector:
                          ) -> tuple[tuple[str, ...], tuple[Change, ...], float, float]:
     """corrected_tokens of one sentence: the module docstring's search, from its words in
     capitals read."""
-    tokens, current = self._read_in_capitals(typed, ended)
+    # A sentence in capitals: its words read in their letters.
+    lock = typed_in_capitals(typed)
+    in_letters = [lock and x != x.lower() for x in typed]
+    tokens, current = self._read_in_capitals(typed, in_letters, ended)
     changes, start = (), None  # current: ln p of each token of `tokens` (and of an end mark).
     read = tokens
-    channel = sum(map(self._channel, typed, read))
+    channel = sum(map(self._channel, typed, read, in_letters))
     kept = {}  # A window model's variants that no change has reached since they were scored.
     for _ in range(self.max_changes * -(-len(typed) // SENTENCE_TOKENS)):
       changed = {change.position for change in changes}
       variants = [(i, word) for i, x in enumerate(typed) if i not in changed
-                  for word in self.candidates(x)]
+                  for word in self.candidates(x, in_letters[i])]
       current, scored = self._kept_or_scored(tokens, current, variants, ended, kept)
       if start is None:  # The sentence as typed, scored in the first round's call.
         best = start = current.sum() + channel
       if not variants:
         break
-      gains = [self._channel(typed[i], word) - self._channel(typed[i], read[i])
-               for i, word in variants]
+      gains = [self._channel(typed[i], word, in_letters[i])
+               - self._channel(typed[i], read[i], in_letters[i]) for i, word in variants]
       totals = [log_probs.sum() + channel + gain for log_probs, gain in zip(scored, gains)]
       top = max(range(len(totals)), key=totals.__getitem__)
       if totals[top] <= best:
@@ -257,14 +272,14 @@ class Corrector:
                 if abs(v[0] - i) > self.model.context_length}
     return tokens, changes, float(best), float(start)
 
-  def _read_in_capitals(self, typed: tuple[str, ...], ended: bool
-                        ) -> tuple[tuple[str, ...], np.ndarray | None]:
-    """The typed tokens with each word in capitals read as one of its forms, the
+  def _read_in_capitals(self, typed: tuple[str, ...], in_letters: Sequence[bool],
+                        ended: bool) -> tuple[tuple[str, ...], np.ndarray | None]:
+    """The typed tokens with each word `in_letters` read as one of its forms, the
     vocabulary's words it writes (a word outside it: in lower case, or capitalized, an
     unknown word whose spelling the model weighs as such), the first, then each in turn
     (from the first) as whichever of them makes the sentence likeliest; and the ln p of each
     token so read (None where none has two forms)."""
-    forms = [self._case_forms(x) for x in typed]
+    forms = [self._case_forms(x) if letters else () for x, letters in zip(typed, in_letters)]
     tokens = tuple(found[0] if found else x for x, found in zip(typed, forms))
     current = None
     for i, found in enumerate(forms):
@@ -280,10 +295,8 @@ class Corrector:
     return tokens, current
 
   def _case_forms(self, typed: str) -> tuple[str, ...]:
-    """What a word in capitals may be read as (_read_in_capitals'), the likeliest a priori
-    first; () for another token."""
-    if not in_capitals(typed):
-      return ()
+    """What a word typed in capitals may be read as (_read_in_capitals'), the likeliest a
+    priori first."""
     return self._forms.get(typed, (typed.lower(), typed.capitalize()))
 
   def _kept_or_scored(self, tokens: tuple[str, ...], current: np.ndarray | None,
@@ -402,10 +415,11 @@ class Corrector:
       cursor = cursor if start < 0 else start + len(token)
     if any(spans[change.position] is None for change in changes):
       return self.model.tokenizer.detokenize(list(tokens))
+    capitals = typed_in_capitals(typed)  # 'A' too is then a word in capitals.
     for change in sorted(changes, key=lambda c: -c.position):
       start, end = spans[change.position]
       word = change.corrected
-      if in_capitals(change.typed):
+      if in_capitals(change.typed) or capitals:
         word = word.upper()
       elif text[start:end][:1].isupper() and word[:1].islower():
         word = word[:1].upper() + word[1:]

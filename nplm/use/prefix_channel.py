@@ -17,9 +17,9 @@ has P(t | t) (α and a little more, the slips that come back to t).
 How far t may be from u grows with its length, as Elasticsearch's fuzziness "AUTO": no edit
 under 3 characters (two edits reach nearly every short prefix), one to 5, two from 6 (as
 far as the channel reaches). t keeps its characters that are not letters, as nplm correct's
-words do. A t in capitals ("RECIE") is compared in its letters alone, P(t | w) =
-P(lower(t) | lower(w)), as nplm correct compares a word in capitals: it says nothing of the
-case of w.
+words do. A t in capitals ("RECIE", or "R" after "THE JURY") is compared in its letters
+alone, P(t | w) = P(lower(t) | lower(w)), as nplm correct compares the words of a sentence
+in capitals: it says nothing of the case of w.
 """
 
 from __future__ import annotations
@@ -58,11 +58,12 @@ class PrefixChannel:
     self.in_letters = _Beginnings(words, typed_ids, str.lower)  # For a t in capitals.
     self.log_probs = functools.lru_cache(PREFIXES_KEPT)(self._log_probs)
 
-  def _log_probs(self, typed: str) -> np.ndarray:
+  def _log_probs(self, typed: str, in_letters: bool = False) -> np.ndarray:
     """ln P(typed | w) of each word w, float64 [|V|], -inf where no prefix of w is within
-    reach; not to be written to."""
+    reach, compared in letters where `typed` is in capitals or `in_letters` (the text before
+    it is); not to be written to."""
     log_probs = np.full(self.size, -np.inf)
-    words = self.in_letters if in_capitals(typed) else self.as_written
+    words = self.in_letters if in_letters or in_capitals(typed) else self.as_written
     typed = words.key(typed)
     for prefix in self.meant_prefixes(typed, words):
       ids = words.beginning(prefix)
@@ -82,9 +83,9 @@ class PrefixChannel:
             if non_letters(prefix) == non_letters(typed)
             and self.channel.log_prob(typed, prefix) > -np.inf]
 
-  def reaches(self, typed: str) -> bool:
-    """Whether some word may be the one `typed` begins."""
-    return bool(np.isfinite(self.log_probs(typed)).any())
+  def reaches(self, typed: str, in_letters: bool = False) -> bool:
+    """Whether some word may be the one `typed` begins (log_probs' `in_letters`)."""
+    return bool(np.isfinite(self.log_probs(typed, in_letters)).any())
 
 
 class _Beginnings:

@@ -48,7 +48,7 @@ class Prompt:
   only_unknown: bool  # Every token was read as <unk> (and there is one at least).
   # Where typos were read (nplm.use.correction's Corrector.read): its changes to the typed
   # tokens (each a Change: position, typed, corrected) and the text as read, the typed
-  # text with only the changed words replaced.
+  # text with only the changed words replaced (a text in capitals: the tokens as read).
   changes: tuple = ()
   read_as: str | None = None
 
@@ -76,11 +76,12 @@ def unknown_note(prompt: Prompt) -> str | None:
 
 
 def correction_note(prompt: Prompt) -> str | None:
-  """The line telling the user how typos in the text were read, or None where none was."""
-  if not prompt.changes:
+  """The line telling the user how typos (and capitals) in the text were read, or None
+  where it was read as typed."""
+  if prompt.read_as is None:
     return None
   changed = ', '.join(f'{change.typed} -> {change.corrected}' for change in prompt.changes)
-  return f'{prompt.text!r}: read as {prompt.read_as!r} ({changed})'
+  return f'{prompt.text!r}: read as {prompt.read_as!r}' + (f' ({changed})' if changed else '')
 
 
 @dataclasses.dataclass(frozen=True)
