@@ -17,6 +17,7 @@ from nplm.ngram import spelling
 from nplm.ngram.kneser_ney import KneserNey
 from nplm.trainer import run
 from nplm.cli.correct import report_lines
+from nplm.use import variants as variants_module
 from nplm.use.correction import Corrector, sentence_spans
 from nplm.use.ngram_run import NgramRun
 from nplm.use.spelling_channel import Channel, edits
@@ -111,8 +112,8 @@ def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kin
     assert correction.tokens == best, (text, values)
     # Every option's ln P, its changed tokens (and end mark) rescored alone, as whole.
     variants = [(i, w) for i, x in enumerate(typed) for w in corrector.candidates(x)]
-    typed_log_probs, scored = corrector._variant_log_probs(  # pylint: disable=protected-access
-        tuple(typed), None, variants, True)
+    typed_log_probs, scored = variants_module.variant_log_probs(model, tuple(typed), None,
+                                                                variants, True)
     lm = [score_sentences(model, [' '.join(option)])[0].log_prob for option in options]
     assert [typed_log_probs.sum(), *[s.sum() for s in scored]] == pytest.approx(lm, abs=1e-6)
     assert correction.log_prob == pytest.approx(max(values), abs=1e-6)
@@ -295,9 +296,9 @@ def test_a_sentence_corrected_once_is_not_searched_again(nnlm, monkeypatch):
   """A search box's finished sentences: each keystroke after them corrects only the last."""
   corrector = Corrector(nnlm, alpha=0.9)
   searched = []
-  search = Corrector._variant_log_probs  # pylint: disable=protected-access
-  monkeypatch.setattr(Corrector, '_variant_log_probs', lambda self, tokens, *rest: (
-      searched.append(tokens) or search(self, tokens, *rest)))
+  search = variants_module.variant_log_probs
+  monkeypatch.setattr(variants_module, 'variant_log_probs', lambda model, tokens, *rest: (
+      searched.append(tokens) or search(model, tokens, *rest)))
   first = corrector.correct('teh jury said .', ended=False)
   searched.clear()
   both = corrector.correct('teh jury said . it was teh', ended=False)

@@ -51,10 +51,9 @@ from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
 from nplm.use.generation import closing
 from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
-from nplm.use.open_vocabulary import spelling_log_probs
 from nplm.use.prompts import Typing, prompt_of
-from nplm.use.sentences import rows_log_probs
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, in_capitals, near_words
+from nplm.use.variants import kept_or_scored, variant_log_probs
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
 # Sentences whose corrections are kept: a search box's finished ones, a file's repeated ones.
@@ -252,7 +251,7 @@ class Corrector:
       changed = {change.position for change in changes}
       variants = [(i, word) for i, x in enumerate(typed) if i not in changed
                   for word in self.candidates(x, in_letters[i])]
-      current, scored = self._kept_or_scored(tokens, current, variants, ended, kept)
+      current, scored = kept_or_scored(self.model, tokens, current, variants, ended, kept)
       if start is None:  # The sentence as typed, scored in the first round's call.
         best = start = current.sum() + channel
       if not variants:
@@ -286,7 +285,7 @@ class Corrector:
       if len(found) < 2:
         continue
       others = [(i, word) for word in found if word != tokens[i]]
-      current, scored = self._variant_log_probs(tokens, current, others, ended)
+      current, scored = variant_log_probs(self.model, tokens, current, others, ended)
       totals = [log_probs.sum() for log_probs in scored]
       top = max(range(len(totals)), key=totals.__getitem__)
       if totals[top] > current.sum():
@@ -298,108 +297,6 @@ class Corrector:
     """What a word typed in capitals may be read as (_read_in_capitals'), the likeliest a
     priori first."""
     return self._forms.get(typed, (typed.lower(), typed.capitalize()))
-
-  def _kept_or_scored(self, tokens: tuple[str, ...], current: np.ndarray | None,
-                      variants: Sequence[tuple[int, str]], ended: bool, kept: dict):
-    """_variant_log_probs, but a window model's variants in `kept` (which it updates) not
-    scored again: a change at i reaches the ln p of tokens i to i + c, read from tokens i - c
-    on, so a variant more than c from every change since its scoring has the same ln p's
-    there, and the sentence's elsewhere."""
-    fresh = [v for v in variants if v not in kept]
-    current, scored = (self._variant_log_probs(tokens, current, fresh, ended)
-                       if fresh or current is None else (current, []))
-    c = self.model.context_length
-    if c is None:
-      return current, scored
-    kept.update(zip(fresh, scored))
-    reused = []
-    for variant in variants:
-      i, stop = variant[0], min(len(current), variant[0] + c + 1)
-      log_probs = current.copy()
-      log_probs[i:stop] = kept[variant][i:stop]
-      reused.append(log_probs)
-    return current, reused
-
-  def _variant_log_probs(self, tokens: tuple[str, ...], current: np.ndarray | None,
-                         variants: Sequence[tuple[int, str]], ended: bool):
-    """(ln p of each token of `tokens` (and of an end mark where `ended`), scored where
-    `current` is None, else `current`; the same for each variant, `tokens` with word i
-    replaced), open vocabulary, in one call. A token before i keeps its ln p: a model of a
-    finite context rescores only those a change reaches (_window_variants), a recurrent one
-    each from i on (_recurrent_variants)."""
-    if self.model.context_length is not None:
-      return self._window_variants(tokens, current, variants, ended)
-    return self._recurrent_variants(tokens, current, variants, ended)
-
-  def _window_variants(self, tokens: tuple[str, ...], current: np.ndarray | None,
-                       variants: Sequence[tuple[int, str]], ended: bool):
-    """_variant_log_probs for a model of a finite context c: a change at i reaches tokens i
-    to i + c (with the end mark, where it is among them), each scored alone after its c
-    tokens (model.window_log_probs), each distinct (context, token) once: the token at i
-    has the same context in every variant that changes it."""
-    c, vocab = self.model.context_length, self.model.vocab
-    end = self.model.sentence_end if ended else None
-    marked = [*tokens, *([] if end is None else [end])]
-    ids = vocab.encode(marked)
-    spelt = spelling_log_probs(self.model, marked, ids)
-    padded = np.concatenate([np.full(c, self.model.boundary_id), ids])  # j's context: j to j + c.
-    rows, reached = [], []
-    if current is None:
-      rows += [padded[j:j + c + 1] for j in range(len(marked))]
-    for i, word in variants:
-      changed = padded.copy()
-      changed[c + i] = vocab.id_of(word)
-      stop = min(len(marked), i + c + 1)
-      rows += [changed[j:j + c + 1] for j in range(i, stop)]
-      reached.append((i, stop))
-    unique, inverse = np.unique(np.array(rows, np.int32).reshape(-1, c + 1), axis=0,
-                                return_inverse=True)
-    closed = iter(self.model.window_log_probs(unique[:, :c], unique[:, c])[inverse.ravel()])
-    if current is None:
-      current = np.array([next(closed) for _ in marked]) + spelt
-    scored = []
-    for (i, stop), own in zip(reached, self._spelt(variants)):
-      log_probs = current.copy()
-      log_probs[i:stop] = [next(closed) for _ in range(i, stop)]
-      log_probs[i:stop] += [own, *spelt[i + 1:stop]]
-      scored.append(log_probs)
-    return current, scored
-
-  def _recurrent_variants(self, tokens: tuple[str, ...], current: np.ndarray | None,
-                          variants: Sequence[tuple[int, str]], ended: bool):
-    """_variant_log_probs for a recurrent model: a change at i leaves the state before i
-    as the sentence's own (read once, a word at a time: next_words' `carries`), and each
-    variant is read on from there to its end (sentences.rows_log_probs): the tokens before
-    i, half a sentence on average, are not read again for each variant."""
-    vocab, boundary = self.model.vocab, self.model.boundary_id
-    end = self.model.sentence_end if ended else None
-    marked = [*tokens, *([] if end is None else [end])]
-    ids = vocab.encode(marked)
-    spelt = spelling_log_probs(self.model, marked, ids)
-    inputs = np.concatenate([[boundary], ids[:-1]]).astype(np.int32)  # Each token's input.
-    carries = self.model.next_words().carries(
-        inputs[:max((i for i, _ in variants), default=0) + 1])
-    rows = [] if current is not None else [(inputs, ids, carries[0])]
-    for i, word in variants:
-      changed = ids.copy()
-      changed[i] = vocab.id_of(word)
-      rows.append((np.concatenate([[boundary], changed[:-1]])[i:], changed[i:], carries[i]))
-    closed = iter(rows_log_probs(self.model, *zip(*rows)) if rows else ())
-    if current is None:
-      current = next(closed) + spelt
-    scored = []
-    for (i, _), read_on, own in zip(variants, closed, self._spelt(variants)):
-      log_probs = current.copy()
-      log_probs[i:] = read_on
-      log_probs[i:] += [own, *spelt[i + 1:]]
-      scored.append(log_probs)
-    return current, scored
-
-  def _spelt(self, variants: Sequence[tuple[int, str]]) -> np.ndarray:
-    """ln q(word) of each variant's word outside the vocabulary (a word in capitals read
-    in lower case: _case_forms), 0 for one in it."""
-    words = [word for _, word in variants]
-    return spelling_log_probs(self.model, words, self.model.vocab.encode(words))
 
   def _rewritten(self, text: str, typed: Sequence[str], tokens: Sequence[str],
                  changes: Sequence[Change]) -> str:
