@@ -37,8 +37,8 @@ def word_models(quick_runs, tiny_corpus, tmp_path_factory):
   """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
   recurrent one ('lstm'), a finite context that scores each sentence's <eos> ('text': the
   tiny corpus as text:DIR, a quick run of its own; 'text_lstm' and 'text_gru', two layers of
-  it, recurrent ones), a counted one ('kn3', of the tiny
-  corpus, as nplm ngram fits it), and the quick runs of another window family
+  it, recurrent ones; 'text_lower', NLTK's words lowercased), a counted one ('kn3', of the
+  tiny corpus, as nplm ngram fits it), and the quick runs of another window family
   ('transformer') and another head ('nnlm_tree')."""
   def model(kind: str):
     if kind == 'kn3':
@@ -50,7 +50,9 @@ def word_models(quick_runs, tiny_corpus, tmp_path_factory):
       return quick_runs(kind)
     root = tmp_path_factory.mktemp('text_words')
     shape = {'text_lstm': dict(model='lstm', bptt_length=8),
-             'text_gru': dict(model='gru', num_layers=2, bptt_length=8)}.get(kind, dict(order=3))
+             'text_gru': dict(model='gru', num_layers=2, bptt_length=8),
+             'text_lower': dict(order=3, tokenizer='nltk', lowercase=True)}.get(kind,
+                                                                             dict(order=3))
     config = Config(workdir=str(root / 'run'), data_dir=str(root / 'tfds'),
                     dataset=f'text:{write_text_corpus(root / "text")}', **shape,
                     feature_size=8, hidden_size=12, batch_size=16, eval_batch_size=64,
@@ -87,7 +89,7 @@ def reached(typed: str, words, alphabet: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize('kind', ['nnlm', 'lstm', 'text', 'text_lstm', 'text_gru', 'kn3',
-                                  'transformer', 'nnlm_tree', 'nnlm_learned'])
+                                  'transformer', 'nnlm_tree', 'nnlm_learned', 'text_lower'])
 def test_one_change_is_the_best_of_every_sentence_one_word_away(word_models, kind):
   """max_changes=1: the correction is the exhaustive argmax over the sentence as typed and
   every sentence that replaces one word by a vocabulary word one edit from it (two for a
@@ -271,6 +273,28 @@ def test_a_sentence_in_capitals_is_read_in_the_vocabularys_case_then_corrected(w
   # A sentence with small letters: its capitals are the writer's, its words read as typed.
   mixed = corrector.correct('the JYRY said')
   assert mixed.tokens == ('the', 'JYRY', 'said') and 'jury' in corrector.candidates('jyry')
+
+
+@pytest.mark.slow
+def test_a_lowercased_model_corrects_typed_text_and_keeps_its_case(word_models, tmp_path):
+  """A --lowercase model reads text in lower case: it corrects any text as it corrects the
+  text lowercased, and the text keeps its case where a word is replaced (capitalized, in
+  capitals); nplm correct and nplm complete run on it as a user types them."""
+  model = word_models('text_lower')
+  corrector = Corrector(model, alpha=0.9, max_changes=3)
+  lowered = corrector.correct('teh jury sayd it .')
+  assert [(c.typed, c.corrected) for c in lowered.changes] == [('teh', 'the'), ('sayd', 'said')]
+  typed = corrector.correct('Teh JURY SAYD it .')
+  assert typed.tokens == lowered.tokens and typed.changes == lowered.changes
+  assert typed.corrected == 'The JURY SAID it .'
+  assert corrector.correct('TEH JURY SAYD IT .').corrected == 'THE JURY SAID IT .'
+  workdir = model.config.workdir
+  done = cli.run('correct', f'--workdir={workdir}', '--alpha=0.9', 'Teh jury sayd it .',
+                 cwd=tmp_path)
+  assert done.returncode == 0 and done.stdout == 'The jury said it .\n', done.stderr
+  completed = cli.run('complete', f'--workdir={workdir}', '--k=2', 'Teh jury', cwd=tmp_path)
+  assert completed.returncode == 0 and completed.stdout.count('\n') == 3, completed.stderr
+  assert "read as 'The jury'" in completed.stderr
 
 
 @pytest.mark.slow

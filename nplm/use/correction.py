@@ -46,7 +46,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nplm.data.tokenizers import token_kind
+from nplm.data.tokenizers import Tokenization, token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
 from nplm.use.generation import closing
@@ -92,8 +92,10 @@ def typed_in_capitals(tokens: Sequence[str]) -> bool:
 
 
 def reads_words(model) -> bool:
-  """Whether the model's tokens are typed words, the only ones a typo is corrected in."""
-  return model.config.tokens == 'words' and model.tokenizer.name in ('words', 'nltk')
+  """Whether the model's tokens are typed words (whitespace's, NLTK's, Brown's; lowercased
+  or not), the only ones a typo is corrected in."""
+  tokenization = Tokenization.of(model.config)
+  return tokenization.tokens == 'words' and not tokenization.learned
 
 
 def sentence_spans(typed: Sequence[str]) -> list[tuple[int, int]]:
@@ -302,9 +304,8 @@ class Corrector:
                  changes: Sequence[Change]) -> str:
     """`text` as typed with only the changed words replaced (its spacing, punctuation and
     case kept; a word typed capitalized stays so, one in capitals in capitals), where the
-    typed tokens are found in it in
-    order (case aside; a token the tokenizer rewrote, a quote as ``, is passed over); else
-    the corrected tokens as the tokenizer writes them."""
+    typed tokens are found in it in order (case aside; a token the tokenizer rewrote, a
+    quote as ``, is passed over); else the corrected tokens as the tokenizer writes them."""
     spans, cursor, folded = [], 0, text.casefold()
     for token in typed:
       start = folded.find(token.casefold(), cursor)
@@ -312,13 +313,14 @@ class Corrector:
       cursor = cursor if start < 0 else start + len(token)
     if any(spans[change.position] is None for change in changes):
       return self.model.tokenizer.detokenize(list(tokens))
-    capitals = typed_in_capitals(typed)  # 'A' too is then a word in capitals.
+    capitals = typed_in_capitals(text.split())  # 'A' too is then a word in capitals.
     for change in sorted(changes, key=lambda c: -c.position):
       start, end = spans[change.position]
-      word = change.corrected
-      if in_capitals(change.typed) or capitals:
+      # The case the text has there (a --lowercase model's tokens have none).
+      word, written = change.corrected, text[start:end]
+      if in_capitals(written) or (capitals and written.isupper()):
         word = word.upper()
-      elif text[start:end][:1].isupper() and word[:1].islower():
+      elif written[:1].isupper() and word[:1].islower():
         word = word[:1].upper() + word[1:]
       text = text[:start] + word + text[end:]
     return text
