@@ -22,7 +22,9 @@ beginning of words ("the jury recie") is completed by them too, each continuatio
 P(typed | its first word) as well, nplm correct's channel (--alpha, --second_edit,
 --misspellings) on the likeliest prefix of the word (nplm.use.prefix_channel), that ln P the
 last column; the words before it are corrected first as nplm correct corrects the beginning
-of a sentence ("teh grand jury" completes as "the grand jury ..."). --json prints one JSON
+of a sentence ("teh grand jury" completes as "the grand jury ..."); typed in capitals, its
+words are read in the vocabulary's case and the word being typed is compared in its letters
+("THE JURY RECIE" completes as "The jury received ..."). --json prints one JSON
 object per prefix (JSON Lines). Control characters print escaped, as nplm score prints them.
 """
 
