@@ -172,6 +172,27 @@ def test_an_edited_metadata_json_is_damage_not_other_words(tmp_path, edit):
     load(tmp_path / 'tfds', directory)
 
 
+def test_a_dataset_another_process_prepared_meanwhile_is_read_as_it_was_written(
+    tmp_path, monkeypatch):
+  """Two commands read one new corpus at once (two `nplm evaluate`s of edited text): the
+  one whose builder was made before the other's preparation was in place reads what the
+  other wrote (it had read its own empty metadata: "lacks 'checksum'", damage)."""
+  directory = write_dir(tmp_path / 'corpus')
+  made, builders = prepared.NplmTokens.__init__, []
+
+  def made_then_other_prepares(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    builders.append(self)
+    if len(builders) == 1:  # The other command, between this one's look and its use.
+      load(tmp_path / 'tfds', directory)
+  monkeypatch.setattr(prepared.NplmTokens, '__init__', made_then_other_prepares)
+  corpus = load(tmp_path / 'tfds', directory)
+  assert len(builders) == 2 and len(prepared_datasets(tmp_path / 'tfds')) == 1
+  assert corpus.vocab.decode(corpus.splits['train']) == words_of(TEXT['train'])
+  assert [len(corpus.splits[split]) for split in SPLITS] == [
+      len(words_of(TEXT[split])) for split in SPLITS]
+
+
 def test_a_metadata_json_without_its_checksum_is_damage(tmp_path):
   directory = write_dir(tmp_path / 'corpus')
   load(tmp_path / 'tfds', directory)

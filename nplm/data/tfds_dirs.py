@@ -109,6 +109,11 @@ def prepare(builder, data_dir: str | os.PathLike | None = None, what: str = '') 
             # between its creation and TFDS's try: the lock's holder removes it then.
             _remove_leftovers(path)
             raise
+  elif not builder.info.initialized:
+    # Another process prepared it after this builder was made (two commands reading one
+    # new corpus at once): the builder holds its own empty info, not what is there.
+    with damage_reported(path):
+      builder.info.read_from_directory(builder.data_path)
   if not builder.is_prepared():
     raise damaged(path, 'it has no dataset_info.json')
 
