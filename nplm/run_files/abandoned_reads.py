@@ -26,18 +26,20 @@ def drop() -> None:
     asyncio_log.addFilter(_unawaited_orbax_reads)
 
 
-# A TensorStore read's error as its future's repr shows it ('FAILED_PRECONDITION: Error
-# reading "params..." in OCDBT database at ...').
-_TENSORSTORE_READ = re.compile(r"exception=ValueError\('[A-Z_]+: Error reading ")
+# A read's error as its future's repr shows it: TensorStore's ('FAILED_PRECONDITION: Error
+# reading "params..." in OCDBT database at ...'), or Orbax's of the gathered reads
+# ('Encountered error while reading array index: ...').
+_ARRAY_READ = re.compile(r"exception=ValueError\('[A-Z_]+: Error reading "
+                         r"|exception=Exception\(.Encountered error while reading array index")
+_NEVER_RETRIEVED = re.compile(r'(Task|Future|_GatheringFuture) exception was never retrieved')
 
 
 def _unawaited_orbax_reads(record: logging.LogRecord) -> bool:
-  """False for asyncio's report of an Orbax read's task, or of a TensorStore read's future,
-  whose failure no one awaited."""
+  """False for asyncio's report of an Orbax read's task, or of a read's future (TensorStore's,
+  or Orbax's gathering of them), whose failure no one awaited."""
   message = str(record.msg)
-  return not (message.startswith('Task exception was never retrieved') and '/orbax/' in message
-              or message.startswith('Future exception was never retrieved')
-              and _TENSORSTORE_READ.search(message))
+  return not (_NEVER_RETRIEVED.match(message)
+              and ('/orbax/' in message or _ARRAY_READ.search(message)))
 
 
 def _is_closed_loop(error: BaseException | None) -> bool:
