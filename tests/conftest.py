@@ -183,3 +183,40 @@ def quick_runs(tiny_corpus, tmp_path_factory):
       trained[kind] = load_trained(config.workdir)
     return trained[kind]
   return quick_run
+
+
+@pytest.fixture(scope='module')
+def word_models(quick_runs, tiny_corpus, tmp_path_factory):
+  """kind -> a word-level model: a finite context without an end mark ('nnlm', Brown's), a
+  recurrent one ('lstm'), a finite context that scores each sentence's <eos> ('text': the
+  tiny corpus as text:DIR, a quick run of its own; 'text_lstm' and 'text_gru', two layers of
+  it, recurrent ones; 'text_lower', NLTK's words lowercased), a counted one ('kn3', of the
+  tiny corpus, as nplm ngram fits it), and the quick runs of another window family
+  ('transformer') and another head ('nnlm_tree'). The spelling corrector's tests
+  (test_correction, test_correction_case) read them."""
+  from nplm.ngram import spelling  # pylint: disable=import-outside-toplevel
+  from nplm.ngram.kneser_ney import KneserNey  # pylint: disable=import-outside-toplevel
+  from nplm.trainer import run  # pylint: disable=import-outside-toplevel
+  from nplm.use.ngram_run import NgramRun  # pylint: disable=import-outside-toplevel
+  from nplm.use.trained import load_trained  # pylint: disable=import-outside-toplevel
+
+  def model(kind: str):
+    if kind == 'kn3':
+      fitted = KneserNey.fit(tiny_corpus.splits['train'], 3, tiny_corpus.vocab.size,
+                             tiny_corpus.boundary_id)
+      return NgramRun(quick_runs('nnlm').config, tiny_corpus.vocab, fitted, None,
+                      spelling.of_corpus(tiny_corpus))
+    if not kind.startswith('text'):
+      return quick_runs(kind)
+    root = tmp_path_factory.mktemp('text_words')
+    shape = {'text_lstm': dict(model='lstm', bptt_length=8),
+             'text_gru': dict(model='gru', num_layers=2, bptt_length=8),
+             'text_lower': dict(order=3, tokenizer='nltk', lowercase=True)}.get(kind,
+                                                                             dict(order=3))
+    config = Config(workdir=str(root / 'run'), data_dir=str(root / 'tfds'),
+                    dataset=f'text:{write_text_corpus(root / "text")}', **shape,
+                    feature_size=8, hidden_size=12, batch_size=16, eval_batch_size=64,
+                    learning_rate=1e-2, unk_max_count=1, **QUICK)
+    run(config)
+    return load_trained(config.workdir)
+  return model

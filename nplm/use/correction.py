@@ -150,16 +150,24 @@ class Corrector:
     words = sorted(w for w in model.vocab.words if w not in SPECIAL_TOKENS)
     self.model, self.max_changes = model, max_changes
     self.words, self._searched = frozenset(words), tuple(words)
-    forms = {}  # A word in capitals -> the vocabulary's words it writes, the most frequent first.
-    for word in model.vocab.words:  # In id order: by training frequency.
-      if word not in SPECIAL_TOKENS:
-        forms.setdefault(word.upper(), []).append(word)
-    self._forms = {capitals: tuple(found) for capitals, found in forms.items()}
-    self._searched_in_capitals = tuple(sorted(self._forms))
     # Caches of this corrector's own: one of the class's would keep every corrector it
     # served alive (nplm serve builds one per request of other settings).
     self.candidates = functools.lru_cache(WORDS_KEPT)(self._candidates)
     self._corrected_sentence = functools.lru_cache(SENTENCES_KEPT)(self._searched_sentence)
+
+  @functools.cached_property
+  def _forms(self) -> dict[str, tuple[str, ...]]:
+    """A word in capitals -> the vocabulary's words it writes, the most frequent first:
+    built when a text in capitals first comes, not for every corrector."""
+    forms = {}
+    for word in self.model.vocab.words:  # In id order: by training frequency.
+      if word not in SPECIAL_TOKENS:
+        forms.setdefault(word.upper(), []).append(word)
+    return {capitals: tuple(found) for capitals, found in forms.items()}
+
+  @functools.cached_property
+  def _searched_in_capitals(self) -> tuple[str, ...]:
+    return tuple(sorted(self._forms))
 
   def _candidates(self, typed: str, in_letters: bool = False) -> tuple[str, ...]:
     """The vocabulary's words one edit of a letter from `typed` (near_words); two edits for

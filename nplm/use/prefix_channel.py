@@ -52,11 +52,15 @@ class PrefixChannel:
   def __init__(self, channel: Channel, words: Sequence[str], typable: np.ndarray):
     """`words`: the vocabulary's, by id; `typable`: bool [|V|], the words one types (no
     end mark, no <unk>)."""
-    self.channel, self.size = channel, len(words)
-    typed_ids = np.flatnonzero(typable)
-    self.as_written = _Beginnings(words, typed_ids, str)
-    self.in_letters = _Beginnings(words, typed_ids, str.lower)  # For a t in capitals.
+    self.channel, self.size, self._words = channel, len(words), words
+    self._typed_ids = np.flatnonzero(typable)
+    self.as_written = _Beginnings(words, self._typed_ids, str)
     self.log_probs = functools.lru_cache(PREFIXES_KEPT)(self._log_probs)
+
+  @functools.cached_property
+  def in_letters(self) -> _Beginnings:
+    """The words in lower case, for a t in capitals: sorted when one first comes."""
+    return _Beginnings(self._words, self._typed_ids, str.lower)
 
   def _log_probs(self, typed: str, in_letters: bool = False) -> np.ndarray:
     """ln P(typed | w) of each word w, float64 [|V|], -inf where no prefix of w is within
