@@ -167,13 +167,43 @@ def test_a_long_sentence_has_max_changes_for_each_twenty_tokens_begun(word_model
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('kind', ['lstm', 'text_gru'])
+def test_a_recurrent_search_screens_variants_read_a_few_tokens_on(word_models, kind,
+                                                                   monkeypatch):
+  """A recurrent model reads each variant READ_ON tokens past its change, then to the end
+  only those the screen lets through: most rows read are short, the rounds' variants more
+  than READ_ON before a change are not read again, and the correction is still the
+  brute-force greedy's, every sentence scored whole."""
+  model = word_models(kind)
+  corrector = Corrector(model, alpha=0.9, max_changes=1, second_edit=0.3)  # Two rounds.
+  typed = ('the jury said it was the end of the day and the grand jury said that it was '
+           'the end of the election and teh jyry said it was teh end').split()
+  reach = variants_module.READ_ON
+  read, offered = [], []  # Each call's rows' lengths; each screening call's variants.
+  rows_log_probs, search = variants_module.rows_log_probs, variants_module.variant_log_probs
+  monkeypatch.setattr(variants_module, 'rows_log_probs', lambda model, inputs, *rest: (
+      read.extend(map(len, inputs)) or rows_log_probs(model, inputs, *rest)))
+  monkeypatch.setattr(variants_module, 'variant_log_probs', lambda *args, **named: (
+      named.get('read_on') and offered.append({i for i, _ in args[3]})) or search(*args, **named))
+  correction = corrector.correct(' '.join(typed))
+  meant, best = greedy(model, corrector, typed, rounds=2)
+  assert correction.tokens == meant
+  assert correction.log_prob == pytest.approx(best, abs=1e-5)
+  first = min(change.position for change in correction.changes)  # Each a slip.
+  assert len(correction.changes) == 2 and first >= 2 * reach, correction
+  assert min(offered[0]) < first - reach <= min(offered[1])
+  short = sum(length <= reach + 1 for length in read)
+  assert short > 4 * (len(read) - short), read
+
+
+@pytest.mark.slow
 def test_a_sentence_corrected_once_is_not_searched_again(nnlm, monkeypatch):
   """A search box's finished sentences: each keystroke after them corrects only the last."""
   corrector = Corrector(nnlm, alpha=0.9)
   searched = []
   search = variants_module.variant_log_probs
-  monkeypatch.setattr(variants_module, 'variant_log_probs', lambda model, tokens, *rest: (
-      searched.append(tokens) or search(model, tokens, *rest)))
+  monkeypatch.setattr(variants_module, 'variant_log_probs', lambda model, tokens, *rest, **named: (
+      searched.append(tokens) or search(model, tokens, *rest, **named)))
   first = corrector.correct('teh jury said .', ended=False)
   searched.clear()
   both = corrector.correct('teh jury said . it was teh', ended=False)

@@ -16,8 +16,9 @@ for x_i are x_i itself and the vocabulary's words one edit from it, and two edit
 outside the vocabulary; so a non-word ("hom") and a real word that the context rejects
 ("minuets" in "about 15 minuets from") are corrected alike. The search is greedy, as one
 error a sentence is Mays et al.'s case: each round scores every sentence that changes one
-more word (all of them at once, only the tokens a change reaches; a window model's variants
-that no change has reached since, not again) and keeps the best while it gains, at most
+more word (all of them at once, only the tokens a change reaches, those no change has reached
+since not again; a recurrent model's read a few tokens on and screened, the best read whole:
+nplm.use.variants) and keeps the best while it gains, at most
 `max_changes` rounds, `max_changes` more for each SENTENCE_TOKENS tokens begun after the
 first (text without end marks, a transcript or a chat, is one long sentence). Only words
 (tokens with a letter in them) are changed, and only in their letters: punctuation, digits
@@ -53,7 +54,7 @@ from nplm.use.generation import closing
 from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
 from nplm.use.prompts import Typing, prompt_of
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, in_capitals, near_words
-from nplm.use.variants import kept_or_scored, variant_log_probs
+from nplm.use.variants import VariantSearch, variant_log_probs
 
 MAX_CHANGES = 2  # Words changed per sentence at most, by default.
 # Sentences whose corrections are kept: a search box's finished ones, a file's repeated ones.
@@ -256,29 +257,27 @@ class Corrector:
     changes, start = (), None  # current: ln p of each token of `tokens` (and of an end mark).
     read = tokens
     channel = sum(map(self._channel, typed, read, in_letters))
-    kept = {}  # A window model's variants that no change has reached since they were scored.
+    search = VariantSearch(self.model, ended)
     for _ in range(self.max_changes * -(-len(typed) // SENTENCE_TOKENS)):
       changed = {change.position for change in changes}
       variants = [(i, word) for i, x in enumerate(typed) if i not in changed
                   for word in self.candidates(x, in_letters[i])]
-      current, scored = kept_or_scored(self.model, tokens, current, variants, ended, kept)
-      if start is None:  # The sentence as typed, scored in the first round's call.
-        best = start = current.sum() + channel
-      if not variants:
-        break
       gains = [self._channel(typed[i], word, in_letters[i])
                - self._channel(typed[i], read[i], in_letters[i]) for i, word in variants]
-      totals = [log_probs.sum() + channel + gain for log_probs, gain in zip(scored, gains)]
-      top = max(range(len(totals)), key=totals.__getitem__)
-      if totals[top] <= best:
+      addends = [channel + gain for gain in gains]
+      current, top, scored = search.best(tokens, current, variants, addends)
+      if start is None:  # The sentence as typed, scored in the first round's call.
+        best = start = current.sum() + channel
+      if top is None:
+        break
+      total = scored.sum() + addends[top]
+      if total <= best:
         break
       i, word = variants[top]
       tokens = tokens[:i] + (word,) + tokens[i + 1:]
-      best, channel, current = totals[top], channel + gains[top], scored[top]
+      best, channel, current = total, channel + gains[top], scored
       changes = tuple(sorted((*changes, Change(i, typed[i], word)), key=lambda c: c.position))
-      if self.model.context_length is not None:  # Those the change reaches, scored anew.
-        kept = {v: log_probs for v, log_probs in kept.items()
-                if abs(v[0] - i) > self.model.context_length}
+      search.changed(i)
     return tokens, changes, float(best), float(start)
 
   def _read_in_capitals(self, typed: tuple[str, ...], in_letters: Sequence[bool],
