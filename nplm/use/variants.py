@@ -27,10 +27,11 @@ from nplm.use.sentences import rows_log_probs
 
 
 # A recurrent model's variant is read this many tokens past its change, then screened:
-# those within SCREEN_NATS of the best are read to the end (VariantSearch), a margin above
-# the largest effect a change had further on than READ_ON tokens, measured.
+# those within SCREEN_NATS of the best are read to the end (VariantSearch). The margin is
+# a hundred times the most by which the variant that won was found below the best screened
+# (experiments/results/misspellings/read_on_effect.py); a wider one reads more whole.
 READ_ON = 10
-SCREEN_NATS = 10.0
+SCREEN_NATS = 5.0
 
 
 class VariantSearch:
