@@ -162,8 +162,9 @@ class Model:
     """The k most probable next tokens after `prefix`, with exact probabilities
     (`nplm predict`): a list of k Predictions for one prefix (a string), a list of such
     lists for a list of prefixes. `typos`: after the prefix with its misspelt words
-    corrected, through the channel of `alpha`, `second_edit` and `misspellings`
-    (`correct`'s)."""
+    corrected, and a misspelt word being typed read as `complete` reads it (each
+    Prediction's channel_log_prob), through the channel of `alpha`, `second_edit` and
+    `misspellings` (`correct`'s)."""
     corrector = self._typo_corrector(typos, alpha, second_edit, misspellings)
     if isinstance(prefix, str):
       return prediction.predict(self.read, prefix, k, corrector)

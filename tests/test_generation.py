@@ -17,6 +17,7 @@ from nplm.use.correction import Corrector
 from nplm.use.generation import (Sampling, as_text, generate, generate_text, sampling_logits,
                                   shown_unknowns, text_pieces)
 from tests import cli
+from tests.test_complete import prefix_channel
 from tests.test_prediction import numpy_next_log_probs
 
 
@@ -308,6 +309,25 @@ def test_the_program_prints_text_and_refuses_bad_settings_in_one_line(runs, tmp_
 
 
 @pytest.mark.slow
+def test_typos_draw_a_word_being_typed_from_the_words_it_may_be_a_misspelt_beginning_of(runs):
+  """--typos: 'edecti' begins no word; the first word drawn is one it may be the misspelt
+  beginning of, weighed by p(w | the prompt before it) · P(typed | w) (tests/test_complete.py's
+  brute-force channel): greedily, the best of that product (not of p alone), then the greedy
+  text after it."""
+  trained = runs['words']
+  channel = prefix_channel(trained, 'edecti')
+  want = numpy_next_log_probs(trained, trained.vocab.encode(['The', 'jury']).tolist())
+  score = {w: want[trained.vocab.id_of(w)] + channel[w] for w in channel}
+  best, likeliest = max(score, key=score.get), max(channel, key=lambda w: score[w] - channel[w])
+  assert best != likeliest  # Else the channel's weight would go untested.
+  words = Path(trained.config.workdir)
+  rc, out, err = cli.finish(program(f'--workdir={words.name}', '--typos', '--temperature=0',
+                                    '--length=6', 'The jury edecti', cwd=words.parent))
+  greedy = generate_text(trained, f'The jury {best}', Sampling(5, temperature=0))
+  assert rc == 0 and err == '' and out == greedy[0] + '\n', err
+
+
+@pytest.mark.slow
 def test_typos_continue_the_prompt_as_corrected_and_a_character_model_refuses_them(runs):
   """--typos: the sample is the one drawn after the prompt typed right (nplm correct's
   correction of a sentence's beginning), printed with it; a note says how it was read. A
@@ -316,12 +336,12 @@ def test_typos_continue_the_prompt_as_corrected_and_a_character_model_refuses_th
   corrected = Corrector(runs['words']).correct('Teh jury sayd', ended=False)
   assert corrected.corrected == 'The jury said', corrected  # Else this tests nothing.
   typos = program(f'--workdir={words.name}', '--typos', '--temperature=0', '--length=6',
-                  'Teh jury sayd', cwd=words.parent)
+                  'Teh jury sayd ', cwd=words.parent)
   refused = program(f'--workdir={chars.name}', '--typos', 'the jury', cwd=chars.parent)
   (rc, out, err), (rc2, _, err2) = cli.finish(typos), cli.finish(refused)
   greedy = generate_text(runs['words'], 'The jury said', Sampling(6, temperature=0))
   assert rc == 0 and out == greedy[0] + '\n' and out.startswith('The jury said '), err
-  assert err == ("note: 'Teh jury sayd': read as 'The jury said' (Teh -> The, sayd -> "
+  assert err == ("note: 'Teh jury sayd ': read as 'The jury said ' (Teh -> The, sayd -> "
                  "said)\n"), err
   assert rc2 == 2 and err2.startswith('error: spelling correction reads words') and (
       len(err2.splitlines()) == 1), err2

@@ -15,6 +15,7 @@ from nplm.errors import ConfigError
 from nplm.use.correction import Corrector
 from nplm.use.prediction import next_log_probs, predict
 from nplm.use.prompts import read_prompt, unknown_note
+from tests.test_complete import prefix_channel
 from tests.test_heads import numpy_tree_log_probs
 from tests.test_model import numpy_eq1
 from tests.test_rnn import numpy_model
@@ -129,7 +130,8 @@ def test_typos_predict_after_the_prefix_as_nplm_correct_corrects_its_beginning(r
   """--typos: the prefix's words before the one being typed are corrected as nplm correct
   corrects the beginning of a sentence (its tests check that search against an exhaustive
   one), and the predictions are numpy's after the corrected words; the text as read and
-  the changes are said. Without --typos, the unknown word's warning names the flag, and a
+  the changes are said (a last word with no space after it would be one being typed: the
+  next test's). Without --typos, the unknown word's warning names the flag, and a
   channel flag is refused."""
   trained = runs['nnlm']
   begun = Corrector(trained).correct('Teh jury sayd', ended=False)
@@ -138,17 +140,17 @@ def test_typos_predict_after_the_prefix_as_nplm_correct_corrects_its_beginning(r
   order = np.argsort(-want, kind='stable')[:3]
   cwd = os.path.dirname(trained.config.workdir)
   workdir = f'--workdir={os.path.basename(trained.config.workdir)}'
-  done = program(workdir, '--k=3', '--typos', '--json', 'Teh jury sayd', cwd=cwd)
+  done = program(workdir, '--k=3', '--typos', '--json', 'Teh jury sayd ', cwd=cwd)
   assert done.returncode == 0 and done.stderr == '', done.stderr
   [entry] = json.loads(done.stdout)
-  assert entry['read_as'] == 'The jury said' and 'warning' not in entry
+  assert entry['read_as'] == 'The jury said ' and 'warning' not in entry
   assert entry['changes'] == [{'position': 0, 'typed': 'Teh', 'corrected': 'The'},
                               {'position': 2, 'typed': 'sayd', 'corrected': 'said'}]
   assert [p['token'] for p in entry['predictions']] == trained.vocab.decode(order)
   np.testing.assert_allclose([p['log_prob'] for p in entry['predictions']], want[order],
                              atol=2e-5)
-  text = program(workdir, '--k=3', '--typos', 'Teh jury sayd', cwd=cwd)
-  assert text.stdout.splitlines()[:2] == ['Teh jury sayd', '(read as: The jury said)']
+  text = program(workdir, '--k=3', '--typos', 'Teh jury sayd ', cwd=cwd)
+  assert text.stdout.splitlines()[:2] == ['Teh jury sayd ', '(read as: The jury said )']
   # A word being typed stays as typed: the words it begins, after the corrected words.
   words = trained.vocab.words
   typed = next(w[:2] for w in words if len(w) > 2 and w.isalpha() and w[:2] not in words)
@@ -166,7 +168,7 @@ def test_typos_predict_after_the_prefix_as_nplm_correct_corrects_its_beginning(r
   assert begun.tokens[1:] == ('jury', 'said') and begun.tokens[0] in ('The', 'the')
   want = numpy_next_log_probs(trained, trained.vocab.encode(list(begun.tokens)).tolist())
   order = np.argsort(-want, kind='stable')[:3]
-  [entry] = json.loads(program(workdir, '--k=3', '--typos', '--json', 'THE JURY SAYD',
+  [entry] = json.loads(program(workdir, '--k=3', '--typos', '--json', 'THE JURY SAYD ',
                                cwd=cwd).stdout)
   assert entry['read_as'] == ' '.join(begun.tokens) and 'warning' not in entry
   assert entry['changes'] == [{'position': 2, 'typed': 'SAYD', 'corrected': 'said'}]
@@ -176,6 +178,44 @@ def test_typos_predict_after_the_prefix_as_nplm_correct_corrects_its_beginning(r
   as_typed = program(workdir, '--k=1', 'THE JURY SAYD', cwd=cwd)
   assert '(--typos reads a misspelt word, and text in capitals, as the words meant)' in (
       as_typed.stderr)
+
+
+def test_typos_read_a_word_being_typed_as_the_misspelt_beginning_of_words(runs):
+  """--typos: a last word that begins no word but may be a misspelt beginning of several
+  ('edecti': one edit from 'election's, two from 'decision's and 'executive's) lists the
+  brute-force top k of p(w | the prefix before it) · P(typed | w) (tests/test_complete.py's
+  channel, summed over every path of slips), each with both figures, the model's from numpy;
+  the text report adds the channel's column. As typed it is <unk>, and so is a last word no
+  prefix is within reach of."""
+  trained, typed = runs['nnlm'], 'edecti'
+  channel = prefix_channel(trained, typed)
+  assert len(channel) >= 3 and not any(w.startswith(typed) for w in trained.vocab.words)
+  want = numpy_next_log_probs(trained, trained.vocab.encode(['The', 'jury']).tolist())
+  ranked = sorted(channel, key=lambda w: -(want[trained.vocab.id_of(w)] + channel[w]))
+  # Else the channel reorders nothing and this test could not tell a sum from the model's.
+  assert ranked != sorted(channel, key=lambda w: -want[trained.vocab.id_of(w)])
+  cwd = os.path.dirname(trained.config.workdir)
+  workdir = f'--workdir={os.path.basename(trained.config.workdir)}'
+  done = program(workdir, '--k=3', '--typos', '--json', f'The jury {typed}', cwd=cwd)
+  assert done.returncode == 0 and done.stderr == '', done.stderr
+  [entry] = json.loads(done.stdout)
+  assert [p['token'] for p in entry['predictions']] == ranked[:3]
+  assert 'warning' not in entry and 'read_as' not in entry
+  np.testing.assert_allclose([p['log_prob'] for p in entry['predictions']],
+                             [want[trained.vocab.id_of(w)] for w in ranked[:3]], atol=2e-5)
+  np.testing.assert_allclose([p['channel_log_prob'] for p in entry['predictions']],
+                             [channel[w] for w in ranked[:3]], rtol=1e-9)
+  text = program(workdir, '--k=3', '--typos', f'The jury {typed}', cwd=cwd).stdout
+  rows = [line.split() for line in text.splitlines()[1:]]
+  assert [row[0] for row in rows] == ranked[:3]
+  assert [row[3:7] for row in rows] == [['ln', 'P(typed', '|', 'word)']] * 3
+  np.testing.assert_allclose([float(row[7]) for row in rows],
+                             [channel[w] for w in ranked[:3]], atol=1e-4)
+  for flags, last in (([], typed), (['--typos'], 'xqzvk')):
+    as_unk = program(workdir, '--k=1', '--json', *flags, f'The jury {last}', cwd=cwd)
+    [entry] = json.loads(as_unk.stdout)
+    assert f'{UNK} (not in the vocabulary): {last}' in as_unk.stderr, as_unk.stderr
+    assert entry['predictions'][0]['channel_log_prob'] == 0
 
 
 # --- the program -------------------------------------------------------------------------

@@ -138,9 +138,10 @@ def test_every_endpoint_answers_as_its_command_does(served):
   assert [c['typed'] for c in want[0]['changes']] == ['teh']
   # Typos read in a prefix and a prompt (default corrector's), as the commands read them.
   [want] = json.loads(command_json(home, 'predict', workdir, '--json', '--k=3', '--typos',
-                                   'teh jury sayd'))
-  assert want['read_as'] == 'the jury said'
-  assert server.ask('/predict', {'prefix': 'teh jury sayd', 'k': 3, 'typos': True}) == (200, want)
+                                   'teh jury sayd that'))
+  assert want['read_as'] == 'the jury said that'
+  assert server.ask('/predict', {'prefix': 'teh jury sayd that', 'k': 3, 'typos': True}) == (
+      200, want)
   want = command_json(home, 'generate', workdir, '--prompt=teh jury', '--typos', '--length=6',
                       '--temperature=0')
   status, got = server.ask('/generate', {'prompt': 'teh jury', 'length': 6, 'temperature': 0,

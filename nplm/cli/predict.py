@@ -18,8 +18,11 @@ coming next and spelling the word out ("▁church" for "the chur"). With --typos
 before the one being typed are read as possibly misspelt, corrected as nplm correct corrects
 the beginning of a sentence (nplm.use.correction), and the tokens listed are those after the
 prefix as read, shown under it ("the jury sayd" read as "the jury said"), words typed in
-capitals read in the case the vocabulary holds them in ("THE JURY" as "The jury"); off by
-default, where they are the probabilities after the text as typed. Control characters print escaped,
+capitals read in the case the vocabulary holds them in ("THE JURY" as "The jury"); the word
+being typed may be a misspelt beginning of words too, as nplm complete reads it ("the jury
+recie"): each word it may begin is listed with its probability and, in a last column, ln
+P(typed | word), ranked by their sum. Off by default, where they are the probabilities
+after the text as typed. Control characters print escaped,
 as nplm score prints them.
 """
 
@@ -52,14 +55,17 @@ def _label(token: str) -> str:
 
 def report(prefixes: Sequence[str], found: Sequence[Sequence[Prediction]],
            prompts: Sequence[Prompt]) -> str:
-  """One block per prefix: a line per token, p and ln p; under the prefix, the text as read
-  where typos were corrected in it."""
+  """One block per prefix: a line per token, p and ln p, and where a word being typed was
+  read with typos, ln P(typed | token); under the prefix, the text as read where typos were
+  corrected in it."""
   blocks = []
   for prefix, best, prompt in zip(prefixes, found, prompts):
     width = max(12, *(len(_label(p.token)) for p in best))
     lines = [printable(prefix) if prefix else '(the start of a text)']
     lines += [f'(read as: {printable(prompt.read_as)})'] if prompt.read_as else []
+    typed = any(p.channel_log_prob for p in best)
     lines += [f'  {_label(p.token):{width}} {p.probability:8.5f} {p.log_prob:9.4f}'
+              + (f'  ln P(typed | word) {p.channel_log_prob:.4f}' if typed else '')
               for p in best]
     blocks.append('\n'.join(lines))
   return '\n\n'.join(blocks)
@@ -103,7 +109,8 @@ def run_program(argv=None) -> None:
   define_typos_flag(False, ': predicting after the prefix as read, corrected; as typed '
                     'by default, whose probabilities they are')
   flags.DEFINE_bool('json', False, 'Print JSON: per prefix its text and predictions (token, '
-                    'probability, log_prob); with typos corrected, read_as and changes.')
+                    'probability, log_prob, channel_log_prob); with typos corrected, read_as and '
+                    'changes.')
   cli.start(main, argv)
 
 

@@ -79,9 +79,9 @@ def corrections(corrector: Corrector, texts: Sequence[str]) -> dict:
 
 
 def read(model, text: str, corrector: Corrector | None = None) -> Typing:
-  """`text` as the model reads it (nplm.use.prompts), with a `corrector` its typos read."""
-  typing = read_typing(model, text)
-  return typing if corrector is None else corrector.read(typing)
+  """`text` as the model reads it (nplm.use.prompts), with a `corrector` its typos read
+  (Corrector.typing)."""
+  return read_typing(model, text) if corrector is None else corrector.typing(text)
 
 
 def with_note(answer: dict, prompt: Prompt) -> dict:

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
 from collections.abc import Sequence
 
@@ -59,9 +58,8 @@ import numpy as np
 
 from nplm.data.tokenizers import Tokenization, token_kind
 from nplm.errors import ConfigError
-from nplm.use.correction import Corrector, typed_in_capitals
+from nplm.use.correction import Corrector
 from nplm.use.generation import SentenceEnds, as_text, end_ids
-from nplm.use.prefix_channel import PrefixChannel
 from nplm.use.prompts import Prompt, Spelling, Typing, read_typing
 from nplm.use.spelling_channel import SECOND_EDIT
 
@@ -166,18 +164,16 @@ class Completer:
     if typos and self.each_token_a_word:
       self.corrector = Corrector(model, alpha, second_edit=second_edit,
                                  misspellings=misspellings)
-      self.prefix_channel = PrefixChannel(self.corrector.channel, vocab.words, self.first)
+      self.prefix_channel = self.corrector.prefix_channel
 
   def typing(self, prefix: str) -> Typing:
     """The prefix read with the word being typed at its end apart (nplm.use.prompts); with
     typos, also an unknown last word that no word begins but the channel reaches, and the
-    words before it corrected."""
-    reaches = self.prefix_channel and functools.partial(
-        self.prefix_channel.reaches, in_letters=self._in_letters(prefix))
-    typing = read_typing(self.model, prefix, reaches, search_box=True)
+    words before it corrected (Corrector.typing)."""
     # While a word is typed, the sentences before it stay: each corrected once
     # (the corrector keeps them) for all its keystrokes.
-    return typing if self.corrector is None else self.corrector.read(typing)
+    return (read_typing(self.model, prefix, search_box=True) if self.corrector is None
+            else self.corrector.typing(prefix, search_box=True))
 
   def complete(self, prefix: str, k: int = 10, max_words: int = DEFAULT_MAX_WORDS,
                beam_width: int | None = None) -> list[Completion]:
@@ -204,10 +200,8 @@ class Completer:
     return [self._completion(prompt, c) for c in finished]
 
   def _in_letters(self, prefix: str) -> bool:
-    """Whether the word being typed is compared in its letters: the prefix is in capitals
-    (nplm.use.correction's typed_in_capitals), so one capital typed of it ('THE JURY R')
-    says nothing of its case either."""
-    return typed_in_capitals(self.tokenizer.tokens(prefix))
+    """Whether the word being typed is compared in its letters (Corrector.in_letters)."""
+    return self.corrector is not None and self.corrector.in_letters(prefix)
 
   def _weights(self, continuation: _Continuation) -> np.ndarray | None:
     """ln of what weighs each token that may extend a continuation, float [|V|] (None: 0

@@ -50,9 +50,10 @@ import numpy as np
 from nplm.data.tokenizers import Tokenization, token_kind
 from nplm.data.vocab import SPECIAL_TOKENS
 from nplm.errors import ConfigError
-from nplm.use.generation import closing
+from nplm.use.generation import closing, end_ids
 from nplm.use.learned_channel import LEARNED_ALPHA, learned_channel
-from nplm.use.prompts import Typing, prompt_of
+from nplm.use.prefix_channel import PrefixChannel
+from nplm.use.prompts import Typing, prompt_of, read_typing
 from nplm.use.spelling_channel import ALPHA, SECOND_EDIT, Channel, in_capitals, near_words
 from nplm.use.variants import VariantSearch, variant_log_probs
 
@@ -155,6 +156,28 @@ class Corrector:
     # served alive (nplm serve builds one per request of other settings).
     self.candidates = functools.lru_cache(WORDS_KEPT)(self._candidates)
     self._corrected_sentence = functools.lru_cache(SENTENCES_KEPT)(self._searched_sentence)
+
+  @functools.cached_property
+  def prefix_channel(self) -> PrefixChannel:
+    """P(typed | w) of a word being typed, the likeliest prefix of w typed through the
+    channel (nplm.use.prefix_channel), for each word one types (no end mark, no <unk>)."""
+    vocab = self.model.vocab
+    typable = np.arange(vocab.size) != vocab.unk_id
+    typable[end_ids(self.model)] = False
+    return PrefixChannel(self.channel, vocab.words, typable)
+
+  def typing(self, text: str, search_box: bool = False) -> Typing:
+    """`text` read with the word being typed at its end apart (nplm.use.prompts.read_typing,
+    with its `search_box`), an unknown last word that no word begins but the prefix channel
+    reaches too, and the words before it corrected (`read`)."""
+    reaches = functools.partial(self.prefix_channel.reaches, in_letters=self.in_letters(text))
+    return self.read(read_typing(self.model, text, reaches, search_box))
+
+  def in_letters(self, text: str) -> bool:
+    """Whether the word being typed at the end of `text` is compared in its letters: the
+    text is in capitals (typed_in_capitals), so one capital typed of it ('THE JURY R') says
+    nothing of its case either."""
+    return typed_in_capitals(self.model.tokenizer.tokens(text))
 
   @functools.cached_property
   def _forms(self) -> dict[str, tuple[str, ...]]:

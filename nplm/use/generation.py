@@ -17,8 +17,9 @@ A drawn `<unk>` shows as a word drawn from the open vocabulary's spelling model 
 A prompt that ends in a word being typed (nplm.use.prompts: "The jury sa"; a subword model's
 last word) is read without it, and each sample spells it out first: while it does, the draw
 is from the model given that its text goes on with what was typed (each token weighed by
-nplm.use.spelling_weights: for words, the words it begins, renormalized). Those tokens count
-in `length`.
+nplm.use.spelling_weights: for words, the words it begins, renormalized; with typos read,
+also those it may be a misspelt beginning of, each weighed by P(typed | it)). Those tokens
+count in `length`.
 
 A sample runs on across sentence and text ends for `length` tokens, or stops after its
 `sentences`-th sentence when that comes first. Sentences are counted as a reader counts
@@ -203,7 +204,7 @@ def _steps(model, prompt: Sequence[int], sampling: Sampling, seed: int, first: i
     log_probs, state = reader.next(state)
     if any(node is not None for node in nodes):
       log_probs = log_probs + np.stack([np.zeros(model.vocab.size) if node is None
-                                        else spelling.log_weights[node] for node in nodes])
+                                        else spelling.weights(node) for node in nodes])
     words = np.asarray(_draw(log_probs.astype(np.float32), seed, first, t,
                              sampling.temperature, sampling.top_k, sampling.top_p, banned))
     nodes = [None if node is None else spelling.after(node, int(word))

@@ -9,7 +9,10 @@ and spelling it out (nplm.use.spelling_weights): for words, the words it begins 
 m": "man", "men"), each with its p; for subwords, the pieces ("▁church" for "chur").
 The probabilities are the model's own exact, normalized distribution over the vocabulary
 (every head's `log_probs`, n-gram models' too): they sum to 1 over all |V| tokens. With
-typos read (a Corrector), they are those after the prefix as it was read, corrected.
+typos read (a Corrector), they are those after the prefix as it was read, corrected, and a
+word-level model's word being typed may be misspelt (nplm.use.spelling_weights): the words it
+may begin are listed with p(w | the prefix before it) and ln P(typed | w) apart, ranked by
+their product, the posterior's order, as nplm complete ranks its continuations.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Prediction:
   token: str
   probability: float
   log_prob: float  # Natural log.
+  # ln P(the word being typed | token), the typos' channel (nplm.use.prefix_channel); 0
+  # where no word was being typed or typos are not read.
+  channel_log_prob: float = 0.0
 
   def as_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -47,11 +53,10 @@ def predictions(model, prefix: str, k: int, corrector=None
   if k < 1:
     raise ConfigError(f'--k must be at least 1, not {k}')
   typing, spelling = read_and_weigh(model, prefix, corrector)
-  if spelling:
-    log_probs = spelling.prompt_log_probs + spelling.log_weights[()]
-  else:
-    log_probs = next_log_probs(model, typing.prompt)
-  return typing.prompt, top_tokens(model, log_probs, k)
+  if spelling is None:
+    return typing.prompt, top_tokens(model, next_log_probs(model, typing.prompt), k)
+  log_probs = spelling.prompt_log_probs + spelling.log_weights[()]
+  return typing.prompt, top_tokens(model, log_probs, k, spelling.channel_log_probs)
 
 
 def next_log_probs(model, prompt: Prompt) -> np.ndarray:
@@ -61,8 +66,13 @@ def next_log_probs(model, prompt: Prompt) -> np.ndarray:
   return log_probs[0]
 
 
-def top_tokens(model, log_probs: np.ndarray, k: int) -> list[Prediction]:
-  best = np.argsort(-log_probs, kind='stable')[:k]
-  best = best[np.isfinite(log_probs[best])]
-  return [Prediction(token, math.exp(float(log_probs[i])), float(log_probs[i]))
+def top_tokens(model, log_probs: np.ndarray, k: int,
+               channel_log_probs: np.ndarray | None = None) -> list[Prediction]:
+  """The k tokens of the highest log_probs (plus channel_log_probs: the posterior's order)."""
+  channel = np.zeros(len(log_probs)) if channel_log_probs is None else channel_log_probs
+  scores = log_probs + channel
+  best = np.argsort(-scores, kind='stable')[:k]
+  best = best[np.isfinite(scores[best])]
+  return [Prediction(token, math.exp(float(log_probs[i])), float(log_probs[i]),
+                     float(channel[i]))
           for i, token in zip(best, model.vocab.decode(best))]

@@ -23,6 +23,12 @@ token's weight is p(t | h).
 
 A long word typed in short pieces can make the tree large: beyond MAX_NODES nodes the
 prefix is read as typed (`weigh` says so with None).
+
+With typos read (a Corrector: predict's and generate's --typos), a word-level model's word
+being typed may also be a misspelt beginning of words ("the jury recie"), as nplm complete
+reads it: each word w it may begin weighs p(w | h) · P(typed | w), P of the corrector's channel
+(nplm.use.prefix_channel), so that a draw is one from the words meant given what was typed,
+and a list ranks them by that, the posterior's order.
 """
 
 from __future__ import annotations
@@ -43,6 +49,16 @@ class SpellingWeights:
   log_weights: dict[tuple[int, ...], np.ndarray]  # float64 [|V|]: -inf where not allowed.
   # log p(· | the prompt), float64 [|V|]: the root's read, batched with the tree's.
   prompt_log_probs: np.ndarray
+  # ln P(typed | w) of each word w that may come first, with typos read (the module
+  # docstring's last paragraph), float64 [|V|]; None: the word is spelt as typed.
+  channel_log_probs: np.ndarray | None = None
+
+  def weights(self, path: tuple[int, ...]) -> np.ndarray:
+    """ln of what weighs each next token at `path` (a draw's): its log S, and first its
+    ln P(typed | it)."""
+    if path or self.channel_log_probs is None:
+      return self.log_weights[path]
+    return self.log_weights[path] + self.channel_log_probs
 
   def after(self, path: tuple[int, ...], token: int) -> tuple[int, ...] | None:
     """The node after `token`, or None where it spelt the word out."""
@@ -53,21 +69,25 @@ class SpellingWeights:
 def read_and_weigh(model, text: str, corrector=None) -> tuple[Typing, SpellingWeights | None]:
   """(`text` read with the word being typed apart, the weights of spelling it out), or
   (`text` read as typed, None) where it ends in no such word or its tree is too large; with
-  a `corrector` (nplm.use.correction's), its typos read (Corrector.read)."""
-  def read(typing: Typing) -> Typing:
-    return typing if corrector is None else corrector.read(typing)
-  typing = read(read_typing(model, text))
+  a `corrector` (nplm.use.correction's), its typos read (Corrector.typing): a word being
+  typed that no word begins also as a misspelt beginning of those the channel reaches."""
+  typing = read_typing(model, text) if corrector is None else corrector.typing(text)
   if not typing.tokens:
     return typing, None
-  weights = weigh(model, typing.prompt.ids, typing.spelling)
+  channel = None if corrector is None else corrector.prefix_channel.log_probs(
+      typing.spelling, corrector.in_letters(text))
+  weights = weigh(model, typing.prompt.ids, typing.spelling, channel)
   if weights is None:
-    return read(Typing(read_prompt(model, text), [])), None
+    as_typed = Typing(read_prompt(model, text), [])
+    return (as_typed if corrector is None else corrector.read(as_typed)), None
   return typing, weights
 
 
-def weigh(model, prompt_ids: np.ndarray, spelling: str) -> SpellingWeights | None:
+def weigh(model, prompt_ids: np.ndarray, spelling: str,
+          channel_log_probs: np.ndarray | None = None) -> SpellingWeights | None:
   """The weights of spelling out `spelling` after the prompt (the module docstring), or None
-  where the tree has more than MAX_NODES nodes."""
+  where the tree has more than MAX_NODES nodes; with `channel_log_probs` (words: ln P(typed |
+  w)), the words it reaches spell it out."""
   spell = Spelling(model)
   rests = {(): spelling}  # Each node's rest to spell, parents before children.
   frontier = [()]
@@ -81,13 +101,15 @@ def weigh(model, prompt_ids: np.ndarray, spelling: str) -> SpellingWeights | Non
   log_s, log_weights = {}, {}
   for path in reversed(list(rests)):  # Children before their parents.
     rest = rests[path]
-    weights = np.where(spell.taking_all(rest), 0.0, -np.inf)
+    spelt = (np.isfinite(channel_log_probs) if channel_log_probs is not None and not path
+             else spell.taking_all(rest))
+    weights = np.where(spelt, 0.0, -np.inf)
     for t in spell.pieces(rest):
       weights[t] = log_s[(*path, int(t))]
     log_weights[path] = weights
     if path:
       log_s[path] = np.logaddexp.reduce(log_p[path] + weights)
-  return SpellingWeights(log_weights, log_p[()])
+  return SpellingWeights(log_weights, log_p[()], channel_log_probs)
 
 
 def _log_probs(model, prompt_ids: np.ndarray,
