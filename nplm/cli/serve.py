@@ -50,6 +50,7 @@ def main(argv):
     with interrupting(f'loading {FLAGS.workdir}'):
       model = load_trained(FLAGS.workdir)
       service = Service(model, limits, misspellings)
+      service.warm()
   except Interrupted as stop:
     cli.stop_interrupted(str(stop))
   except (*cli.USER_ERRORS, OSError) as error:

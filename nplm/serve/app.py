@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 PAGE = Path(__file__).with_name('page')
 PAGE_FILES = {'/': 'index.html', '/page.js': 'page.js', '/page.css': 'page.css'}
 SHUTDOWN_SECONDS = 5.0
+# The page's /complete request (page.js): what Service.warm compiles the beam search for.
+PAGE_COMPLETION = {'k': 8, 'max_words': 3}
 
 
 class Service:
@@ -55,6 +57,16 @@ class Service:
     self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='nplm-model')
     self.pending = 0
     self.perplexities = recorded_perplexities(Path(model.config.workdir))
+
+  def warm(self) -> None:
+    """What the first requests would compile, compiled before the server says it is ready: a
+    window model's scoring of a correction's variants at each row count it pads to (each
+    met at a word boundary of the first sentences typed, 0.15 to 0.3 s each under the
+    MLP9: TrainedModel.compile_window_rows), and the page's completion of a letter being
+    typed, with typos and without."""
+    self.model.compile_window_rows()
+    for completer in self.completers.values():
+      completer.complete('T', **PAGE_COMPLETION)
 
   def answer(self, endpoint: str, request: dict) -> dict:
     """What the endpoint answers (on the worker thread)."""

@@ -83,6 +83,9 @@ class NgramRun:
     windows = np.concatenate([contexts, np.asarray(targets)[:, None]], axis=1)
     return np.asarray(self.model.log_prob_windows(windows), np.float64)
 
+  def compile_window_rows(self) -> None:
+    """Nothing to compile: a counted model's log-probs are looked up (TrainedModel's)."""
+
   def next_words(self) -> NgramNextWords:
     return NgramNextWords(self.model)
 
